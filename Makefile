@@ -1,0 +1,56 @@
+# Two commands set everything up on a fresh clone: `make run` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+TEST_POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/memoryapp
+PYTEST_ARGS ?=
+
+.PHONY: run test test-sqlite test-postgres lint install bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+## The server with admin and API on the embedded SQLite default (var/db.sqlite3).
+run: $(STAMP)
+	DEBUG=$${DEBUG:-true} $(PY) manage.py migrate --noinput
+	DEBUG=$${DEBUG:-true} $(PY) manage.py bootstrap_admin
+	DEBUG=$${DEBUG:-true} $(PY) manage.py runserver 127.0.0.1:8000
+
+## Lint, then the whole suite on SQLite and again on PostgreSQL.
+test: $(STAMP) lint test-sqlite test-postgres
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(PY) manage.py makemigrations --check --dry-run
+
+test-sqlite: $(STAMP)
+	@echo "=== test suite on SQLite ==="
+	env -u DATABASE_URL $(PY) -m pytest $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 5 ] && rc=0; exit $$rc
+
+test-postgres: $(STAMP)
+	@if $(PY) scripts/pg_ready.py "$(TEST_POSTGRES_URL)"; then \
+		echo "=== test suite on PostgreSQL ($(TEST_POSTGRES_URL)) ==="; \
+		DATABASE_URL="$(TEST_POSTGRES_URL)" $(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
+		[ $$rc -eq 5 ] && rc=0; exit $$rc; \
+	elif [ "$$CI" = "true" ]; then \
+		echo "!!! PostgreSQL is unreachable at $(TEST_POSTGRES_URL): failing (CI=true)."; exit 1; \
+	else \
+		echo ""; \
+		echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"; \
+		echo "!!! PostgreSQL is unreachable at $(TEST_POSTGRES_URL)"; \
+		echo "!!! SKIPPING the PostgreSQL pass. Set TEST_POSTGRES_URL or start PostgreSQL."; \
+		echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"; \
+	fi
+
+bench: $(STAMP)
+	$(PY) bench/recall.py
+
+clean:
+	rm -rf $(VENV) var/test_db.sqlite3*

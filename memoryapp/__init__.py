@@ -1,0 +1,28 @@
+"""memoryapp: the long-term memory of AI agents, and its Django back office.
+
+``from memoryapp import MemoryManager, SensitiveMemoryError`` is the host-facing
+entry point (SPEC §13). The manager is imported lazily so that importing the
+package never touches the app registry before Django is set up.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__all__ = ["MemoryManager", "SensitiveMemoryError", "WipeResult", "RecallCandidate"]
+
+if TYPE_CHECKING:
+    from .guards import SensitiveMemoryError
+    from .manager import MemoryManager, RecallCandidate, WipeResult
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SensitiveMemoryError":
+        from .guards import SensitiveMemoryError
+
+        return SensitiveMemoryError
+    if name in ("MemoryManager", "WipeResult", "RecallCandidate"):
+        from . import manager
+
+        return getattr(manager, name)
+    raise AttributeError(f"module 'memoryapp' has no attribute {name!r}")

@@ -1,0 +1,1 @@
+"""The runnable Django project around the memoryapp app."""
