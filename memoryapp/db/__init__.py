@@ -1,0 +1,1 @@
+"""Vendor-specific database pieces: the migration operation, meta rows, purge and scan helpers."""

@@ -1,0 +1,291 @@
+"""The five tables of SPEC §1 (plus erasure receipts), with Agentao-compatible names and columns."""
+
+from __future__ import annotations
+
+import json
+import secrets
+
+from django.db import models
+from django.db.models import Q
+
+from .fields import IsoDateTimeField, now
+from .querysets import MemoryObjects, ReviewItemQuerySet, SessionSummaryQuerySet
+
+
+def new_id() -> str:
+    """A short random hex id (16 hex digits: collisions stay negligible at millions of rows)."""
+    return secrets.token_hex(8)
+
+
+class Scope(models.TextChoices):
+    """Which store a memory belongs to."""
+
+    USER = "user", "user"
+    PROJECT = "project", "project"
+
+
+class MemoryType(models.TextChoices):
+    """What kind of fact a memory is (SPEC §2)."""
+
+    PREFERENCE = "preference", "preference"
+    PROFILE = "profile", "profile"
+    PROJECT_FACT = "project_fact", "project fact"
+    WORKFLOW = "workflow", "workflow"
+    DECISION = "decision", "decision"
+    CONSTRAINT = "constraint", "constraint"
+    NOTE = "note", "note"
+
+
+class Source(models.TextChoices):
+    """Who wrote a memory."""
+
+    EXPLICIT = "explicit", "explicit"
+    CRYSTALLIZED = "crystallized", "crystallized"
+    AUTO = "auto", "auto"
+
+
+class Confidence(models.TextChoices):
+    """How much a memory is trusted."""
+
+    EXPLICIT_USER = "explicit_user", "explicit (user)"
+    INFERRED = "inferred", "inferred"
+    AUTO_SUMMARY = "auto_summary", "auto summary"
+
+
+class Sensitivity(models.TextChoices):
+    """Sensitivity label of a memory."""
+
+    NORMAL = "normal", "normal"
+    SENSITIVE = "sensitive", "sensitive"
+    BLOCKED = "blocked", "blocked"
+
+
+class ReviewStatus(models.TextChoices):
+    """State of a crystallizer candidate."""
+
+    PENDING = "pending", "pending"
+    APPROVED = "approved", "approved"
+    REJECTED = "rejected", "rejected"
+
+
+def _json_list(text: str | None) -> list[str]:
+    try:
+        value = json.loads(text or "[]")
+    except (TypeError, ValueError):
+        return []
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
+def _dump_list(values) -> str:
+    # ensure_ascii=False keeps CJK tags searchable as text in the column itself.
+    return json.dumps(list(values or ()), ensure_ascii=False)
+
+
+class _TagsMixin:
+    """``tags`` as a list over the ``tags_json`` text column (Agentao's storage form)."""
+
+    @property
+    def tags(self) -> list[str]:
+        return _json_list(self.tags_json)
+
+    @tags.setter
+    def tags(self, values) -> None:
+        self.tags_json = _dump_list(values)
+
+
+class Memory(_TagsMixin, models.Model):
+    """A persistent memory (Agentao's ``MemoryRecord``), soft-deleted through ``deleted_at``."""
+
+    id = models.CharField(primary_key=True, max_length=32, default=new_id, editable=False)
+    namespace = models.CharField(max_length=255, default="", db_default="", blank=True)
+    subject = models.CharField(max_length=255, null=True, blank=True)
+    scope = models.CharField(max_length=16, choices=Scope.choices)
+    type = models.CharField(
+        max_length=16, choices=MemoryType.choices, default=MemoryType.NOTE, db_default="note"
+    )
+    key_normalized = models.CharField(max_length=255)
+    title = models.CharField(max_length=255)
+    content = models.TextField()
+    tags_json = models.TextField(default="[]", db_default="[]")
+    keywords_json = models.TextField(default="[]", db_default="[]")
+    source = models.CharField(
+        max_length=16, choices=Source.choices, default=Source.EXPLICIT, db_default="explicit"
+    )
+    confidence = models.CharField(
+        max_length=16,
+        choices=Confidence.choices,
+        default=Confidence.EXPLICIT_USER,
+        db_default="explicit_user",
+    )
+    sensitivity = models.CharField(
+        max_length=16, choices=Sensitivity.choices, default=Sensitivity.NORMAL, db_default="normal"
+    )
+    created_at = IsoDateTimeField(default=now)
+    updated_at = IsoDateTimeField(default=now)
+    deleted_at = IsoDateTimeField(null=True, blank=True)
+
+    objects = MemoryObjects()
+
+    class Meta:
+        db_table = "memories"
+        ordering = ("created_at", "id")
+        verbose_name = "memory"
+        verbose_name_plural = "memories"
+        constraints = [
+            # Named as Agentao names its (scope, key) index, so Agentao's
+            # "CREATE UNIQUE INDEX IF NOT EXISTS" finds it and leaves ours alone.
+            models.UniqueConstraint(
+                fields=["namespace", "scope", "key_normalized"],
+                condition=Q(deleted_at__isnull=True),
+                name="uix_memories_scope_key",
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["namespace", "scope", "created_at"], name="ix_memories_ns_created"
+            ),
+            models.Index(fields=["namespace", "updated_at"], name="ix_memories_ns_updated"),
+            models.Index(fields=["subject"], name="ix_memories_subject"),
+        ]
+        permissions = [
+            ("erase_memory", "Can erase memories permanently"),
+            ("wipe_memory", "Can wipe a namespace (soft reset)"),
+            ("export_memory", "Can export memories"),
+        ]
+
+    def __str__(self) -> str:
+        return self.title
+
+    @property
+    def keywords(self) -> list[str]:
+        """The recall keywords (SPEC §2) as a list."""
+        return _json_list(self.keywords_json)
+
+    @keywords.setter
+    def keywords(self, values) -> None:
+        self.keywords_json = _dump_list(values)
+
+    @property
+    def is_live(self) -> bool:
+        """True while the row is not soft-deleted."""
+        return self.deleted_at is None
+
+
+class SessionSummary(models.Model):
+    """A summary written by the host after a complete context compaction."""
+
+    id = models.CharField(primary_key=True, max_length=32, default=new_id, editable=False)
+    session_id = models.CharField(max_length=255)
+    summary_text = models.TextField()
+    tokens_before = models.IntegerField(default=0, db_default=0)
+    messages_summarized = models.IntegerField(default=0, db_default=0)
+    created_at = IsoDateTimeField(default=now)
+    namespace = models.CharField(max_length=255, default="", db_default="", blank=True)
+    subject = models.CharField(max_length=255, null=True, blank=True)
+
+    objects = SessionSummaryQuerySet.as_manager()
+
+    class Meta:
+        db_table = "session_summaries"
+        ordering = ("created_at", "id")
+        verbose_name = "session summary"
+        verbose_name_plural = "session summaries"
+        indexes = [
+            models.Index(fields=["namespace", "created_at"], name="ix_summaries_ns_created"),
+            models.Index(fields=["subject"], name="ix_summaries_subject"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session_id} @ {self.created_at:%Y-%m-%d %H:%M}"
+
+
+class ReviewItem(_TagsMixin, models.Model):
+    """A crystallizer candidate waiting for approval (``memory_review_queue``)."""
+
+    id = models.CharField(primary_key=True, max_length=32, default=new_id, editable=False)
+    scope = models.CharField(max_length=16, choices=Scope.choices)
+    type = models.CharField(max_length=16, choices=MemoryType.choices)
+    key_normalized = models.CharField(max_length=255)
+    title = models.CharField(max_length=255)
+    content = models.TextField()
+    tags_json = models.TextField(default="[]", db_default="[]")
+    evidence = models.TextField(default="", db_default="", blank=True)
+    source_session = models.CharField(max_length=255, default="", db_default="", blank=True)
+    occurrences = models.IntegerField(default=1, db_default=1)
+    confidence = models.CharField(
+        max_length=16,
+        choices=Confidence.choices,
+        default=Confidence.AUTO_SUMMARY,
+        db_default="auto_summary",
+    )
+    status = models.CharField(
+        max_length=16,
+        choices=ReviewStatus.choices,
+        default=ReviewStatus.PENDING,
+        db_default="pending",
+    )
+    created_at = IsoDateTimeField(default=now)
+    updated_at = IsoDateTimeField(default=now)
+    namespace = models.CharField(max_length=255, default="", db_default="", blank=True)
+    subject = models.CharField(max_length=255, null=True, blank=True)
+
+    objects = ReviewItemQuerySet.as_manager()
+
+    class Meta:
+        db_table = "memory_review_queue"
+        ordering = ("-occurrences", "-updated_at", "id")
+        verbose_name = "review item"
+        verbose_name_plural = "review queue"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["namespace", "scope", "key_normalized"],
+                condition=Q(status="pending"),
+                name="uix_review_scope_key",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["namespace", "status"], name="ix_review_ns_status"),
+            models.Index(fields=["subject"], name="ix_review_subject"),
+        ]
+        permissions = [("purge_reviewitem", "Can purge review items permanently")]
+
+    def __str__(self) -> str:
+        return self.title
+
+
+class MemoryEvent(models.Model):
+    """Audit log of writes: ids, event type, time, actor — never the content."""
+
+    id = models.AutoField(primary_key=True)
+    memory_id = models.CharField(max_length=32)
+    event_type = models.CharField(max_length=32)
+    timestamp = IsoDateTimeField(default=now)
+    detail = models.TextField(null=True, blank=True)
+    namespace = models.CharField(max_length=255, default="", db_default="", blank=True)
+    actor = models.CharField(max_length=255, default="", db_default="", blank=True)
+
+    class Meta:
+        db_table = "memory_events"
+        ordering = ("id",)
+        verbose_name = "memory event"
+        verbose_name_plural = "memory events"
+        indexes = [models.Index(fields=["memory_id"], name="ix_events_memory")]
+
+    def __str__(self) -> str:
+        return f"{self.event_type} {self.memory_id}"
+
+
+class SchemaMeta(models.Model):
+    """Key/value metadata: ``version`` and the trigger-maintained ``memories_change`` counter."""
+
+    key = models.CharField(primary_key=True, max_length=64)
+    value = models.TextField()
+
+    class Meta:
+        db_table = "schema_meta"
+        ordering = ("key",)
+        verbose_name = "schema metadata"
+        verbose_name_plural = "schema metadata"
+
+    def __str__(self) -> str:
+        return f"{self.key}={self.value}"

@@ -1,0 +1,62 @@
+"""Shared fixtures: vendor markers, helpers for raw SQL and extra database aliases."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import uuid
+
+import pytest
+from django.db import connection, connections
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip ``postgres_only`` / ``sqlite_only`` tests on the other vendor."""
+    vendor = connection.vendor
+    for item in items:
+        if "postgres_only" in item.keywords and vendor != "postgresql":
+            item.add_marker(pytest.mark.skip(reason="PostgreSQL only (this pass runs on SQLite)"))
+        if "sqlite_only" in item.keywords and vendor != "sqlite":
+            item.add_marker(pytest.mark.skip(reason="SQLite only (this pass runs on PostgreSQL)"))
+
+
+@pytest.fixture
+def raw_sql():
+    """Run one statement outside the ORM on the default database; returns fetched rows."""
+
+    def run(sql: str, params=()):
+        with connection.cursor() as cursor:
+            cursor.execute(sql, list(params))
+            return cursor.fetchall() if cursor.description else []
+
+    return run
+
+
+@pytest.fixture
+def extra_alias(tmp_path):
+    """Register a throw-away SQLite database alias pointing at a file of the test's choice."""
+    created: list[str] = []
+
+    def make(path) -> str:
+        alias = f"extra_{uuid.uuid4().hex[:8]}"
+        base = copy.deepcopy(connections.settings["default"])
+        base.update(
+            ENGINE="django.db.backends.sqlite3",
+            NAME=str(path),
+            OPTIONS={"init_command": "PRAGMA journal_mode=WAL;", "timeout": 1},
+            TEST={"NAME": str(path)},
+        )
+        connections.settings[alias] = base
+        connections[alias]  # noqa: B018 - instantiate while the alias is configured
+        # Unlisted again: Django's test case lets "dynamically created" connections
+        # through, and nothing else (flush, close_all) iterates over this one.
+        del connections.settings[alias]
+        created.append(alias)
+        return alias
+
+    yield make
+    for alias in created:
+        with contextlib.suppress(Exception):
+            connections[alias].close()
+        with contextlib.suppress(AttributeError, KeyError):
+            del connections[alias]
