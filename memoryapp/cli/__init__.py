@@ -1,0 +1,13 @@
+"""Verb groups of ``manage.py memory``; each module registers its sub-commands.
+
+A module exposes ``register(verbs, common) -> dict[str, handler]`` where
+``verbs`` is the argparse sub-parser collection, ``common`` the parent parser
+holding ``--project/--user/--database``, and a handler is
+``handler(command, options) -> None`` (``command`` is the running
+``BaseCommand``: use ``command.stdout``, ``command.confirm``, ``command.manager``).
+"""
+
+VERB_MODULES = [
+    "memoryapp.cli.basic",
+    "memoryapp.cli.review",
+]

@@ -1,0 +1,134 @@
+"""The seed's ``/memory`` verbs: list, search, tag, delete, clear, wipe, session, stats."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from django.core.management.base import CommandError
+
+from memoryapp.guards import SCOPES
+from memoryapp.models import Memory, ReviewItem, SchemaMeta
+
+
+def register(verbs, common) -> dict:
+    """Add the basic verbs to the parser; return their handlers."""
+    p = verbs.add_parser("list", parents=[common], help="list live memories")
+    p.add_argument("--scope", choices=SCOPES)
+    p = verbs.add_parser("search", parents=[common], help="substring search")
+    p.add_argument("query")
+    p.add_argument("--scope", choices=SCOPES)
+    p = verbs.add_parser("tag", parents=[common], help="memories with a tag")
+    p.add_argument("tag")
+    p.add_argument("--scope", choices=SCOPES)
+    p = verbs.add_parser("delete", parents=[common], help="soft-delete memories by title")
+    p.add_argument("title")
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    p = verbs.add_parser("clear", parents=[common], help="soft-delete every memory of a scope")
+    p.add_argument("--scope", choices=SCOPES)
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    p = verbs.add_parser(
+        "wipe", parents=[common], help="the seed's reset (soft): memories and summaries"
+    )
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    p = verbs.add_parser("session", parents=[common], help="session summaries")
+    p.add_argument("session_id", nargs="?", help="one session (all when omitted)")
+    verbs.add_parser("stats", parents=[common], help="counts, change counter, store problems")
+    return {
+        "list": do_list,
+        "search": do_search,
+        "tag": do_tag,
+        "delete": do_delete,
+        "clear": do_clear,
+        "wipe": do_wipe,
+        "session": do_session,
+        "stats": do_stats,
+    }
+
+
+def do_list(cmd, options) -> None:
+    """Print the live memories of a scope."""
+    cmd.print_memories(cmd.manager(options).get_all_entries(options["scope"]))
+
+
+def do_search(cmd, options) -> None:
+    """Print the memories matching a substring."""
+    cmd.print_memories(cmd.manager(options).search(options["query"], options["scope"]))
+
+
+def do_tag(cmd, options) -> None:
+    """Print the memories carrying a tag."""
+    cmd.print_memories(cmd.manager(options).filter_by_tag(options["tag"], options["scope"]))
+
+
+def do_delete(cmd, options) -> None:
+    """Soft-delete the memories with a title, after confirmation."""
+    mm = cmd.manager(options)
+    wanted = options["title"].strip().lower()
+    matches = [m for m in mm.get_all_entries() if m.title.strip().lower() == wanted]
+    if not matches:
+        raise CommandError(f"No live memory is titled {options['title']!r}.")
+    if not cmd.confirm(f"Soft-delete {len(matches)} memory(ies)?", options):
+        return
+    count = mm.delete_by_title(options["title"], actor="cli")
+    cmd.stdout.write(f"Deleted {count} memory(ies) (soft delete).")
+
+
+def do_clear(cmd, options) -> None:
+    """Soft-delete every memory of a scope, after confirmation."""
+    scope = options["scope"] or "project and user"
+    if not cmd.confirm(f"Soft-delete every {scope} memory of this namespace?", options):
+        return
+    count = cmd.manager(options).clear(options["scope"], actor="cli")
+    cmd.stdout.write(f"Cleared {count} memory(ies) (soft delete).")
+
+
+def do_wipe(cmd, options) -> None:
+    """The seed's wipe_all, after confirmation; a partial failure exits non-zero."""
+    question = (
+        "Wipe this namespace (soft-delete its memories, delete its session summaries)? "
+        "This is NOT erasure: use 'memory erase' to remove data for good."
+    )
+    if not cmd.confirm(question, options):
+        return
+    result = cmd.manager(options).wipe_all(actor="cli")
+    cmd.stdout.write(
+        f"memories cleared: {result.memories_cleared}; "
+        f"summaries cleared: {result.summaries_cleared}; ok: {result.ok}"
+    )
+    if not result.ok:
+        raise CommandError(f"not cleared: {', '.join(result.not_cleared)}")
+
+
+def do_session(cmd, options) -> None:
+    """Print the session summaries of the namespace (or of one session)."""
+    rows = cmd.manager(options).list_session_summaries(options["session_id"])
+    for s in rows:
+        cmd.stdout.write(
+            f"{s.created_at:%Y-%m-%d %H:%M:%S}  session {s.session_id}  "
+            f"({s.messages_summarized} messages, {s.tokens_before} tokens)"
+        )
+        cmd.stdout.write(f"    {s.summary_text}")
+    cmd.stdout.write(f"{len(rows)} summar{'y' if len(rows) == 1 else 'ies'}.")
+
+
+def do_stats(cmd, options) -> None:
+    """Counts per namespace/scope/type, the change counter and store problems."""
+    using = options["database"]
+    counts = Counter(Memory.objects.using(using).live().values_list("namespace", "scope", "type"))
+    cmd.stdout.write("live memories by namespace / scope / type:")
+    for (ns, scope, mem_type), n in sorted(counts.items()):
+        cmd.stdout.write(f"  {ns or '(default)'}  {scope}  {mem_type}: {n}")
+    if not counts:
+        cmd.stdout.write("  (none)")
+    deleted = Memory.objects.using(using).deleted().count()
+    pending = ReviewItem.objects.using(using).pending().count()
+    cmd.stdout.write(f"soft-deleted memories: {deleted}")
+    cmd.stdout.write(f"pending review items: {pending}")
+    meta = dict(SchemaMeta.objects.using(using).values_list("key", "value"))
+    cmd.stdout.write(f"memories_change: {meta.get('memories_change', '0')}")
+    cmd.stdout.write(f"schema version: {meta.get('version', '?')}")
+    mm = cmd.manager(options)
+    mm.get_all_entries()
+    mm.get_cross_session_tail()
+    problems = mm.take_store_problems()
+    cmd.stdout.write("store problems: " + ("; ".join(problems) if problems else "none"))

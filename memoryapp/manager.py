@@ -1,0 +1,576 @@
+"""``MemoryManager``: the seed-compatible facade a host (agent runtime) talks to.
+
+The facade is thin: it binds one project namespace and at most one user
+namespace, the database aliases, the session id, a write counter and the list
+of store problems. The rules live below it (``guards``, ``store``, ``recall``,
+``render``, ``crystallizer``).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import weakref
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, transaction
+from django.db.models import Q
+
+from . import crystallizer, ephemeral, guards, review, store
+from .conf import get_guard, user_database
+from .db.meta import read_change_counter
+from .models import Memory, ReviewItem, ReviewStatus, Scope, SessionSummary, Source
+
+logger = logging.getLogger(__name__)
+
+SUMMARY_TAIL_WINDOW = 10  # the latest summaries the cross-session tail looks at (SPEC §4)
+
+
+@dataclass(frozen=True)
+class WipeResult:
+    """Outcome of :meth:`MemoryManager.wipe_all` (SPEC §3): failures live here, never in raises."""
+
+    memories_cleared: int
+    summaries_cleared: int
+    not_cleared: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        """True when every part was cleared."""
+        return not self.not_cleared
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly form (the API's response body)."""
+        return {
+            "memories_cleared": self.memories_cleared,
+            "summaries_cleared": self.summaries_cleared,
+            "not_cleared": list(self.not_cleared),
+            "ok": self.ok,
+        }
+
+
+@dataclass(frozen=True)
+class _Store:
+    """One (database, namespace, scope) slice that a manager owns."""
+
+    label: str
+    using: str
+    namespace: str
+    scope: str
+
+    def rows(self):
+        return Memory.objects.using(self.using).filter(namespace=self.namespace, scope=self.scope)
+
+
+class MemoryManager:
+    """The long-term memory of one agent session (SPEC §13).
+
+    Args:
+        project: the project namespace (``""`` = single-tenant, Agentao-compatible).
+        user: the user namespace, or ``None`` for no user scope (user-scope
+            writes then land in the project scope).
+        using: database alias of the project store (default ``"default"``).
+        user_using: database alias of the user store (default
+            ``MEMORYAPP_USER_DATABASE``, else ``using``).
+        session_id: the current session id; a fresh random one when omitted.
+        guard: the :class:`~memoryapp.guards.MemoryGuard` to validate with;
+            default the ``MEMORYAPP_GUARD`` class.
+    """
+
+    def __init__(
+        self,
+        project: str = "",
+        user: str | None = None,
+        *,
+        using: str | None = None,
+        user_using: str | None = None,
+        session_id: str | None = None,
+        guard: guards.MemoryGuard | None = None,
+    ) -> None:
+        if not isinstance(project, str):
+            raise guards.MemoryValidationError("project namespace must be a string")
+        if user is not None and not isinstance(user, str):
+            raise guards.MemoryValidationError("user namespace must be a string or None")
+        self.project = project
+        self.user = user
+        self.using = using or DEFAULT_DB_ALIAS
+        self.user_using = user_using or user_database() or self.using
+        self.guard = guard or get_guard()
+        self.session_id: str = (
+            session_id if isinstance(session_id, str) and session_id else _new_session_id()
+        )
+        self.write_version = 0
+        self._problems: dict[str, str] = {}
+        self._reported: set[str] = set()
+        self._project_store = _Store("project store", self.using, project, Scope.PROJECT)
+        self._user_store = (
+            _Store("user store", self.user_using, user, Scope.USER) if user is not None else None
+        )
+
+    def __repr__(self) -> str:
+        return f"MemoryManager(project={self.project!r}, user={self.user!r}, using={self.using!r})"
+
+    # ----------------------------------------------------------------- stores
+    def _stores(self, scope: str | None = None) -> list[_Store]:
+        if scope is not None and scope not in guards.SCOPES:
+            raise guards.MemoryValidationError(
+                f"Unknown scope {scope!r}: expected one of {', '.join(guards.SCOPES)}"
+            )
+        stores = [self._project_store]
+        if self._user_store is not None:
+            stores.append(self._user_store)
+        return [s for s in stores if scope is None or s.scope == scope]
+
+    def _store_for(self, scope: str) -> _Store:
+        return self._user_store if scope == Scope.USER and self._user_store else self._project_store
+
+    def _live_filter(self, stores: list[_Store]) -> dict[str, Q]:
+        """One OR-ed filter per database alias, so two stores on one database cost one query."""
+        by_alias: dict[str, Q] = {}
+        for s in stores:
+            q = Q(namespace=s.namespace, scope=s.scope)
+            by_alias[s.using] = by_alias[s.using] | q if s.using in by_alias else q
+        return by_alias
+
+    def _query(self, scope: str | None, refine=None) -> list[Memory]:
+        """Live rows of the selected stores, ordered by ``created_at``."""
+        rows: list[Memory] = []
+        filters = self._live_filter(self._stores(scope))
+        for alias, q in filters.items():
+            qs = Memory.objects.using(alias).live().filter(q)
+            if refine is not None:
+                qs = refine(qs, alias)
+            rows.extend(qs.order_by("created_at", "id"))
+        if len(filters) > 1:
+            rows.sort(key=lambda m: (m.created_at, m.id))
+        return rows
+
+    def _guarded_read(self, stores: list[_Store], read, empty):
+        """Run a turn-path read; a database error records a store problem and yields ``empty``."""
+        try:
+            result = read()
+        except DatabaseError as exc:
+            for s in stores:
+                self._record_problem(s, exc)
+            return empty
+        for s in stores:
+            self._problems.pop(s.label, None)
+            self._reported.discard(s.label)
+        return result
+
+    def _record_problem(self, s: _Store, exc: Exception) -> None:
+        first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        message = f"The {s.label} (database {s.using!r}) could not be read: {first_line}"
+        if s.label not in self._problems:
+            # One warning per outage, not one per turn.
+            logger.warning("memory %s unavailable: %s", s.label, type(exc).__name__)
+        self._problems[s.label] = message
+
+    def take_store_problems(self) -> list[str]:
+        """Messages about stores that could not be read, each reported once (SPEC §11)."""
+        fresh = [msg for label, msg in self._problems.items() if label not in self._reported]
+        self._reported.update(label for label in self._problems)
+        return fresh
+
+    # ----------------------------------------------------------------- writes
+    def _downgrade(self, prepared: store.Prepared) -> store.Prepared:
+        """No user store: a user-scope write lands in the project scope (SPEC §2).
+
+        The log lines never carry the key or the value.
+        """
+        if prepared.scope != Scope.USER or self._user_store is not None:
+            return prepared
+        if prepared.scope_explicit:
+            logger.warning(
+                "user scope requested but this manager has no user store; "
+                "the memory was saved in the project scope"
+            )
+        else:
+            logger.debug("inferred user scope without a user store; saved in the project scope")
+        return replace(prepared, scope=Scope.PROJECT)
+
+    def upsert(
+        self,
+        key: str,
+        value: str,
+        tags: Iterable[str] | None = (),
+        scope: str | None = None,
+        type: str | None = None,
+        source: str = Source.EXPLICIT,
+        *,
+        actor: str = "",
+    ) -> Memory:
+        """Validate, classify and save a memory; the same key updates it in place (SPEC §2).
+
+        Raises:
+            MemoryValidationError: invalid key, content, scope, type or tags.
+            SensitiveMemoryError: the content looks like a credential.
+        """
+        prepared = self._downgrade(store.prepare(self.guard, key, value, tags, scope, type, source))
+        target = self._store_for(prepared.scope)
+        result = store.write(
+            prepared,
+            using=target.using,
+            namespace=target.namespace,
+            subject=self.user,
+            actor=actor,
+        )
+        self._wrote()
+        return result.memory
+
+    def save_memory(
+        self,
+        key: str,
+        value: str,
+        tags: Iterable[str] | None = (),
+        scope: str | None = None,
+        type: str | None = None,
+    ) -> str:
+        """The LLM tool: save and report in words; never raises."""
+        try:
+            memory = self.upsert(key, value, tags, scope=scope, type=type, source=Source.EXPLICIT)
+        except guards.SensitiveMemoryError:
+            return "Refused to save: content appears to contain sensitive credentials"
+        except Exception as exc:  # the model gets the reason, the turn goes on
+            return f"Error saving memory: {_reason(exc)}"
+        return f"Saved memory: {memory.key_normalized}"
+
+    def _wrote(self) -> None:
+        self.write_version += 1
+
+    # ------------------------------------------------------------------ reads
+    def get_entry(self, memory_id: str) -> Memory | None:
+        """The live memory with this id in one of this manager's stores, else None."""
+        for alias, q in self._live_filter(self._stores()).items():
+            row = Memory.objects.using(alias).live().filter(q, pk=memory_id).first()
+            if row is not None:
+                return row
+        return None
+
+    def get_all_entries(self, scope: str | None = None) -> list[Memory]:
+        """Live memories of a scope (None = both), ordered by ``created_at``.
+
+        A store that cannot be read counts as empty and is reported once
+        through :meth:`take_store_problems`.
+        """
+        stores = self._stores(scope)
+        return self._guarded_read(stores, lambda: self._query(scope), [])
+
+    def search(self, query: str, scope: str | None = None) -> list[Memory]:
+        """Case-insensitive literal substring search over title, content, key, tags, keywords."""
+        if not isinstance(query, str) or not query.strip():
+            return []
+        needle = query.strip().lower()
+
+        def refine(qs, alias):
+            return qs.search_prefilter(needle) if _sql_can_prefilter(needle, alias) else qs
+
+        return [m for m in self._query(scope, refine) if _matches(m, needle)]
+
+    def filter_by_tag(self, tag: str, scope: str | None = None) -> list[Memory]:
+        """Memories carrying ``tag`` exactly (case-insensitive)."""
+        if not isinstance(tag, str) or not tag.strip():
+            return []
+        wanted = tag.strip().lower()
+
+        def refine(qs, alias):
+            return qs.tagged_prefilter(wanted) if _sql_can_prefilter(wanted, alias) else qs
+
+        return [m for m in self._query(scope, refine) if wanted in {t.lower() for t in m.tags}]
+
+    # ---------------------------------------------------------- delete, clear
+    def delete(self, memory_id: str, *, actor: str = "") -> bool:
+        """Soft-delete one memory; True if a live row was found (SPEC §3)."""
+        for s in self._stores():
+            if store.soft_delete_ids(s.using, s.namespace, [memory_id], actor=actor, reason=""):
+                self._wrote()
+                return True
+        return False
+
+    def delete_by_title(self, title: str, *, actor: str = "") -> int:
+        """Soft-delete every live memory whose title matches case-insensitively; the count."""
+        if not isinstance(title, str) or not title.strip():
+            return 0
+        wanted = title.strip().lower()
+        victims = [m for m in self._query(None) if m.title.strip().lower() == wanted]
+        count = 0
+        for s in self._stores():
+            ids = [m.id for m in victims if m.namespace == s.namespace and m.scope == s.scope]
+            count += store.soft_delete_ids(s.using, s.namespace, ids, actor=actor)
+        if count:
+            self._wrote()
+        return count
+
+    def clear(self, scope: str | None = None, *, actor: str = "") -> int:
+        """Soft-delete every live memory of a scope (None = both); raises on storage failure."""
+        total = 0
+        for s in self._stores(scope):
+            total += store.clear(s.using, s.namespace, [s.scope], actor=actor)
+        self._wrote()
+        return total
+
+    def wipe_all(self, *, actor: str = "") -> WipeResult:
+        """The seed's reset: clear both scopes and hard-delete the session summaries.
+
+        Never raises. Not erasure: soft-deleted rows keep their content (SPEC §3, §9).
+        """
+        not_cleared: list[str] = []
+        memories = 0
+        try:
+            memories = self.clear(None, actor=actor)
+        except Exception:
+            logger.warning("wipe_all: clearing memories failed", exc_info=True)
+            not_cleared.append("memories")
+        summaries = 0
+        try:
+            summaries = self._delete_summaries()
+        except Exception:
+            logger.warning("wipe_all: deleting session summaries failed", exc_info=True)
+        try:
+            # Read back: a delete that "succeeded" but left rows is still a failure.
+            if self._summaries().exists():
+                not_cleared.append("session summaries")
+        except Exception:
+            logger.warning("wipe_all: could not verify session summaries", exc_info=True)
+            not_cleared.append("session summaries")
+        self._wrote()
+        return WipeResult(memories, summaries, tuple(not_cleared))
+
+    # ------------------------------------------------------ session summaries
+    def _summaries(self):
+        return SessionSummary.objects.using(self.using).in_namespace(self.project)
+
+    def _delete_summaries(self) -> int:
+        with transaction.atomic(using=self.using):
+            deleted, _ = self._summaries().delete()
+        return deleted
+
+    def save_session_summary(
+        self, text: str, tokens_before: int = 0, messages_summarized: int = 0
+    ) -> SessionSummary | None:
+        """Record the summary of a complete compaction; never raises (None when not saved)."""
+        try:
+            if not isinstance(text, str) or not text.strip():
+                return None
+            row = SessionSummary.objects.using(self.using).create(
+                session_id=self.session_id,
+                summary_text=text.strip(),
+                tokens_before=max(int(tokens_before or 0), 0),
+                messages_summarized=max(int(messages_summarized or 0), 0),
+                namespace=self.project,
+                subject=self.user,
+            )
+        except Exception:
+            logger.warning("save_session_summary failed", exc_info=True)
+            return None
+        self._wrote()
+        return row
+
+    def archive_session(self, session_id: str | None = None) -> str | None:
+        """Start (or resume) a session; returns the previous id if it had summaries."""
+        previous = self.session_id
+        try:
+            had = self._summaries().for_session(previous).exists()
+        except DatabaseError:
+            had = False
+        self.session_id = (
+            session_id if isinstance(session_id, str) and session_id else _new_session_id()
+        )
+        self._wrote()
+        return previous if had else None
+
+    def list_session_summaries(self, session_id: str | None = None) -> list[SessionSummary]:
+        """Summaries of this namespace (optionally one session), oldest first."""
+        qs = self._summaries()
+        if session_id is not None:
+            qs = qs.for_session(session_id)
+        return list(qs.order_by("created_at", "id"))
+
+    def get_cross_session_tail(self) -> str:
+        """The latest summaries of other sessions, for the stable block (SPEC §4); never raises."""
+        from .render import cross_session_tail
+
+        def read():
+            latest = list(
+                self._summaries()
+                .order_by("-created_at", "-id")
+                .values_list("session_id", "summary_text")[:SUMMARY_TAIL_WINDOW]
+            )
+            return list(reversed(latest))
+
+        rows = self._guarded_read([self._project_store], read, [])
+        try:
+            return cross_session_tail(rows, self.session_id)
+        except Exception:
+            logger.warning("get_cross_session_tail failed", exc_info=True)
+            return ""
+
+    # ------------------------------------------------------------ review queue
+    def _review_items(self):
+        return ReviewItem.objects.using(self.using).in_namespace(self.project)
+
+    def crystallize_user_messages(self, messages) -> list[ReviewItem]:
+        """Queue the crystallizer's proposals from the user messages (SPEC §6); never memories."""
+        proposals = crystallizer.propose(messages or [])
+        if not proposals:
+            return []
+        return review.queue_proposals(
+            proposals,
+            using=self.using,
+            namespace=self.project,
+            subject=self.user,
+            session_id=self.session_id,
+        )
+
+    def list_review_items(self, status: str | None = "pending") -> list[ReviewItem]:
+        """Review items of this namespace: most occurrences first, then the newest."""
+        return list(
+            self._review_items()
+            .with_status(status)
+            .order_by("-occurrences", "-updated_at", "-created_at", "id")
+        )
+
+    def approve_review_item(self, item_id: str, *, actor: str = "") -> Memory | None:
+        """Promote a pending item to a memory (source ``crystallized``); None if not pending."""
+        with transaction.atomic(using=self.using):
+            item = review.decide(self.using, self.project, item_id, ReviewStatus.APPROVED)
+            if item is None:
+                return None
+            return self.upsert(
+                item.key_normalized,
+                item.content,
+                item.tags,
+                scope=item.scope,
+                type=item.type,
+                source=Source.CRYSTALLIZED,
+                actor=actor,
+            )
+
+    def reject_review_item(self, item_id: str) -> bool:
+        """Mark a pending item rejected; False if it is not pending (or not ours)."""
+        with transaction.atomic(using=self.using):
+            return (
+                review.decide(self.using, self.project, item_id, ReviewStatus.REJECTED) is not None
+            )
+
+    def purge_review_queue(self, status: str | None = None) -> int:
+        """Hard-delete this namespace's review items (optionally one status); the count.
+
+        The remedy the seed lacks: ``wipe_all`` leaves the queue, and its
+        excerpts of user messages, in place.
+        """
+        if status is not None and status not in ReviewStatus.values:
+            raise guards.MemoryValidationError(
+                f"Unknown review status {status!r}: "
+                f"expected one of {', '.join(ReviewStatus.values)}"
+            )
+        return review.purge(self.using, self.project, status)
+
+    # -------------------------------------------------- ephemeral and children
+    @classmethod
+    def ephemeral(cls, *, session_id: str | None = None, guard=None) -> MemoryManager:
+        """A manager on a throw-away in-memory store: works for the session, leaves nothing.
+
+        Call :meth:`close` when done (it also runs when the manager is collected).
+        """
+        alias = ephemeral.ephemeral_alias()
+        project = ephemeral.new_namespace()
+        mm = cls(
+            project,
+            f"{project}/user",
+            using=alias,
+            user_using=alias,
+            session_id=session_id,
+            guard=guard,
+        )
+        mm._finalizer = weakref.finalize(mm, ephemeral.discard, alias, (project, f"{project}/user"))
+        return mm
+
+    def close(self) -> None:
+        """Discard an ephemeral manager's rows now; a no-op for persistent managers."""
+        finalizer = getattr(self, "_finalizer", None)
+        if finalizer is not None:
+            finalizer()
+
+    def child(self) -> MemoryManager:
+        """A sub-agent's manager (SPEC §7): writes go through this manager's ``save_memory``;
+        its summaries and candidates stay in a throw-away store; its reads see nothing."""
+        route = getattr(self, "save_memory", None)
+        alias = ephemeral.ephemeral_alias()
+        project = ephemeral.new_namespace()
+        kid = _ChildManager(project, None, using=alias, guard=self.guard)
+        kid._route = route if callable(route) else None
+        kid._finalizer = weakref.finalize(kid, ephemeral.discard, alias, (project,))
+        return kid
+
+    # ------------------------------------------------------------ versions
+    def change_version(self) -> int:
+        """The database's ``schema_meta.memories_change`` (summed over both aliases if two)."""
+        aliases = {self.using, self.user_using} if self._user_store else {self.using}
+        return sum(read_change_counter(alias) for alias in sorted(aliases))
+
+
+class _ChildManager(MemoryManager):
+    """A sub-agent's manager: ``save_memory`` is the parent's, reads are empty (SPEC §7)."""
+
+    _route = None
+
+    @property
+    def save_memory(self):  # type: ignore[override]
+        """The parent's ``save_memory``; absent (AttributeError) when it could not be routed."""
+        if self._route is None:
+            raise AttributeError("this sub-agent manager has no save_memory: no parent route")
+        return self._route
+
+    def get_all_entries(self, scope: str | None = None) -> list[Memory]:
+        """A sub-agent sees no memories."""
+        return []
+
+    def search(self, query: str, scope: str | None = None) -> list[Memory]:
+        """A sub-agent sees no memories."""
+        return []
+
+    def filter_by_tag(self, tag: str, scope: str | None = None) -> list[Memory]:
+        """A sub-agent sees no memories."""
+        return []
+
+    def get_cross_session_tail(self) -> str:
+        """A sub-agent sees no summaries."""
+        return ""
+
+
+# ---------------------------------------------------------------- helpers
+def _new_session_id() -> str:
+    return secrets.token_hex(6)
+
+
+def _reason(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text or type(exc).__name__
+
+
+def _matches(memory: Memory, needle: str) -> bool:
+    """SPEC §3: literal, case-insensitive substring of title, content, key, a tag or a keyword."""
+    if needle in memory.title.lower() or needle in memory.content.lower():
+        return True
+    if needle in memory.key_normalized.lower():
+        return True
+    return any(needle in t.lower() for t in memory.tags) or any(
+        needle in k.lower() for k in memory.keywords
+    )
+
+
+def _sql_can_prefilter(text: str, alias: str) -> bool:
+    """Whether a SQL ``LIKE`` prefilter is a safe superset for ``text`` on this database.
+
+    SQLite's ``LIKE`` folds case for ASCII only, and JSON written by other
+    tools may escape non-ASCII or quote characters; such needles are checked
+    in Python over the namespace's rows instead.
+    """
+    from django.db import connections
+
+    if '"' in text or "\\" in text:
+        return False
+    return text.isascii() or connections[alias].vendor == "postgresql"

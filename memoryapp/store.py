@@ -1,0 +1,265 @@
+"""Write operations on the memory tables: upsert, soft delete, clear, events and the auto cap.
+
+Every function takes the database alias explicitly; none knows about HTTP,
+the admin or the facade. Multi-row writes run in one transaction.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from django.db import IntegrityError, transaction
+
+from . import guards
+from .fields import now
+from .models import Memory, MemoryEvent, Source
+
+
+@dataclass(frozen=True)
+class UpsertResult:
+    """The row written and whether it was new."""
+
+    memory: Memory
+    created: bool
+
+
+def log_event(
+    using: str,
+    memory_id: str,
+    event_type: str,
+    *,
+    namespace: str = "",
+    actor: str = "",
+    **detail,
+) -> None:
+    """Append one audit event. ``detail`` holds ids, labels and counts — never content."""
+    MemoryEvent.objects.using(using).create(
+        memory_id=memory_id,
+        event_type=event_type,
+        namespace=namespace,
+        actor=actor,
+        detail=json.dumps(detail, sort_keys=True) if detail else None,
+    )
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A validated, classified memory, ready to be written (the guard has run)."""
+
+    key_normalized: str
+    title: str
+    content: str
+    scope: str
+    type: str
+    source: str
+    confidence: str
+    tags: tuple[str, ...]
+    keywords: tuple[str, ...]
+    scope_explicit: bool
+
+
+def prepare(
+    guard: guards.MemoryGuard,
+    key: str,
+    value: str,
+    tags: Iterable[str] | None = (),
+    scope: str | None = None,
+    type: str | None = None,
+    source: str = Source.EXPLICIT,
+) -> Prepared:
+    """Run the guard and the classification of SPEC §2 (no database access).
+
+    Raises:
+        MemoryValidationError: bad key, title, content, tags, scope, type or source.
+        SensitiveMemoryError: the content looks like a credential.
+    """
+    if source not in Source.values:
+        raise guards.MemoryValidationError(f"Unknown memory source: {source!r}")
+    key_normalized, title, content = guard.check(key, value)
+    tag_list = guards.clean_tags(tags)
+    return Prepared(
+        key_normalized=key_normalized,
+        title=title,
+        content=content,
+        scope=guards.infer_scope(key_normalized, tag_list, scope),
+        type=guards.infer_type(tag_list, type),
+        source=source,
+        confidence=guards.default_confidence(source),
+        tags=tuple(tag_list),
+        keywords=tuple(guards.extract_keywords(title, content, tag_list)),
+        scope_explicit=scope is not None,
+    )
+
+
+def write(
+    prepared: Prepared,
+    *,
+    using: str,
+    namespace: str,
+    subject: str | None = None,
+    actor: str = "",
+) -> UpsertResult:
+    """Insert the memory, or update the live row with the same (namespace, scope, key).
+
+    Same key: same id, ``created_at`` kept, ``updated_at`` moves, an ``update``
+    event; a new row logs ``create``. Safe under concurrency: on SQLite the
+    IMMEDIATE transaction serialises writers; on PostgreSQL a lost insert race
+    (the partial unique index) falls back to updating the winner's row.
+    """
+    p = prepared
+    fields = {
+        "type": p.type,
+        "title": p.title,
+        "content": p.content,
+        "tags_json": _dump(p.tags),
+        "keywords_json": _dump(p.keywords),
+        "source": p.source,
+        "confidence": p.confidence,
+        "subject": subject,
+    }
+    with transaction.atomic(using=using):
+        live = (
+            Memory.objects.using(using)
+            .live()
+            .filter(namespace=namespace, scope=p.scope, key_normalized=p.key_normalized)
+        )
+        existing = live.select_for_update().first()
+        created = False
+        if existing is None:
+            row = Memory(
+                namespace=namespace, scope=p.scope, key_normalized=p.key_normalized, **fields
+            )
+            row.created_at = row.updated_at = now()
+            try:
+                # A savepoint, so losing the race to a concurrent insert of the
+                # same key (PostgreSQL) leaves the transaction usable.
+                with transaction.atomic(using=using):
+                    row.save(using=using, force_insert=True)
+                created = True
+            except IntegrityError:
+                existing = live.select_for_update().first()
+                if existing is None:
+                    raise
+        if existing is not None:
+            for name, val in fields.items():
+                setattr(existing, name, val)
+            existing.updated_at = now()
+            existing.save(using=using, update_fields=[*fields, "updated_at"])
+            row = existing
+        log_event(
+            using,
+            row.id,
+            "create" if created else "update",
+            namespace=namespace,
+            actor=actor,
+            scope=p.scope,
+            type=p.type,
+            source=p.source,
+        )
+        if p.source == Source.AUTO:
+            enforce_auto_cap(using, namespace, p.scope, actor=actor)
+    return UpsertResult(row, created)
+
+
+def enforce_auto_cap(using: str, namespace: str, scope: str, *, actor: str = "") -> int:
+    """Soft-delete the least recently updated ``auto`` memories past the cap; returns how many."""
+    from .conf import auto_source_cap
+
+    cap = auto_source_cap()
+    auto = (
+        Memory.objects.using(using)
+        .live()
+        .filter(namespace=namespace, scope=scope, source=Source.AUTO)
+        .order_by("-updated_at", "-id")
+    )
+    excess = list(auto.values_list("id", flat=True)[cap:])
+    if excess:
+        soft_delete_ids(using, namespace, excess, actor=actor, reason="auto_cap")
+    return len(excess)
+
+
+def soft_delete_ids(
+    using: str, namespace: str | None, ids: Iterable[str], *, actor: str = "", reason: str = ""
+) -> int:
+    """Soft-delete the live rows among ``ids`` (within ``namespace`` unless None); logs each."""
+    ids = list(ids)
+    if not ids:
+        return 0
+    stamp = now()
+    with transaction.atomic(using=using):
+        qs = Memory.objects.using(using).live().filter(id__in=ids)
+        if namespace is not None:
+            qs = qs.filter(namespace=namespace)
+        victims = list(qs.select_for_update().values_list("id", "namespace"))
+        if not victims:
+            return 0
+        Memory.objects.using(using).filter(id__in=[v[0] for v in victims]).update(
+            deleted_at=stamp, updated_at=stamp
+        )
+        detail = json.dumps({"reason": reason}) if reason else None
+        MemoryEvent.objects.using(using).bulk_create(
+            MemoryEvent(
+                memory_id=mid,
+                event_type="soft_delete",
+                namespace=ns,
+                actor=actor,
+                detail=detail,
+                timestamp=stamp,
+            )
+            for mid, ns in victims
+        )
+    return len(victims)
+
+
+def clear(using: str, namespace: str, scopes: Iterable[str], *, actor: str = "") -> int:
+    """Soft-delete every live row of ``scopes`` in ``namespace``; returns the count."""
+    ids = list(
+        Memory.objects.using(using)
+        .live()
+        .filter(namespace=namespace, scope__in=list(scopes))
+        .values_list("id", flat=True)
+    )
+    return soft_delete_ids(using, namespace, ids, actor=actor, reason="clear")
+
+
+def restore(using: str, memory_id: str, *, actor: str = "") -> Memory:
+    """Undo a soft delete (admin). Refuses when a live row already holds the same key."""
+    with transaction.atomic(using=using):
+        row = Memory.objects.using(using).select_for_update().get(pk=memory_id)
+        if row.deleted_at is None:
+            return row
+        clash = (
+            Memory.objects.using(using)
+            .live()
+            .filter(namespace=row.namespace, scope=row.scope, key_normalized=row.key_normalized)
+            .exists()
+        )
+        if clash:
+            raise guards.MemoryValidationError(
+                f"A live memory with the key {row.key_normalized!r} already exists in this "
+                "namespace and scope; delete or rename it first."
+            )
+        row.deleted_at = None
+        row.updated_at = now()
+        row.save(using=using, update_fields=["deleted_at", "updated_at"])
+        log_event(using, row.id, "restore", namespace=row.namespace, actor=actor)
+    return row
+
+
+def _dump(values: list[str]) -> str:
+    return json.dumps(values, ensure_ascii=False)
+
+
+__all__ = [
+    "Prepared",
+    "UpsertResult",
+    "clear",
+    "enforce_auto_cap",
+    "log_event",
+    "restore",
+    "soft_delete_ids",
+    "prepare",
+    "write",
+]
