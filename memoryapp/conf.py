@@ -54,4 +54,13 @@ def recall_cache_bytes() -> int:
     return int(getattr(settings, "MEMORYAPP_RECALL_CACHE_BYTES", 256 * 1024 * 1024))
 
 
+def ephemeral_database() -> str:
+    """``MEMORYAPP_EPHEMERAL_DATABASE``: alias of the in-memory store of ephemeral managers.
+
+    Registered on first use when the project does not declare it (declaring it
+    in ``DATABASES`` lets test suites list it). Default ``"memoryapp_ephemeral"``.
+    """
+    return getattr(settings, "MEMORYAPP_EPHEMERAL_DATABASE", "memoryapp_ephemeral")
+
+
 SUPPORTED_VENDORS = ("sqlite", "postgresql")

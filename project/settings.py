@@ -96,7 +96,15 @@ def _database(url: str) -> dict:
 
 DATABASES = {
     "default": _database(env("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}")),
+    # The throw-away in-memory store of MemoryManager.ephemeral() and sub-agent
+    # managers (memoryapp.ephemeral); declared so that test cases can list it.
+    "memoryapp_ephemeral": {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": "file:memoryapp_ephemeral?mode=memory&cache=shared",
+        "TEST": {"NAME": "file:memoryapp_ephemeral_test?mode=memory&cache=shared"},
+    },
 }
+DATABASE_ROUTERS = ["memoryapp.routers.EphemeralRouter"]
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

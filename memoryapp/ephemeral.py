@@ -1,0 +1,81 @@
+"""A throw-away in-memory store: the seed's "memory disabled" mode and the sub-agent's sandbox.
+
+One shared-cache in-memory SQLite database per process holds every ephemeral
+manager's rows, each under a random namespace that is hard-deleted when the
+manager is closed or collected. Nothing ever reaches a file.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+from importlib import import_module
+
+from django.db import connections
+
+from .conf import ephemeral_database
+
+logger = logging.getLogger(__name__)
+
+_lock = threading.Lock()
+_ready: set[str] = set()
+
+
+def ephemeral_alias() -> str:
+    """The alias of the in-memory database, registered and given its tables on first use."""
+    alias = ephemeral_database()
+    with _lock:
+        if alias not in connections.settings:
+            connections.settings[alias] = _settings_for(alias)
+        if alias not in _ready:
+            _ensure_schema(alias)
+            _ready.add(alias)
+    return alias
+
+
+def new_namespace() -> str:
+    """A fresh namespace no persistent store uses."""
+    return f"~ephemeral/{secrets.token_hex(8)}"
+
+
+def discard(alias: str, namespaces: tuple[str, ...]) -> None:
+    """Hard-delete every row of the given namespaces from the ephemeral database."""
+    from .models import Memory, MemoryEvent, ReviewItem, SessionSummary
+
+    try:
+        for model in (Memory, SessionSummary, ReviewItem, MemoryEvent):
+            model.objects.using(alias).filter(namespace__in=namespaces).delete()
+    except Exception:  # called from finalizers: never raise there
+        logger.debug("ephemeral store cleanup failed", exc_info=True)
+
+
+def _settings_for(alias: str) -> dict:
+    base = {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": f"file:{alias}?mode=memory&cache=shared",
+        "TEST": {"NAME": f"file:{alias}_test?mode=memory&cache=shared"},
+    }
+    # Fill Django's per-alias defaults (ATOMIC_REQUESTS, TIME_ZONE, ...).
+    filled = connections.configure_settings({alias: base})
+    return filled[alias]
+
+
+def _ensure_schema(alias: str) -> None:
+    """Create the memory tables and the counter triggers unless they exist (no migrations:
+    the database lives only as long as the process)."""
+    from .models import Memory, MemoryEvent, ReviewItem, SchemaMeta, SessionSummary
+
+    connection = connections[alias]
+    existing = set(connection.introspection.table_names())
+    models = [Memory, SessionSummary, ReviewItem, MemoryEvent, SchemaMeta]
+    if all(m._meta.db_table in existing for m in models):
+        return
+    with connection.schema_editor() as editor:
+        for model in models:
+            if model._meta.db_table not in existing:
+                editor.create_model(model)
+        # The same frozen trigger SQL the migration installs.
+        triggers = import_module("memoryapp.migrations.0002_change_counter_triggers")
+        for statement in triggers.FORWARDS["sqlite"]:
+            editor.execute(statement, params=None)

@@ -1,0 +1,112 @@
+"""The review queue on the database: write crystallizer proposals (folded), decide, purge."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+from django.db import IntegrityError, transaction
+
+from .crystallizer import Proposal
+from .fields import now
+from .models import Confidence, ReviewItem, ReviewStatus
+
+# Occurrences from which a folded candidate counts as inferred (SPEC §6).
+INFERRED_FROM = 2
+
+
+def queue_proposals(
+    proposals: Iterable[Proposal],
+    *,
+    using: str,
+    namespace: str,
+    subject: str | None,
+    session_id: str,
+) -> list[ReviewItem]:
+    """Write proposals to ``memory_review_queue``, folding into pending rows of the same key.
+
+    A pending row of the same ``(namespace, scope, key)`` keeps its ``id`` and
+    ``created_at``; occurrences add up; the latest title, content, evidence and
+    session win; confidence becomes ``inferred`` from two occurrences. All
+    proposals of one call are written in one transaction.
+    """
+    written: list[ReviewItem] = []
+    with transaction.atomic(using=using):
+        for p in proposals:
+            written.append(_fold_one(p, using, namespace, subject, session_id))
+    return written
+
+
+def _fold_one(p: Proposal, using, namespace, subject, session_id) -> ReviewItem:
+    pending = (
+        ReviewItem.objects.using(using)
+        .pending()
+        .filter(namespace=namespace, scope=p.scope, key_normalized=p.key_normalized)
+    )
+    existing = pending.select_for_update().first()
+    if existing is None:
+        item = ReviewItem(
+            namespace=namespace,
+            subject=subject,
+            scope=p.scope,
+            type=p.type,
+            key_normalized=p.key_normalized,
+            title=p.title,
+            content=p.content,
+            tags_json=json.dumps(list(p.tags), ensure_ascii=False),
+            evidence=p.evidence,
+            source_session=session_id,
+            occurrences=p.occurrences,
+            confidence=_confidence(p.occurrences),
+        )
+        try:
+            with transaction.atomic(using=using):
+                item.save(using=using, force_insert=True)
+            return item
+        except IntegrityError:  # a concurrent writer queued the same key first
+            existing = pending.select_for_update().get()
+    existing.occurrences += p.occurrences
+    existing.title, existing.content, existing.evidence = p.title, p.content, p.evidence
+    existing.source_session = session_id
+    existing.confidence = _confidence(existing.occurrences)
+    existing.subject = subject if subject is not None else existing.subject
+    existing.updated_at = now()
+    existing.save(using=using)
+    return existing
+
+
+def _confidence(occurrences: int) -> str:
+    return Confidence.INFERRED if occurrences >= INFERRED_FROM else Confidence.AUTO_SUMMARY
+
+
+def decide(using: str, namespace: str, item_id: str, status: str) -> ReviewItem | None:
+    """Move a *pending* item of ``namespace`` to ``status`` (locked); None if not pending."""
+    item = (
+        ReviewItem.objects.using(using)
+        .select_for_update()
+        .filter(namespace=namespace, pk=item_id, status=ReviewStatus.PENDING)
+        .first()
+    )
+    if item is None:
+        return None
+    item.status = status
+    item.updated_at = now()
+    item.save(using=using, update_fields=["status", "updated_at"])
+    return item
+
+
+def purge(
+    using: str,
+    namespace: str | None,
+    status: str | None = None,
+    subject: str | None = None,
+) -> int:
+    """Hard-delete review items (of a namespace unless None; by status and subject); the count."""
+    qs = ReviewItem.objects.using(using).with_status(status)
+    if namespace is not None:
+        qs = qs.in_namespace(namespace)
+    if subject is not None:
+        qs = qs.filter(subject=subject)
+    with transaction.atomic(using=using):
+        deleted, _ = qs.delete()
+    return deleted
