@@ -10,4 +10,5 @@ holding ``--project/--user/--database``, and a handler is
 VERB_MODULES = [
     "memoryapp.cli.basic",
     "memoryapp.cli.review",
+    "memoryapp.cli.interop",
 ]
