@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import time
 import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -18,14 +19,17 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, transaction
 from django.db.models import Q
 
-from . import crystallizer, ephemeral, guards, review, store
+from . import crystallizer, ephemeral, guards, render, review, store
 from .conf import get_guard, user_database
 from .db.meta import read_change_counter
+from .indexes import INDEXES, change_window
 from .models import Memory, ReviewItem, ReviewStatus, Scope, SessionSummary, Source
+from .recall import Scored, path_hints, query_tokens, rank_key
 
 logger = logging.getLogger(__name__)
 
 SUMMARY_TAIL_WINDOW = 10  # the latest summaries the cross-session tail looks at (SPEC §4)
+EXCERPT_CHARS = 200  # of a recall candidate's content (SPEC §5)
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,19 @@ class WipeResult:
             "not_cleared": list(self.not_cleared),
             "ok": self.ok,
         }
+
+
+@dataclass(frozen=True)
+class RecallCandidate:
+    """A scored recall hit (SPEC §13); ``excerpt`` is the first 200 characters of content."""
+
+    memory_id: str
+    scope: str
+    type: str
+    title: str
+    excerpt: str
+    score: float
+    reasons: list[str]
 
 
 @dataclass(frozen=True)
@@ -103,6 +120,7 @@ class MemoryManager:
         )
         self.write_version = 0
         self._problems: dict[str, str] = {}
+        self._stable_cache: tuple[int, str, list[str]] | None = None
         self._reported: set[str] = set()
         self._project_store = _Store("project store", self.using, project, Scope.PROJECT)
         self._user_store = (
@@ -210,12 +228,16 @@ class MemoryManager:
         """
         prepared = self._downgrade(store.prepare(self.guard, key, value, tags, scope, type, source))
         target = self._store_for(prepared.scope)
-        result = store.write(
-            prepared,
-            using=target.using,
-            namespace=target.namespace,
-            subject=self.user,
-            actor=actor,
+        with change_window(target.using) as window:
+            result = store.write(
+                prepared,
+                using=target.using,
+                namespace=target.namespace,
+                subject=self.user,
+                actor=actor,
+            )
+        INDEXES.apply_own_write(
+            window, target.namespace, target.scope, [result.memory], result.capped
         )
         self._wrote()
         return result.memory
@@ -284,10 +306,19 @@ class MemoryManager:
     def delete(self, memory_id: str, *, actor: str = "") -> bool:
         """Soft-delete one memory; True if a live row was found (SPEC §3)."""
         for s in self._stores():
-            if store.soft_delete_ids(s.using, s.namespace, [memory_id], actor=actor, reason=""):
+            if self._soft_delete(s, [memory_id], actor=actor):
                 self._wrote()
                 return True
         return False
+
+    def _soft_delete(self, s: _Store, ids: list[str], *, actor: str = "", reason: str = "") -> int:
+        """Soft-delete ids of one store; keeps a cached recall index current."""
+        if not ids:
+            return 0
+        with change_window(s.using) as window:
+            victims = store.soft_delete_ids(s.using, s.namespace, ids, actor=actor, reason=reason)
+        INDEXES.apply_own_write(window, s.namespace, s.scope, removed=victims)
+        return len(victims)
 
     def delete_by_title(self, title: str, *, actor: str = "") -> int:
         """Soft-delete every live memory whose title matches case-insensitively; the count."""
@@ -298,7 +329,7 @@ class MemoryManager:
         count = 0
         for s in self._stores():
             ids = [m.id for m in victims if m.namespace == s.namespace and m.scope == s.scope]
-            count += store.soft_delete_ids(s.using, s.namespace, ids, actor=actor)
+            count += self._soft_delete(s, ids, actor=actor)
         if count:
             self._wrote()
         return count
@@ -307,7 +338,10 @@ class MemoryManager:
         """Soft-delete every live memory of a scope (None = both); raises on storage failure."""
         total = 0
         for s in self._stores(scope):
-            total += store.clear(s.using, s.namespace, [s.scope], actor=actor)
+            with change_window(s.using) as window:
+                removed = store.clear(s.using, s.namespace, [s.scope], actor=actor)
+            INDEXES.apply_own_write(window, s.namespace, s.scope, removed=removed)
+            total += len(removed)
         self._wrote()
         return total
 
@@ -406,6 +440,147 @@ class MemoryManager:
         except Exception:
             logger.warning("get_cross_session_tail failed", exc_info=True)
             return ""
+
+    # ----------------------------------------------------------- prompt blocks
+    def _stable_querysets(self) -> list:
+        """Per database alias, the live rows of the stable selection (SPEC §5)."""
+        by_alias: dict[str, Q] = {}
+        for s in self._stores():
+            if s.scope == Scope.USER:
+                q = Q(namespace=s.namespace, scope=s.scope)
+            else:
+                recent = list(
+                    s.rows()
+                    .live()
+                    .filter(type__in=render.RECENT_PROJECT_TYPES)
+                    .order_by("-updated_at", "-created_at", "-id")
+                    .values_list("id", flat=True)[: render.RECENT_PROJECT_LIMIT]
+                )
+                q = Q(namespace=s.namespace, scope=s.scope) & (
+                    Q(type__in=render.STABLE_PROJECT_TYPES) | Q(id__in=recent)
+                )
+            by_alias[s.using] = by_alias[s.using] | q if s.using in by_alias else q
+        return [Memory.objects.using(alias).live().filter(q) for alias, q in by_alias.items()]
+
+    def get_stable_entries(self) -> list[Memory]:
+        """The memories the stable block selects from, ordered by ``created_at`` (SPEC §5)."""
+
+        def read():
+            rows = [m for qs in self._stable_querysets() for m in qs.order_by("created_at", "id")]
+            return sorted(rows, key=lambda m: (m.created_at, m.id))
+
+        return self._guarded_read(self._stores(), read, [])
+
+    def _newest_stable(self, limit: int) -> list[Memory]:
+        rows = [
+            m for qs in self._stable_querysets() for m in qs.order_by("-created_at", "-id")[:limit]
+        ]
+        rows.sort(key=lambda m: (m.created_at, m.id), reverse=True)
+        return rows[:limit]
+
+    def _stable_block(self) -> tuple[str, list[str]]:
+        """``(block, ids shown)``, rebuilt only when this manager has written since."""
+        cached = self._stable_cache
+        if cached is not None and cached[0] == self.write_version:
+            return cached[1], cached[2]
+        problems_before = dict(self._problems)
+        tail = self.get_cross_session_tail()
+        # Facts are admitted newest first; once what remains of the budget is
+        # below the cheapest possible fact, no older one can be admitted, so
+        # only a newest-first prefix of the selection is ever read.
+        limit = 32
+        while True:
+            rows = self._guarded_read(self._stores(), lambda n=limit: self._newest_stable(n), [])
+            text, ids = render.render_stable_block([_fact(m) for m in rows], tail)
+            used = len(text) + 1 if text else 0
+            if len(rows) < limit or render.STABLE_BLOCK_MAX_CHARS - used < render.min_fact_cost():
+                break
+            limit *= 4
+        if self._problems == problems_before or not self._problems:
+            # A block built while a store was unreadable is not kept: it would
+            # hide that store's facts until the next write.
+            self._stable_cache = (self.write_version, text, ids)
+        return text, ids
+
+    def render_stable_block(self) -> str:
+        """The ``<memory-stable>`` block; byte-identical until this manager writes (SPEC §5)."""
+        try:
+            return self._stable_block()[0]
+        except Exception:
+            logger.warning("render_stable_block failed", exc_info=True)
+            return ""
+
+    def render_context_block(self, query: str, messages=None) -> str:
+        """The ``<memory-context>`` block: this turn's recall minus what the stable block shows."""
+        try:
+            shown = self._stable_block()[1]
+        except Exception:
+            logger.warning("render_context_block: stable block failed", exc_info=True)
+            shown = []
+        hits = self.recall(query, messages, top_k=5, exclude_ids=shown)
+        items = [
+            render.ContextItem(h.scope, h.type, h.title, h.excerpt, h.score, tuple(h.reasons))
+            for h in hits
+        ]
+        return render.render_context_block(items)
+
+    # ----------------------------------------------------------------- recall
+    def recall(
+        self,
+        query: str,
+        messages=None,
+        top_k: int = 5,
+        exclude_ids: Iterable[str] | None = None,
+    ) -> list[RecallCandidate]:
+        """The ``top_k`` memories scored against ``query`` (SPEC §5), highest first.
+
+        Never breaks a turn: a database error records a store problem, any
+        other failure logs a warning, and both return ``[]``.
+        """
+        try:
+            return self._recall(query, messages, top_k, exclude_ids)
+        except DatabaseError as exc:
+            for s in self._stores():
+                self._record_problem(s, exc)
+        except Exception:
+            logger.warning("recall failed", exc_info=True)
+        return []
+
+    def _recall(self, query, messages, top_k, exclude_ids) -> list[RecallCandidate]:
+        if not isinstance(top_k, int) or top_k <= 0:
+            return []
+        exclude = frozenset(exclude_ids or ())
+        qtokens, hints = query_tokens(query), path_hints(messages)
+        if not qtokens and not hints:
+            return []
+        now = time.time()
+        counters: dict[str, int] = {}
+        hits: list[tuple[Scored, _Store]] = []
+        for s in self._stores():
+            if s.using not in counters:
+                counters[s.using] = read_change_counter(s.using)
+            index = INDEXES.get(s.using, s.namespace, s.scope, counters[s.using])
+            found = index.query_tokenized(qtokens, hints, top_k, exclude, now)
+            hits.extend((hit, s) for hit in found)
+        hits.sort(key=lambda pair: rank_key(pair[0]))
+        hits = hits[:top_k]
+        rows: dict[str, Memory] = {}
+        for alias in {s.using for _, s in hits}:
+            ids = [h.id for h, s in hits if s.using == alias]
+            rows.update((m.id, m) for m in Memory.objects.using(alias).live().filter(id__in=ids))
+        return [
+            RecallCandidate(
+                memory_id=h.id,
+                scope=rows[h.id].scope,
+                type=rows[h.id].type,
+                title=rows[h.id].title,
+                excerpt=rows[h.id].content[:EXCERPT_CHARS],
+                score=h.score,
+                reasons=list(h.reasons),
+            )
+            for h, _ in hits
+            if h.id in rows
+        ]
 
     # ------------------------------------------------------------ review queue
     def _review_items(self):
@@ -540,8 +715,34 @@ class _ChildManager(MemoryManager):
         """A sub-agent sees no summaries."""
         return ""
 
+    def get_stable_entries(self) -> list[Memory]:
+        """A sub-agent's stable block is empty."""
+        return []
+
+    def _newest_stable(self, limit: int) -> list[Memory]:
+        return []
+
+    def recall(self, query, messages=None, top_k=5, exclude_ids=None) -> list[RecallCandidate]:
+        """A sub-agent recalls nothing."""
+        return []
+
 
 # ---------------------------------------------------------------- helpers
+def _fact(m: Memory) -> render.Fact:
+    return render.Fact(
+        scope=m.scope,
+        type=m.type,
+        confidence=m.confidence,
+        key=m.key_normalized,
+        title=m.title,
+        content=m.content,
+        tags=tuple(m.tags),
+        created_at=m.created_at.timestamp(),
+        updated_at=m.updated_at.timestamp(),
+        id=m.id,
+    )
+
+
 def _new_session_id() -> str:
     return secrets.token_hex(6)
 

@@ -19,10 +19,11 @@ from .models import Memory, MemoryEvent, Source
 
 @dataclass(frozen=True)
 class UpsertResult:
-    """The row written and whether it was new."""
+    """The row written, whether it was new, and the ids the auto cap soft-deleted."""
 
     memory: Memory
     created: bool
+    capped: tuple[str, ...] = ()
 
 
 def log_event(
@@ -158,13 +159,16 @@ def write(
             type=p.type,
             source=p.source,
         )
-        if p.source == Source.AUTO:
+        capped = (
             enforce_auto_cap(using, namespace, p.scope, actor=actor)
-    return UpsertResult(row, created)
+            if p.source == Source.AUTO
+            else []
+        )
+    return UpsertResult(row, created, tuple(capped))
 
 
-def enforce_auto_cap(using: str, namespace: str, scope: str, *, actor: str = "") -> int:
-    """Soft-delete the least recently updated ``auto`` memories past the cap; returns how many."""
+def enforce_auto_cap(using: str, namespace: str, scope: str, *, actor: str = "") -> list[str]:
+    """Soft-delete the least recently updated ``auto`` memories past the cap; returns their ids."""
     from .conf import auto_source_cap
 
     cap = auto_source_cap()
@@ -175,18 +179,19 @@ def enforce_auto_cap(using: str, namespace: str, scope: str, *, actor: str = "")
         .order_by("-updated_at", "-id")
     )
     excess = list(auto.values_list("id", flat=True)[cap:])
-    if excess:
-        soft_delete_ids(using, namespace, excess, actor=actor, reason="auto_cap")
-    return len(excess)
+    return soft_delete_ids(using, namespace, excess, actor=actor, reason="auto_cap")
 
 
 def soft_delete_ids(
     using: str, namespace: str | None, ids: Iterable[str], *, actor: str = "", reason: str = ""
-) -> int:
-    """Soft-delete the live rows among ``ids`` (within ``namespace`` unless None); logs each."""
+) -> list[str]:
+    """Soft-delete the live rows among ``ids`` (within ``namespace`` unless None); logs each.
+
+    Returns the ids actually deleted (those that were live).
+    """
     ids = list(ids)
     if not ids:
-        return 0
+        return []
     stamp = now()
     with transaction.atomic(using=using):
         qs = Memory.objects.using(using).live().filter(id__in=ids)
@@ -194,7 +199,7 @@ def soft_delete_ids(
             qs = qs.filter(namespace=namespace)
         victims = list(qs.select_for_update().values_list("id", "namespace"))
         if not victims:
-            return 0
+            return []
         Memory.objects.using(using).filter(id__in=[v[0] for v in victims]).update(
             deleted_at=stamp, updated_at=stamp
         )
@@ -210,11 +215,11 @@ def soft_delete_ids(
             )
             for mid, ns in victims
         )
-    return len(victims)
+    return [mid for mid, _ in victims]
 
 
-def clear(using: str, namespace: str, scopes: Iterable[str], *, actor: str = "") -> int:
-    """Soft-delete every live row of ``scopes`` in ``namespace``; returns the count."""
+def clear(using: str, namespace: str, scopes: Iterable[str], *, actor: str = "") -> list[str]:
+    """Soft-delete every live row of ``scopes`` in ``namespace``; returns their ids."""
     ids = list(
         Memory.objects.using(using)
         .live()

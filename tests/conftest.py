@@ -60,3 +60,18 @@ def extra_alias(tmp_path):
             connections[alias].close()
         with contextlib.suppress(AttributeError, KeyError):
             del connections[alias]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_recall_indexes():
+    """Each test starts with no cached recall index.
+
+    A rolled-back test transaction also rolls back the change counter, so a
+    later test could meet an index "current" for a counter value that now
+    describes other rows (the same thing a restore from backup would do).
+    """
+    from memoryapp.indexes import INDEXES
+
+    INDEXES.clear()
+    yield
+    INDEXES.clear()

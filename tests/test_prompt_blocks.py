@@ -1,0 +1,170 @@
+"""Recall and the two prompt blocks through the facade: freshness, caching, exclusion (SPEC §5)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+import pytest
+
+from memoryapp import MemoryManager
+from memoryapp import render as render_mod
+from memoryapp.indexes import INDEXES
+from memoryapp.manager import _fact
+from memoryapp.models import Memory
+
+pytestmark = pytest.mark.django_db
+
+NOW = dt.datetime.now(dt.UTC).isoformat(timespec="microseconds").replace("+00:00", "")
+
+
+@pytest.fixture
+def mm():
+    return MemoryManager(project="acme/web", user="acme/alice")
+
+
+def _raw_insert(raw_sql, mid, key, title, content, namespace="acme/web", type_="note"):
+    raw_sql(
+        "INSERT INTO memories (id, namespace, scope, type, key_normalized, title, content, "
+        "tags_json, keywords_json, created_at, updated_at) "
+        "VALUES (%s, %s, 'project', %s, %s, %s, %s, '[]', '[]', %s, %s)",
+        [mid, namespace, type_, key, title, content, NOW, NOW],
+    )
+
+
+def test_recall_returns_candidates_with_excerpt_and_reasons(mm):
+    m = mm.upsert("deploy checklist", "x" * 300 + " deploy with fabric", ["deploy"])
+    mm.upsert("unrelated", "nothing to see")
+    (hit,) = mm.recall("how do I deploy")
+    assert hit.memory_id == m.id and hit.scope == "project" and hit.type == "note"
+    assert hit.title == "deploy checklist" and hit.excerpt == m.content[:200]
+    assert hit.reasons[:2] == ["tag_match", "title_overlap"] and hit.reasons[-1] == "explicit"
+    assert hit.score > 0
+
+
+def test_recall_empty_and_stopword_queries(mm):
+    mm.upsert("deploy", "fabric")
+    assert mm.recall("") == []
+    assert mm.recall("the and of to") == []
+    assert mm.recall("deploy", top_k=0) == []
+
+
+def test_recall_spans_both_scopes_and_respects_top_k(mm):
+    for i in range(4):
+        mm.upsert(f"editor choice {i}", "the editor is vim")
+        mm.upsert(f"user_editor {i}", "my editor is emacs")
+    hits = mm.recall("editor", top_k=5)
+    assert len(hits) == 5
+    assert {h.scope for h in hits} == {"user", "project"}
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_raw_sql_insert_is_recalled_next_call_while_stable_block_is_unchanged(mm, raw_sql):
+    mm.upsert("build tool", "we use make", ["decision"])
+    block = mm.render_stable_block()
+    assert "build tool" in block
+    assert mm.recall("kubernetes") == []
+    _raw_insert(raw_sql, "rawk8s", "k8s", "kubernetes cluster", "the kubernetes cluster is eks")
+    assert [h.memory_id for h in mm.recall("kubernetes")] == ["rawk8s"]
+    assert mm.render_stable_block() == block  # another writer never moves the stable block
+    mm.upsert("another", "own write")
+    assert mm.render_stable_block() != block or "another" not in mm.render_stable_block()
+
+
+def test_stable_block_is_rebuilt_only_for_own_writes(mm):
+    mm.upsert("rule one", "always lint", ["constraint"])
+    first = mm.render_stable_block()
+    MemoryManager(project="acme/web").upsert("rule two", "never force push", ["constraint"])
+    assert mm.render_stable_block() == first
+    mm.save_session_summary("a summary")  # an own write: the block is rebuilt
+    rebuilt = mm.render_stable_block()
+    assert "rule two" in rebuilt and "<session>" not in rebuilt  # own session not in the tail
+    mm.archive_session()
+    second = mm.render_stable_block()
+    assert "rule two" in second and "<session>" in second and "a summary" in second
+
+
+def test_context_block_excludes_exactly_what_the_stable_block_showed(mm):
+    shown = mm.upsert("deploy rule", "deploy on tuesdays", ["constraint"])
+    # a huge stable candidate that cannot fit the 2000-character budget
+    big = mm.upsert("deploy giant", "deploy big", ["decision", *(f"t{i:04d}" for i in range(400))])
+    block = mm.render_stable_block()
+    assert "deploy rule" in block and "deploy giant" not in block
+    context = mm.render_context_block("deploy")
+    assert "deploy giant" in context and "deploy rule" not in context
+    ids = [h.memory_id for h in mm.recall("deploy")]
+    assert shown.id in ids and big.id in ids
+
+
+def test_lazy_stable_block_equals_rendering_the_whole_selection(mm):
+    for i in range(150):
+        mm.upsert(f"user_pref {i}", f"value {i} " + "z" * (i % 7) * 30)
+    for i in range(40):
+        mm.upsert(f"note {i}", f"a note {i}")
+    block = mm.render_stable_block()
+    facts = [_fact(m) for m in mm.get_stable_entries()]
+    expected, _ = render_mod.render_stable_block(facts, mm.get_cross_session_tail())
+    assert block == expected
+    assert len(block) <= 2000
+    notes = [m for m in mm.get_stable_entries() if m.type == "note" and m.scope == "project"]
+    assert [m.key_normalized for m in notes] == ["note_37", "note_38", "note_39"]
+
+
+def test_own_writes_update_the_index_without_a_rebuild(mm):
+    mm.upsert("alpha", "first memory about rockets")
+    assert mm.recall("rockets")
+    builds = INDEXES.builds
+    m = mm.upsert("beta", "second memory about rockets")
+    assert m.id in [h.memory_id for h in mm.recall("rockets")]
+    mm.delete(m.id)
+    assert m.id not in [h.memory_id for h in mm.recall("rockets")]
+    mm.clear()
+    assert mm.recall("rockets") == []
+    assert INDEXES.builds == builds
+
+
+def test_a_write_in_another_namespace_does_not_rebuild(mm):
+    mm.upsert("alpha", "rockets")
+    mm.recall("rockets")
+    builds = INDEXES.builds
+    MemoryManager(project="globex").upsert("beta", "rockets too")
+    assert [h.title for h in mm.recall("rockets")] == ["alpha"]
+    assert INDEXES.builds == builds
+
+
+def test_hard_deletes_by_others_are_noticed(mm, raw_sql):
+    a = mm.upsert("alpha", "rockets")
+    mm.upsert("beta", "rockets")
+    assert len(mm.recall("rockets")) == 2
+    raw_sql("DELETE FROM memories WHERE id = %s", [a.id])
+    assert [h.title for h in mm.recall("rockets")] == ["beta"]
+
+
+def test_auto_cap_removals_leave_the_index(mm):
+    for i in range(51):
+        mm.upsert(f"auto rockets {i}", "rockets", source="auto")
+        if i == 0:
+            mm.recall("rockets")
+    ids = {h.memory_id for h in mm.recall("rockets", top_k=100)}
+    assert len(ids) == 50
+    assert Memory.objects.get(key_normalized="auto_rockets_0").id not in ids
+
+
+def test_recall_failure_returns_empty_and_warns(mm, monkeypatch, caplog):
+    mm.upsert("alpha", "rockets")
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("index exploded")
+
+    monkeypatch.setattr(INDEXES, "get", boom)
+    caplog.set_level(logging.WARNING, logger="memoryapp")
+    assert mm.recall("rockets") == []
+    assert "recall failed" in caplog.text
+
+
+@pytest.mark.django_db(databases=["default", "memoryapp_ephemeral"])
+def test_child_blocks_are_empty(mm):
+    mm.upsert("rule", "always lint", ["constraint"])
+    kid = mm.child()
+    assert kid.recall("lint") == [] and kid.render_stable_block() == ""
+    assert kid.render_context_block("lint") == ""
