@@ -19,7 +19,7 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, transaction
 from django.db.models import Q
 
-from . import crystallizer, ephemeral, guards, render, review, store
+from . import bulk, crystallizer, ephemeral, guards, render, review, store
 from .conf import get_guard, user_database
 from .db.meta import read_change_counter
 from .indexes import INDEXES, change_window
@@ -241,6 +241,40 @@ class MemoryManager:
         )
         self._wrote()
         return result.memory
+
+    def import_memories(
+        self,
+        records,
+        *,
+        actor: str = "",
+        skip_invalid: bool = False,
+        dry_run: bool = False,
+        progress=None,
+    ) -> bulk.ImportReport:
+        """Bulk-import ``(line number, record dict)`` pairs (see :mod:`memoryapp.bulk`).
+
+        Each record is guarded and classified like :meth:`upsert`; nothing is
+        written when one is invalid unless ``skip_invalid``.
+        """
+
+        def resolve(prepared):
+            prepared = self._downgrade(prepared)
+            target = self._store_for(prepared.scope)
+            return prepared, bulk.ImportTarget(target.using, target.namespace)
+
+        report = bulk.import_records(
+            records,
+            guard=self.guard,
+            resolve=resolve,
+            subject=self.user,
+            actor=actor,
+            skip_invalid=skip_invalid,
+            dry_run=dry_run,
+            progress=progress,
+        )
+        if report.written:
+            self._wrote()
+        return report
 
     def save_memory(
         self,

@@ -33,6 +33,12 @@ def register(verbs, common) -> dict:
     p = verbs.add_parser("session", parents=[common], help="session summaries")
     p.add_argument("session_id", nargs="?", help="one session (all when omitted)")
     verbs.add_parser("stats", parents=[common], help="counts, change counter, store problems")
+    p = verbs.add_parser("import", parents=[common], help="bulk-import memories from JSON lines")
+    p.add_argument(
+        "file", help='one {"key", "value", "tags"?, "scope"?, "type"?} per line ("-" = stdin)'
+    )
+    p.add_argument("--skip-invalid", action="store_true", help="import the valid lines anyway")
+    p.add_argument("--dry-run", action="store_true", help="validate only, write nothing")
     return {
         "list": do_list,
         "search": do_search,
@@ -42,6 +48,7 @@ def register(verbs, common) -> dict:
         "wipe": do_wipe,
         "session": do_session,
         "stats": do_stats,
+        "import": do_import,
     }
 
 
@@ -132,3 +139,44 @@ def do_stats(cmd, options) -> None:
     mm.get_cross_session_tail()
     problems = mm.take_store_problems()
     cmd.stdout.write("store problems: " + ("; ".join(problems) if problems else "none"))
+
+
+def do_import(cmd, options) -> None:
+    """Validate then write a JSON-lines file of memories in one transaction."""
+    import sys
+
+    from memoryapp.bulk import parse_json_lines
+
+    source = options["file"]
+    try:
+        handle = sys.stdin if source == "-" else open(source, encoding="utf-8")  # noqa: SIM115
+    except OSError as exc:
+        raise CommandError(f"cannot read {source}: {exc.strerror}") from exc
+    with handle:
+        report = cmd.manager(options).import_memories(
+            parse_json_lines(handle),
+            actor="cli",
+            skip_invalid=options["skip_invalid"],
+            dry_run=options["dry_run"],
+            progress=lambda n: (
+                cmd.stderr.write(f"\r{n} written", ending="") if n % 10000 == 0 else None
+            ),
+        )
+    for number, reason in report.invalid[:50]:
+        cmd.stdout.write(f"line {number}: {reason}")
+    if len(report.invalid) > 50:
+        cmd.stdout.write(f"... and {len(report.invalid) - 50} more invalid lines")
+    if not report.written:
+        if options["dry_run"] and not report.invalid:
+            cmd.stdout.write("Dry run: every line is valid; nothing was written.")
+            return
+        raise CommandError(
+            f"{len(report.invalid)} invalid line(s); nothing was written "
+            "(fix them, or pass --skip-invalid)."
+            if report.invalid
+            else "Dry run: nothing was written."
+        )
+    cmd.stdout.write(
+        f"Imported {report.total} memories ({report.created} new, {report.updated} updated)"
+        + (f"; skipped {len(report.invalid)} invalid line(s)." if report.invalid else ".")
+    )

@@ -1,0 +1,85 @@
+"""Bulk import: validate everything first, then write in one transaction."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from memoryapp import MemoryManager
+from memoryapp.models import Memory, MemoryEvent
+
+pytestmark = pytest.mark.django_db
+
+
+def _lines(*records) -> list[str]:
+    return [json.dumps(r) if not isinstance(r, str) else r for r in records]
+
+
+def _import(mm, *records, **kwargs):
+    from memoryapp.bulk import parse_json_lines
+
+    return mm.import_memories(parse_json_lines(_lines(*records)), **kwargs)
+
+
+def test_import_creates_and_updates_like_upsert():
+    mm = MemoryManager(project="p", user="u")
+    existing = mm.upsert("Deploy target", "staging")
+    report = _import(
+        mm,
+        {"key": "Deploy target", "value": "production"},
+        {"key": "user_lang", "value": "French"},
+        {"key": "rule", "value": "always lint", "tags": ["constraint"]},
+        "",
+        {"key": "rule", "value": "always lint twice", "tags": ["constraint"]},
+    )
+    assert (report.created, report.updated, report.invalid) == (2, 1, [])
+    again = Memory.objects.get(pk=existing.id)
+    assert again.content == "production" and again.created_at == existing.created_at
+    rule = Memory.objects.get(key_normalized="rule")
+    assert rule.content == "always lint twice" and rule.type == "constraint"
+    assert rule.keywords == mm.upsert("rule", "always lint twice", ["constraint"]).keywords
+    assert Memory.objects.get(key_normalized="user_lang").namespace == "u"
+    assert MemoryEvent.objects.filter(memory_id=rule.id, event_type="create").count() == 1
+
+
+def test_one_invalid_line_writes_nothing():
+    mm = MemoryManager(project="p")
+    report = _import(
+        mm,
+        {"key": "good", "value": "fine"},
+        {"key": "bad", "value": "token=abcdefghijklmnop"},
+        "{broken",
+        {"key": "", "value": "x"},
+        {"key": "k", "value": "v", "colour": "red"},
+    )
+    assert not report.written and report.total == 0
+    assert [n for n, _ in report.invalid] == [2, 3, 4, 5]
+    assert "abcdefghijklmnop" not in " ".join(r for _, r in report.invalid)
+    assert not Memory.objects.exists()
+    report = _import(mm, {"key": "good", "value": "fine"}, "{broken", skip_invalid=True)
+    assert report.written and report.created == 1
+
+
+def test_import_is_seen_by_recall():
+    mm = MemoryManager(project="p")
+    mm.upsert("seed", "rockets")
+    mm.recall("rockets")
+    _import(mm, *({"key": f"k{i}", "value": f"rockets number {i}"} for i in range(30)))
+    assert len(mm.recall("rockets", top_k=50)) == 31
+
+
+def test_import_command(tmp_path):
+    f = tmp_path / "m.jsonl"
+    f.write_text("\n".join(_lines({"key": "a", "value": "1"}, {"key": "b", "value": "2"})))
+    out = io.StringIO()
+    call_command("memory", "import", str(f), "--project", "p", "--dry-run", stdout=out)
+    assert "every line is valid" in out.getvalue() and not Memory.objects.exists()
+    call_command("memory", "import", str(f), "--project", "p", stdout=out)
+    assert "Imported 2 memories (2 new, 0 updated)." in out.getvalue()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"key": "x"}\n')
+    with pytest.raises(CommandError, match="1 invalid line"):
+        call_command("memory", "import", str(bad), stdout=io.StringIO())
