@@ -1,87 +1,31 @@
-"""``MemoryManager``: the seed-compatible facade a host (agent runtime) talks to.
-
-The facade is thin: it binds one project namespace and at most one user
-namespace, the database aliases, the session id, a write counter and the list
-of store problems. The rules live below it (``guards``, ``store``, ``recall``,
-``render``, ``crystallizer``).
-"""
+"""The core of the facade: stores, writes, reads, deletes, wipe, summaries, versions."""
 
 from __future__ import annotations
 
 import logging
 import secrets
-import time
 import weakref
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
 
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, transaction
 from django.db.models import Q
 
-from . import bulk, crystallizer, ephemeral, guards, render, review, store
-from .conf import get_guard, user_database
-from .db.meta import read_change_counter
-from .indexes import INDEXES, change_window
-from .models import Memory, ReviewItem, ReviewStatus, Scope, SessionSummary, Source
-from .recall import Scored, path_hints, query_tokens, rank_key
+from .. import bulk, ephemeral, guards, store
+from ..conf import get_guard, user_database
+from ..db.meta import read_change_counter
+from ..indexes import INDEXES, change_window
+from ..models import Memory, Scope, SessionSummary, Source
+from .blocks import PromptBlocks
+from .queue import ReviewQueue
+from .types import StoreSlice, WipeResult
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("memoryapp.manager")
 
 SUMMARY_TAIL_WINDOW = 10  # the latest summaries the cross-session tail looks at (SPEC §4)
-EXCERPT_CHARS = 200  # of a recall candidate's content (SPEC §5)
 
 
-@dataclass(frozen=True)
-class WipeResult:
-    """Outcome of :meth:`MemoryManager.wipe_all` (SPEC §3): failures live here, never in raises."""
-
-    memories_cleared: int
-    summaries_cleared: int
-    not_cleared: tuple[str, ...]
-
-    @property
-    def ok(self) -> bool:
-        """True when every part was cleared."""
-        return not self.not_cleared
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-friendly form (the API's response body)."""
-        return {
-            "memories_cleared": self.memories_cleared,
-            "summaries_cleared": self.summaries_cleared,
-            "not_cleared": list(self.not_cleared),
-            "ok": self.ok,
-        }
-
-
-@dataclass(frozen=True)
-class RecallCandidate:
-    """A scored recall hit (SPEC §13); ``excerpt`` is the first 200 characters of content."""
-
-    memory_id: str
-    scope: str
-    type: str
-    title: str
-    excerpt: str
-    score: float
-    reasons: list[str]
-
-
-@dataclass(frozen=True)
-class _Store:
-    """One (database, namespace, scope) slice that a manager owns."""
-
-    label: str
-    using: str
-    namespace: str
-    scope: str
-
-    def rows(self):
-        return Memory.objects.using(self.using).filter(namespace=self.namespace, scope=self.scope)
-
-
-class MemoryManager:
+class MemoryManager(PromptBlocks, ReviewQueue):
     """The long-term memory of one agent session (SPEC §13).
 
     Args:
@@ -122,16 +66,18 @@ class MemoryManager:
         self._problems: dict[str, str] = {}
         self._stable_cache: tuple[int, str, list[str]] | None = None
         self._reported: set[str] = set()
-        self._project_store = _Store("project store", self.using, project, Scope.PROJECT)
+        self._project_store = StoreSlice("project store", self.using, project, Scope.PROJECT)
         self._user_store = (
-            _Store("user store", self.user_using, user, Scope.USER) if user is not None else None
+            StoreSlice("user store", self.user_using, user, Scope.USER)
+            if user is not None
+            else None
         )
 
     def __repr__(self) -> str:
         return f"MemoryManager(project={self.project!r}, user={self.user!r}, using={self.using!r})"
 
     # ----------------------------------------------------------------- stores
-    def _stores(self, scope: str | None = None) -> list[_Store]:
+    def _stores(self, scope: str | None = None) -> list[StoreSlice]:
         if scope is not None and scope not in guards.SCOPES:
             raise guards.MemoryValidationError(
                 f"Unknown scope {scope!r}: expected one of {', '.join(guards.SCOPES)}"
@@ -141,10 +87,10 @@ class MemoryManager:
             stores.append(self._user_store)
         return [s for s in stores if scope is None or s.scope == scope]
 
-    def _store_for(self, scope: str) -> _Store:
+    def _store_for(self, scope: str) -> StoreSlice:
         return self._user_store if scope == Scope.USER and self._user_store else self._project_store
 
-    def _live_filter(self, stores: list[_Store]) -> dict[str, Q]:
+    def _live_filter(self, stores: list[StoreSlice]) -> dict[str, Q]:
         """One OR-ed filter per database alias, so two stores on one database cost one query."""
         by_alias: dict[str, Q] = {}
         for s in stores:
@@ -165,7 +111,7 @@ class MemoryManager:
             rows.sort(key=lambda m: (m.created_at, m.id))
         return rows
 
-    def _guarded_read(self, stores: list[_Store], read, empty):
+    def _guarded_read(self, stores: list[StoreSlice], read, empty):
         """Run a turn-path read; a database error records a store problem and yields ``empty``."""
         try:
             result = read()
@@ -178,7 +124,7 @@ class MemoryManager:
             self._reported.discard(s.label)
         return result
 
-    def _record_problem(self, s: _Store, exc: Exception) -> None:
+    def _record_problem(self, s: StoreSlice, exc: Exception) -> None:
         first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         message = f"The {s.label} (database {s.using!r}) could not be read: {first_line}"
         if s.label not in self._problems:
@@ -345,7 +291,9 @@ class MemoryManager:
                 return True
         return False
 
-    def _soft_delete(self, s: _Store, ids: list[str], *, actor: str = "", reason: str = "") -> int:
+    def _soft_delete(
+        self, s: StoreSlice, ids: list[str], *, actor: str = "", reason: str = ""
+    ) -> int:
         """Soft-delete ids of one store; keeps a cached recall index current."""
         if not ids:
             return 0
@@ -458,7 +406,7 @@ class MemoryManager:
 
     def get_cross_session_tail(self) -> str:
         """The latest summaries of other sessions, for the stable block (SPEC §4); never raises."""
-        from .render import cross_session_tail
+        from ..render import cross_session_tail
 
         def read():
             latest = list(
@@ -474,208 +422,6 @@ class MemoryManager:
         except Exception:
             logger.warning("get_cross_session_tail failed", exc_info=True)
             return ""
-
-    # ----------------------------------------------------------- prompt blocks
-    def _stable_querysets(self) -> list:
-        """Per database alias, the live rows of the stable selection (SPEC §5)."""
-        by_alias: dict[str, Q] = {}
-        for s in self._stores():
-            if s.scope == Scope.USER:
-                q = Q(namespace=s.namespace, scope=s.scope)
-            else:
-                recent = list(
-                    s.rows()
-                    .live()
-                    .filter(type__in=render.RECENT_PROJECT_TYPES)
-                    .order_by("-updated_at", "-created_at", "-id")
-                    .values_list("id", flat=True)[: render.RECENT_PROJECT_LIMIT]
-                )
-                q = Q(namespace=s.namespace, scope=s.scope) & (
-                    Q(type__in=render.STABLE_PROJECT_TYPES) | Q(id__in=recent)
-                )
-            by_alias[s.using] = by_alias[s.using] | q if s.using in by_alias else q
-        return [Memory.objects.using(alias).live().filter(q) for alias, q in by_alias.items()]
-
-    def get_stable_entries(self) -> list[Memory]:
-        """The memories the stable block selects from, ordered by ``created_at`` (SPEC §5)."""
-
-        def read():
-            rows = [m for qs in self._stable_querysets() for m in qs.order_by("created_at", "id")]
-            return sorted(rows, key=lambda m: (m.created_at, m.id))
-
-        return self._guarded_read(self._stores(), read, [])
-
-    def _newest_stable(self, limit: int) -> list[Memory]:
-        rows = [
-            m for qs in self._stable_querysets() for m in qs.order_by("-created_at", "-id")[:limit]
-        ]
-        rows.sort(key=lambda m: (m.created_at, m.id), reverse=True)
-        return rows[:limit]
-
-    def _stable_block(self) -> tuple[str, list[str]]:
-        """``(block, ids shown)``, rebuilt only when this manager has written since."""
-        cached = self._stable_cache
-        if cached is not None and cached[0] == self.write_version:
-            return cached[1], cached[2]
-        problems_before = dict(self._problems)
-        tail = self.get_cross_session_tail()
-        # Facts are admitted newest first; once what remains of the budget is
-        # below the cheapest possible fact, no older one can be admitted, so
-        # only a newest-first prefix of the selection is ever read.
-        limit = 32
-        while True:
-            rows = self._guarded_read(self._stores(), lambda n=limit: self._newest_stable(n), [])
-            text, ids = render.render_stable_block([_fact(m) for m in rows], tail)
-            used = len(text) + 1 if text else 0
-            if len(rows) < limit or render.STABLE_BLOCK_MAX_CHARS - used < render.min_fact_cost():
-                break
-            limit *= 4
-        if self._problems == problems_before or not self._problems:
-            # A block built while a store was unreadable is not kept: it would
-            # hide that store's facts until the next write.
-            self._stable_cache = (self.write_version, text, ids)
-        return text, ids
-
-    def render_stable_block(self) -> str:
-        """The ``<memory-stable>`` block; byte-identical until this manager writes (SPEC §5)."""
-        try:
-            return self._stable_block()[0]
-        except Exception:
-            logger.warning("render_stable_block failed", exc_info=True)
-            return ""
-
-    def render_context_block(self, query: str, messages=None) -> str:
-        """The ``<memory-context>`` block: this turn's recall minus what the stable block shows."""
-        try:
-            shown = self._stable_block()[1]
-        except Exception:
-            logger.warning("render_context_block: stable block failed", exc_info=True)
-            shown = []
-        hits = self.recall(query, messages, top_k=5, exclude_ids=shown)
-        items = [
-            render.ContextItem(h.scope, h.type, h.title, h.excerpt, h.score, tuple(h.reasons))
-            for h in hits
-        ]
-        return render.render_context_block(items)
-
-    # ----------------------------------------------------------------- recall
-    def recall(
-        self,
-        query: str,
-        messages=None,
-        top_k: int = 5,
-        exclude_ids: Iterable[str] | None = None,
-    ) -> list[RecallCandidate]:
-        """The ``top_k`` memories scored against ``query`` (SPEC §5), highest first.
-
-        Never breaks a turn: a database error records a store problem, any
-        other failure logs a warning, and both return ``[]``.
-        """
-        try:
-            return self._recall(query, messages, top_k, exclude_ids)
-        except DatabaseError as exc:
-            for s in self._stores():
-                self._record_problem(s, exc)
-        except Exception:
-            logger.warning("recall failed", exc_info=True)
-        return []
-
-    def _recall(self, query, messages, top_k, exclude_ids) -> list[RecallCandidate]:
-        if not isinstance(top_k, int) or top_k <= 0:
-            return []
-        exclude = frozenset(exclude_ids or ())
-        qtokens, hints = query_tokens(query), path_hints(messages)
-        if not qtokens and not hints:
-            return []
-        now = time.time()
-        counters: dict[str, int] = {}
-        hits: list[tuple[Scored, _Store]] = []
-        for s in self._stores():
-            if s.using not in counters:
-                counters[s.using] = read_change_counter(s.using)
-            index = INDEXES.get(s.using, s.namespace, s.scope, counters[s.using])
-            found = index.query_tokenized(qtokens, hints, top_k, exclude, now)
-            hits.extend((hit, s) for hit in found)
-        hits.sort(key=lambda pair: rank_key(pair[0]))
-        hits = hits[:top_k]
-        rows: dict[str, Memory] = {}
-        for alias in {s.using for _, s in hits}:
-            ids = [h.id for h, s in hits if s.using == alias]
-            rows.update((m.id, m) for m in Memory.objects.using(alias).live().filter(id__in=ids))
-        return [
-            RecallCandidate(
-                memory_id=h.id,
-                scope=rows[h.id].scope,
-                type=rows[h.id].type,
-                title=rows[h.id].title,
-                excerpt=rows[h.id].content[:EXCERPT_CHARS],
-                score=h.score,
-                reasons=list(h.reasons),
-            )
-            for h, _ in hits
-            if h.id in rows
-        ]
-
-    # ------------------------------------------------------------ review queue
-    def _review_items(self):
-        return ReviewItem.objects.using(self.using).in_namespace(self.project)
-
-    def crystallize_user_messages(self, messages) -> list[ReviewItem]:
-        """Queue the crystallizer's proposals from the user messages (SPEC §6); never memories."""
-        proposals = crystallizer.propose(messages or [])
-        if not proposals:
-            return []
-        return review.queue_proposals(
-            proposals,
-            using=self.using,
-            namespace=self.project,
-            subject=self.user,
-            session_id=self.session_id,
-        )
-
-    def list_review_items(self, status: str | None = "pending") -> list[ReviewItem]:
-        """Review items of this namespace: most occurrences first, then the newest."""
-        return list(
-            self._review_items()
-            .with_status(status)
-            .order_by("-occurrences", "-updated_at", "-created_at", "id")
-        )
-
-    def approve_review_item(self, item_id: str, *, actor: str = "") -> Memory | None:
-        """Promote a pending item to a memory (source ``crystallized``); None if not pending."""
-        with transaction.atomic(using=self.using):
-            item = review.decide(self.using, self.project, item_id, ReviewStatus.APPROVED)
-            if item is None:
-                return None
-            return self.upsert(
-                item.key_normalized,
-                item.content,
-                item.tags,
-                scope=item.scope,
-                type=item.type,
-                source=Source.CRYSTALLIZED,
-                actor=actor,
-            )
-
-    def reject_review_item(self, item_id: str) -> bool:
-        """Mark a pending item rejected; False if it is not pending (or not ours)."""
-        with transaction.atomic(using=self.using):
-            return (
-                review.decide(self.using, self.project, item_id, ReviewStatus.REJECTED) is not None
-            )
-
-    def purge_review_queue(self, status: str | None = None) -> int:
-        """Hard-delete this namespace's review items (optionally one status); the count.
-
-        The remedy the seed lacks: ``wipe_all`` leaves the queue, and its
-        excerpts of user messages, in place.
-        """
-        if status is not None and status not in ReviewStatus.values:
-            raise guards.MemoryValidationError(
-                f"Unknown review status {status!r}: "
-                f"expected one of {', '.join(ReviewStatus.values)}"
-            )
-        return review.purge(self.using, self.project, status)
 
     # -------------------------------------------------- ephemeral and children
     @classmethod
@@ -709,7 +455,9 @@ class MemoryManager:
         route = getattr(self, "save_memory", None)
         alias = ephemeral.ephemeral_alias()
         project = ephemeral.new_namespace()
-        kid = _ChildManager(project, None, using=alias, guard=self.guard)
+        from .children import ChildManager
+
+        kid = ChildManager(project, None, using=alias, guard=self.guard)
         kid._route = route if callable(route) else None
         kid._finalizer = weakref.finalize(kid, ephemeral.discard, alias, (project,))
         return kid
@@ -721,60 +469,7 @@ class MemoryManager:
         return sum(read_change_counter(alias) for alias in sorted(aliases))
 
 
-class _ChildManager(MemoryManager):
-    """A sub-agent's manager: ``save_memory`` is the parent's, reads are empty (SPEC §7)."""
-
-    _route = None
-
-    @property
-    def save_memory(self):  # type: ignore[override]
-        """The parent's ``save_memory``; absent (AttributeError) when it could not be routed."""
-        if self._route is None:
-            raise AttributeError("this sub-agent manager has no save_memory: no parent route")
-        return self._route
-
-    def get_all_entries(self, scope: str | None = None) -> list[Memory]:
-        """A sub-agent sees no memories."""
-        return []
-
-    def search(self, query: str, scope: str | None = None) -> list[Memory]:
-        """A sub-agent sees no memories."""
-        return []
-
-    def filter_by_tag(self, tag: str, scope: str | None = None) -> list[Memory]:
-        """A sub-agent sees no memories."""
-        return []
-
-    def get_cross_session_tail(self) -> str:
-        """A sub-agent sees no summaries."""
-        return ""
-
-    def get_stable_entries(self) -> list[Memory]:
-        """A sub-agent's stable block is empty."""
-        return []
-
-    def _newest_stable(self, limit: int) -> list[Memory]:
-        return []
-
-    def recall(self, query, messages=None, top_k=5, exclude_ids=None) -> list[RecallCandidate]:
-        """A sub-agent recalls nothing."""
-        return []
-
-
 # ---------------------------------------------------------------- helpers
-def _fact(m: Memory) -> render.Fact:
-    return render.Fact(
-        scope=m.scope,
-        type=m.type,
-        confidence=m.confidence,
-        key=m.key_normalized,
-        title=m.title,
-        content=m.content,
-        tags=tuple(m.tags),
-        created_at=m.created_at.timestamp(),
-        updated_at=m.updated_at.timestamp(),
-        id=m.id,
-    )
 
 
 def _new_session_id() -> str:

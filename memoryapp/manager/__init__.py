@@ -1,0 +1,15 @@
+"""``MemoryManager``: the seed-compatible facade a host (agent runtime) talks to.
+
+The facade is thin: it binds one project namespace and at most one user
+namespace, the database aliases, the session id, a write counter and the list
+of store problems. The rules live below it (``guards``, ``store``, ``recall``,
+``render``, ``crystallizer``). Its methods are grouped by concern:
+``core`` (stores, writes, reads, wipe, summaries), ``blocks`` (recall and the
+prompt blocks), ``queue`` (the review queue), ``children`` (sub-agents).
+"""
+
+from .blocks import EXCERPT_CHARS, _fact
+from .core import MemoryManager
+from .types import RecallCandidate, WipeResult
+
+__all__ = ["EXCERPT_CHARS", "MemoryManager", "RecallCandidate", "WipeResult", "_fact"]

@@ -1,0 +1,47 @@
+"""Sub-agent managers (SPEC §7): writes through the parent, reads that see nothing."""
+
+from __future__ import annotations
+
+from ..models import Memory
+from .core import MemoryManager
+from .types import RecallCandidate
+
+
+class ChildManager(MemoryManager):
+    """A sub-agent's manager: ``save_memory`` is the parent's, reads are empty (SPEC §7)."""
+
+    _route = None
+
+    @property
+    def save_memory(self):  # type: ignore[override]
+        """The parent's ``save_memory``; absent (AttributeError) when it could not be routed."""
+        if self._route is None:
+            raise AttributeError("this sub-agent manager has no save_memory: no parent route")
+        return self._route
+
+    def get_all_entries(self, scope: str | None = None) -> list[Memory]:
+        """A sub-agent sees no memories."""
+        return []
+
+    def search(self, query: str, scope: str | None = None) -> list[Memory]:
+        """A sub-agent sees no memories."""
+        return []
+
+    def filter_by_tag(self, tag: str, scope: str | None = None) -> list[Memory]:
+        """A sub-agent sees no memories."""
+        return []
+
+    def get_cross_session_tail(self) -> str:
+        """A sub-agent sees no summaries."""
+        return ""
+
+    def get_stable_entries(self) -> list[Memory]:
+        """A sub-agent's stable block is empty."""
+        return []
+
+    def _newest_stable(self, limit: int) -> list[Memory]:
+        return []
+
+    def recall(self, query, messages=None, top_k=5, exclude_ids=None) -> list[RecallCandidate]:
+        """A sub-agent recalls nothing."""
+        return []

@@ -1,0 +1,73 @@
+"""The review queue of the facade (SPEC §6)."""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from .. import crystallizer, guards, review
+from ..models import Memory, ReviewItem, ReviewStatus, Source
+
+
+class ReviewQueue:
+    """Mixin of :class:`~memoryapp.manager.MemoryManager`: crystallize, approve, reject, purge."""
+
+    # ------------------------------------------------------------ review queue
+    def _review_items(self):
+        return ReviewItem.objects.using(self.using).in_namespace(self.project)
+
+    def crystallize_user_messages(self, messages) -> list[ReviewItem]:
+        """Queue the crystallizer's proposals from the user messages (SPEC §6); never memories."""
+        proposals = crystallizer.propose(messages or [])
+        if not proposals:
+            return []
+        return review.queue_proposals(
+            proposals,
+            using=self.using,
+            namespace=self.project,
+            subject=self.user,
+            session_id=self.session_id,
+        )
+
+    def list_review_items(self, status: str | None = "pending") -> list[ReviewItem]:
+        """Review items of this namespace: most occurrences first, then the newest."""
+        return list(
+            self._review_items()
+            .with_status(status)
+            .order_by("-occurrences", "-updated_at", "-created_at", "id")
+        )
+
+    def approve_review_item(self, item_id: str, *, actor: str = "") -> Memory | None:
+        """Promote a pending item to a memory (source ``crystallized``); None if not pending."""
+        with transaction.atomic(using=self.using):
+            item = review.decide(self.using, self.project, item_id, ReviewStatus.APPROVED)
+            if item is None:
+                return None
+            return self.upsert(
+                item.key_normalized,
+                item.content,
+                item.tags,
+                scope=item.scope,
+                type=item.type,
+                source=Source.CRYSTALLIZED,
+                actor=actor,
+            )
+
+    def reject_review_item(self, item_id: str) -> bool:
+        """Mark a pending item rejected; False if it is not pending (or not ours)."""
+        with transaction.atomic(using=self.using):
+            return (
+                review.decide(self.using, self.project, item_id, ReviewStatus.REJECTED) is not None
+            )
+
+    def purge_review_queue(self, status: str | None = None) -> int:
+        """Hard-delete this namespace's review items (optionally one status); the count.
+
+        The remedy the seed lacks: ``wipe_all`` leaves the queue, and its
+        excerpts of user messages, in place.
+        """
+        if status is not None and status not in ReviewStatus.values:
+            raise guards.MemoryValidationError(
+                f"Unknown review status {status!r}: "
+                f"expected one of {', '.join(ReviewStatus.values)}"
+            )
+        return review.purge(self.using, self.project, status)
