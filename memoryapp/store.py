@@ -144,6 +144,10 @@ def write(
                 if existing is None:
                     raise
         if existing is not None:
+            if subject is None:
+                # A session without a user key does not erase the provenance of
+                # the user who wrote the row first (erasure by subject needs it).
+                fields["subject"] = existing.subject
             for name, val in fields.items():
                 setattr(existing, name, val)
             existing.updated_at = now()

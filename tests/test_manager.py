@@ -381,3 +381,16 @@ def test_event_detail_is_json(mm):
     e = MemoryEvent.objects.get(memory_id=m.id, event_type="create")
     assert json.loads(e.detail) == {"scope": "project", "source": "explicit", "type": "note"}
     assert e.namespace == "acme/web"
+
+
+def test_a_session_without_user_keeps_the_rows_provenance():
+    first = MemoryManager(project="p", user="alice").upsert("shared fact", "v1")
+    again = MemoryManager(project="p").upsert("shared fact", "v2")
+    assert again.id == first.id and again.subject == "alice"
+    bob = MemoryManager(project="p", user="bob").upsert("shared fact", "v3")
+    assert bob.subject == "bob"
+
+
+def test_upsert_result_tells_created_from_updated(mm):
+    assert mm.upsert_result("k", "v").created is True
+    assert mm.upsert_result("k", "w").created is False

@@ -11,7 +11,7 @@ from dataclasses import replace
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, transaction
 from django.db.models import Q
 
-from .. import bulk, ephemeral, guards, store
+from .. import bulk, ephemeral, guards, search, store
 from ..conf import get_guard, user_database
 from ..db.meta import read_change_counter
 from ..indexes import INDEXES, change_window
@@ -172,6 +172,20 @@ class MemoryManager(PromptBlocks, ReviewQueue):
             MemoryValidationError: invalid key, content, scope, type or tags.
             SensitiveMemoryError: the content looks like a credential.
         """
+        return self.upsert_result(key, value, tags, scope, type, source, actor=actor).memory
+
+    def upsert_result(
+        self,
+        key: str,
+        value: str,
+        tags: Iterable[str] | None = (),
+        scope: str | None = None,
+        type: str | None = None,
+        source: str = Source.EXPLICIT,
+        *,
+        actor: str = "",
+    ) -> store.UpsertResult:
+        """:meth:`upsert`, also telling whether the row was created (the API's 201 vs 200)."""
         prepared = self._downgrade(store.prepare(self.guard, key, value, tags, scope, type, source))
         target = self._store_for(prepared.scope)
         with change_window(target.using) as window:
@@ -186,7 +200,7 @@ class MemoryManager(PromptBlocks, ReviewQueue):
             window, target.namespace, target.scope, [result.memory], result.capped
         )
         self._wrote()
-        return result.memory
+        return result
 
     def import_memories(
         self,
@@ -267,9 +281,9 @@ class MemoryManager(PromptBlocks, ReviewQueue):
         needle = query.strip().lower()
 
         def refine(qs, alias):
-            return qs.search_prefilter(needle) if _sql_can_prefilter(needle, alias) else qs
+            return qs.search_prefilter(needle) if search.sql_can_prefilter(needle, alias) else qs
 
-        return [m for m in self._query(scope, refine) if _matches(m, needle)]
+        return [m for m in self._query(scope, refine) if search.matches(m, needle)]
 
     def filter_by_tag(self, tag: str, scope: str | None = None) -> list[Memory]:
         """Memories carrying ``tag`` exactly (case-insensitive)."""
@@ -278,7 +292,7 @@ class MemoryManager(PromptBlocks, ReviewQueue):
         wanted = tag.strip().lower()
 
         def refine(qs, alias):
-            return qs.tagged_prefilter(wanted) if _sql_can_prefilter(wanted, alias) else qs
+            return qs.tagged_prefilter(wanted) if search.sql_can_prefilter(wanted, alias) else qs
 
         return [m for m in self._query(scope, refine) if wanted in {t.lower() for t in m.tags}]
 
@@ -479,28 +493,3 @@ def _new_session_id() -> str:
 def _reason(exc: Exception) -> str:
     text = str(exc).strip()
     return text or type(exc).__name__
-
-
-def _matches(memory: Memory, needle: str) -> bool:
-    """SPEC §3: literal, case-insensitive substring of title, content, key, a tag or a keyword."""
-    if needle in memory.title.lower() or needle in memory.content.lower():
-        return True
-    if needle in memory.key_normalized.lower():
-        return True
-    return any(needle in t.lower() for t in memory.tags) or any(
-        needle in k.lower() for k in memory.keywords
-    )
-
-
-def _sql_can_prefilter(text: str, alias: str) -> bool:
-    """Whether a SQL ``LIKE`` prefilter is a safe superset for ``text`` on this database.
-
-    SQLite's ``LIKE`` folds case for ASCII only, and JSON written by other
-    tools may escape non-ASCII or quote characters; such needles are checked
-    in Python over the namespace's rows instead.
-    """
-    from django.db import connections
-
-    if '"' in text or "\\" in text:
-        return False
-    return text.isascii() or connections[alias].vendor == "postgresql"

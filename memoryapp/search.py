@@ -1,0 +1,30 @@
+"""SPEC §3 search semantics: literal, case-insensitive substring; when SQL may prefilter."""
+
+from __future__ import annotations
+
+from django.db import connections
+
+from .models import Memory
+
+
+def matches(memory: Memory, needle: str) -> bool:
+    """SPEC §3: literal, case-insensitive substring of title, content, key, a tag or a keyword."""
+    if needle in memory.title.lower() or needle in memory.content.lower():
+        return True
+    if needle in memory.key_normalized.lower():
+        return True
+    return any(needle in t.lower() for t in memory.tags) or any(
+        needle in k.lower() for k in memory.keywords
+    )
+
+
+def sql_can_prefilter(text: str, alias: str) -> bool:
+    """Whether a SQL ``LIKE`` prefilter is a safe superset for ``text`` on this database.
+
+    SQLite's ``LIKE`` folds case for ASCII only, and JSON written by other
+    tools may escape non-ASCII or quote characters; such needles are checked
+    in Python over the namespace's rows instead.
+    """
+    if '"' in text or "\\" in text:
+        return False
+    return text.isascii() or connections[alias].vendor == "postgresql"
