@@ -64,3 +64,138 @@ def ephemeral_database() -> str:
 
 
 SUPPORTED_VENDORS = ("sqlite", "postgresql")
+
+
+# --- erasure, retention, export (memoryapp.erasure; docs/compliance.md) -----
+
+_DERIVED_KEY_LABEL = b"memoryapp.erasure.receipt-key.v1"
+
+
+def _derive_from_secret(secret: str | bytes) -> bytes:
+    import hashlib
+    import hmac
+
+    raw = secret.encode() if isinstance(secret, str) else bytes(secret)
+    return hmac.new(raw, _DERIVED_KEY_LABEL, hashlib.sha256).digest()
+
+
+def _as_key(value: str | bytes) -> bytes:
+    return value.encode() if isinstance(value, str) else bytes(value)
+
+
+def erasure_key() -> bytes:
+    """``MEMORYAPP_ERASURE_KEY``: the HMAC key that pseudonymises subjects in erasure receipts.
+
+    A receipt records the erased subject and namespace only as
+    ``HMAC-SHA256(key, value)``, so it can be matched again (``memory erase
+    --replay`` after restoring a backup, "was alice erased?") without holding
+    the key in clear. Default: a key derived from ``SECRET_KEY``.
+
+    Caveat of the default: rotating ``SECRET_KEY`` changes the derived key, and
+    receipts written before the rotation can then only be replayed by their
+    recorded ids (not by subject) unless the old secret stays in
+    ``SECRET_KEY_FALLBACKS``. Set a dedicated, stable key in production and
+    keep it as secret as ``SECRET_KEY``: with it, anyone holding the receipts
+    can test whether a *guessed* user key was erased.
+    """
+    value = getattr(settings, "MEMORYAPP_ERASURE_KEY", None)
+    if value:
+        return _as_key(value)
+    return _derive_from_secret(settings.SECRET_KEY)
+
+
+def erasure_key_fallbacks() -> list[bytes]:
+    """``MEMORYAPP_ERASURE_KEY_FALLBACKS``: older receipt keys, tried when replaying.
+
+    Default: the keys derived from ``SECRET_KEY_FALLBACKS`` (and, when a
+    dedicated ``MEMORYAPP_ERASURE_KEY`` is set, the key derived from
+    ``SECRET_KEY``, so switching from the default to a dedicated key keeps
+    earlier receipts replayable).
+    """
+    explicit = getattr(settings, "MEMORYAPP_ERASURE_KEY_FALLBACKS", None)
+    if explicit is not None:
+        return [_as_key(v) for v in explicit if v]
+    keys = [_derive_from_secret(s) for s in getattr(settings, "SECRET_KEY_FALLBACKS", ()) if s]
+    if getattr(settings, "MEMORYAPP_ERASURE_KEY", None):
+        keys.append(_derive_from_secret(settings.SECRET_KEY))
+    return keys
+
+
+def erasure_ledger_path() -> str | None:
+    """``MEMORYAPP_ERASURE_LEDGER``: a file that receives every erasure receipt as a JSON line.
+
+    Receipts also live in the database, but a database restored from a backup
+    taken before an erasure has lost that erasure's receipt; ``memory erase
+    --replay`` reads this file to re-apply it. Put it on storage that is *not*
+    restored with the database. ``None`` (default): no ledger file.
+    """
+    value = getattr(settings, "MEMORYAPP_ERASURE_LEDGER", None)
+    return str(value) if value else None
+
+
+def erasure_purge_timeout() -> float:
+    """``MEMORYAPP_ERASURE_PURGE_TIMEOUT``: seconds the vendor purge may wait for other sessions.
+
+    SQLite: how long ``PRAGMA wal_checkpoint(TRUNCATE)`` is retried while
+    another connection holds a read transaction. PostgreSQL: the
+    ``lock_timeout`` of each ``VACUUM FULL``. Past it, the receipt says
+    ``not purged: <reason>`` and the purge can be retried. Default 10.
+    """
+    return float(getattr(settings, "MEMORYAPP_ERASURE_PURGE_TIMEOUT", 10.0))
+
+
+def _days(name: str, default: int | None) -> int | None:
+    value = getattr(settings, name, default)
+    if value is None or value == "":
+        return None
+    days = int(value)
+    if days < 0:
+        raise ValueError(f"{name} must be a number of days >= 0 or None")
+    return days
+
+
+def retention_deleted_memories_days() -> int | None:
+    """``MEMORYAPP_RETENTION_DELETED_MEMORIES_DAYS``: days a soft-deleted memory is kept.
+
+    Soft-deleted memories still hold their content (SPEC §3). ``memory
+    purge-expired`` erases — for real, with a receipt — those deleted longer
+    ago than this. ``None`` keeps them forever. Default 30.
+    """
+    return _days("MEMORYAPP_RETENTION_DELETED_MEMORIES_DAYS", 30)
+
+
+def retention_review_items_days() -> int | None:
+    """``MEMORYAPP_RETENTION_REVIEW_ITEMS_DAYS``: days an approved/rejected review item is kept.
+
+    Decided review items keep their evidence (excerpts of user messages);
+    ``memory purge-expired`` erases those decided longer ago than this. Pending
+    items are never expired. ``None`` keeps them forever. Default 30.
+    """
+    return _days("MEMORYAPP_RETENTION_REVIEW_ITEMS_DAYS", 30)
+
+
+def retention_session_summaries_days() -> int | None:
+    """``MEMORYAPP_RETENTION_SESSION_SUMMARIES_DAYS``: days a session summary is kept.
+
+    Summaries feed the cross-session tail of the prompt, so they are kept
+    forever by default (``None``); set a number of days to expire them with
+    ``memory purge-expired``.
+    """
+    return _days("MEMORYAPP_RETENTION_SESSION_SUMMARIES_DAYS", None)
+
+
+def export_purposes() -> str:
+    """``MEMORYAPP_EXPORT_PURPOSES``: the purposes statement put into every export document.
+
+    Default: a neutral description of what agent memory is used for; operators
+    should replace it with the wording of their privacy notice.
+    """
+    return getattr(
+        settings,
+        "MEMORYAPP_EXPORT_PURPOSES",
+        "Long-term memory of an AI assistant: facts, preferences and decisions saved "
+        "during conversations are recalled into later conversations of the same user "
+        "or project. Session summaries carry context from one conversation to the next. "
+        "Review items are candidate memories awaiting a human decision. Events are an "
+        "audit log of writes (ids and times, never content).",
+    )

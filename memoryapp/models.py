@@ -289,3 +289,72 @@ class SchemaMeta(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key}={self.value}"
+
+
+def new_request_id() -> str:
+    """An erasure request id: 32 random hex digits."""
+    return secrets.token_hex(16)
+
+
+class ErasureTarget(models.TextChoices):
+    """What an erasure was asked to remove."""
+
+    IDS = "ids", "ids"
+    SUBJECT = "subject", "subject"
+    NAMESPACE = "namespace", "namespace"
+    EVERYTHING = "everything", "everything"
+    REVIEW_ITEMS = "review_items", "review items"
+    RETENTION = "retention", "retention (expired)"
+    REPLAY = "replay", "replay after restore"
+
+
+class ErasureReceipt(models.Model):
+    """Proof of one erasure (SPEC §9): who, when, what, counts, purge and verification.
+
+    Never holds erased text nor an unkeyed hash of it: the subject and
+    namespace are kept as keyed HMACs (``MEMORYAPP_ERASURE_KEY``), the rows as
+    their random ids and counts.
+    """
+
+    id = models.CharField(primary_key=True, max_length=32, default=new_request_id, editable=False)
+    actor = models.CharField(max_length=255, default="", blank=True)
+    target_kind = models.CharField(max_length=16, choices=ErasureTarget.choices)
+    subject_hmac = models.CharField(max_length=64, null=True, blank=True)
+    namespace_hmac = models.CharField(max_length=64, null=True, blank=True)
+    key_id = models.CharField(max_length=16, default="", blank=True)
+    include_authored = models.BooleanField(default=False)
+    criteria = models.JSONField(default=dict, blank=True)
+    counts = models.JSONField(default=dict, blank=True)
+    erased_ids = models.JSONField(default=dict, blank=True)
+    authored = models.JSONField(default=dict, blank=True)
+    databases = models.JSONField(default=list, blank=True)
+    purge_method = models.CharField(max_length=255, default="", blank=True)
+    purge_status = models.CharField(max_length=255, default="pending")
+    vacuumed = models.BooleanField(default=False)
+    verified = models.BooleanField(default=False)
+    verification = models.TextField(default="", blank=True)
+    caveats = models.TextField(default="", blank=True)
+    details = models.JSONField(default=dict, blank=True)
+    attempts = models.IntegerField(default=0)
+    created_at = IsoDateTimeField(default=now)
+    updated_at = IsoDateTimeField(default=now)
+    purged_at = IsoDateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "memory_erasure_receipts"
+        ordering = ("created_at", "id")
+        verbose_name = "erasure receipt"
+        verbose_name_plural = "erasure receipts"
+        indexes = [
+            models.Index(fields=["subject_hmac"], name="ix_receipts_subject"),
+            models.Index(fields=["namespace_hmac"], name="ix_receipts_namespace"),
+            models.Index(fields=["purge_status"], name="ix_receipts_status"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.target_kind} erasure {self.id} ({self.purge_status})"
+
+    @property
+    def purged(self) -> bool:
+        """True once the vendor purge completed."""
+        return self.purge_status == "purged"

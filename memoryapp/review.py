@@ -1,4 +1,7 @@
-"""The review queue on the database: write crystallizer proposals (folded), decide, purge."""
+"""The review queue on the database: write crystallizer proposals (folded) and decide them.
+
+Purging is erasure: :func:`memoryapp.erasure.erase_review_items`.
+"""
 
 from __future__ import annotations
 
@@ -93,20 +96,3 @@ def decide(using: str, namespace: str, item_id: str, status: str) -> ReviewItem 
     item.updated_at = now()
     item.save(using=using, update_fields=["status", "updated_at"])
     return item
-
-
-def purge(
-    using: str,
-    namespace: str | None,
-    status: str | None = None,
-    subject: str | None = None,
-) -> int:
-    """Hard-delete review items (of a namespace unless None; by status and subject); the count."""
-    qs = ReviewItem.objects.using(using).with_status(status)
-    if namespace is not None:
-        qs = qs.in_namespace(namespace)
-    if subject is not None:
-        qs = qs.filter(subject=subject)
-    with transaction.atomic(using=using):
-        deleted, _ = qs.delete()
-    return deleted

@@ -59,15 +59,21 @@ class ReviewQueue:
                 review.decide(self.using, self.project, item_id, ReviewStatus.REJECTED) is not None
             )
 
-    def purge_review_queue(self, status: str | None = None) -> int:
-        """Hard-delete this namespace's review items (optionally one status); the count.
+    def purge_review_queue(self, status: str | None = None, *, actor: str = "") -> int:
+        """Erase this namespace's review items (optionally one status); the count.
 
         The remedy the seed lacks: ``wipe_all`` leaves the queue, and its
-        excerpts of user messages, in place.
+        excerpts of user messages, in place. This is a real erasure (hard
+        delete, vendor purge, receipt), not just a ``DELETE``.
         """
         if status is not None and status not in ReviewStatus.values:
             raise guards.MemoryValidationError(
                 f"Unknown review status {status!r}: "
                 f"expected one of {', '.join(ReviewStatus.values)}"
             )
-        return review.purge(self.using, self.project, status)
+        from ..erasure import erase_review_items
+
+        receipt = erase_review_items(
+            namespace=self.project, status=status, actor=actor, using=self.using
+        )
+        return int(receipt.counts.get("memory_review_queue", 0))

@@ -1,0 +1,359 @@
+"""Compliance verbs of `manage.py memory`: erase (replay, retry), export, purge-expired, backup."""
+
+from __future__ import annotations
+
+import getpass
+import json
+
+from django.core.management.base import CommandError
+from django.db import DEFAULT_DB_ALIAS, connections
+
+from memoryapp import erasure
+from memoryapp.db.purge import for_connection
+from memoryapp.models import ErasureReceipt, ReviewStatus
+
+
+def register(verbs, common) -> dict:
+    """Add the compliance verbs to the parser; return their handlers."""
+    p = verbs.add_parser(
+        "erase",
+        parents=[common],
+        help="erase for real (hard delete + vacuum), with a receipt; --replay after a restore",
+    )
+    what = p.add_argument_group("what to erase (one of)")
+    what.add_argument("--subject", help="a user key: everything written for it or in its sessions")
+    what.add_argument("--namespace", help="a namespace (with --subject/--id: a restriction)")
+    what.add_argument("--id", dest="ids", action="append", metavar="ID", help="repeatable")
+    what.add_argument("--everything", action="store_true", help="every memory table row")
+    what.add_argument(
+        "--review-items",
+        action="store_true",
+        help="the review queue (filters: --namespace, --subject, --status)",
+    )
+    p.add_argument("--status", action="append", choices=ReviewStatus.values, help="repeatable")
+    p.add_argument(
+        "--include-authored",
+        action="store_true",
+        help="with --subject: also the project-scope memories the subject wrote",
+    )
+    other = p.add_argument_group("receipts")
+    other.add_argument(
+        "--replay", action="store_true", help="re-apply every recorded erasure (after a restore)"
+    )
+    other.add_argument("--ledger", help="with --replay: a ledger file to read as well")
+    other.add_argument(
+        "--retry",
+        nargs="?",
+        const="*",
+        metavar="RECEIPT_ID",
+        help="re-run unfinished purges (all, or one receipt)",
+    )
+    other.add_argument("--show", metavar="RECEIPT_ID", help="print one receipt as JSON")
+    other.add_argument("--list", action="store_true", dest="list_receipts", help="list receipts")
+    other.add_argument("--write-ledger", metavar="FILE", help="append every receipt to FILE")
+    p.add_argument("--no-purge", action="store_true", help="delete now, purge later (--retry)")
+    p.add_argument("--dry-run", action="store_true", help="show what would be removed")
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    p.add_argument("--actor", help="who asks (default cli:<login>)")
+
+    p = verbs.add_parser(
+        "export", parents=[common], help="everything stored about a subject or namespace (JSON)"
+    )
+    p.add_argument("--subject")
+    p.add_argument("--namespace")
+    p.add_argument("--output", "-o", help="file to write (default: standard output)")
+
+    p = verbs.add_parser(
+        "purge-expired",
+        parents=[common],
+        help="erase what the retention settings say has expired, with a receipt",
+    )
+    p.add_argument("--dry-run", action="store_true", help="show what would be removed")
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    p.add_argument("--actor", help="who asks (default cli:<login>)")
+
+    p = verbs.add_parser("backup", parents=[common], help="write a consistent copy of the database")
+    p.add_argument("path", help="the new backup file (SQLite) / the pg_dump target (PostgreSQL)")
+    return {
+        "erase": do_erase,
+        "export": do_export,
+        "purge-expired": do_purge_expired,
+        "backup": do_backup,
+    }
+
+
+# ------------------------------------------------------------------ helpers
+def _using(options):
+    """``--database`` as given; the default alias means "default + the user database"."""
+    alias = options["database"]
+    if alias not in connections:
+        raise CommandError(f"unknown database alias {alias!r}")
+    return None if alias == DEFAULT_DB_ALIAS else alias
+
+
+def _actor(options) -> str:
+    if options.get("actor"):
+        return options["actor"]
+    try:
+        return f"cli:{getpass.getuser()}"
+    except Exception:  # no login name in some containers
+        return "cli"
+
+
+def _counts(counts: dict) -> str:
+    parts = [f"{table} {n}" for table, n in counts.items() if n]
+    return ", ".join(parts) or "nothing"
+
+
+def _print_receipt(cmd, r: ErasureReceipt) -> None:
+    cmd.stdout.write(f"Erasure receipt {r.pk} ({r.target_kind}), {r.created_at:%Y-%m-%d %H:%M:%S}")
+    cmd.stdout.write(f"  removed: {_counts(r.counts)}")
+    kept = (r.authored or {}).get("project_memories_kept")
+    if kept:
+        cmd.stdout.write(
+            f"  kept: {kept} project-scope memory(ies) the subject authored "
+            "(--include-authored erases them)"
+        )
+    cmd.stdout.write(f"  purge: {r.purge_status} [{r.purge_method}]")
+    cmd.stdout.write(f"  verified: {'yes' if r.verified else 'no'} - {r.verification}")
+    for line in (r.caveats or "").splitlines():
+        cmd.stdout.write(f"  caveat: {line}")
+
+
+def _fail_unless_purged(receipts) -> None:
+    unfinished = [r for r in receipts if not (r.purged and r.verified)]
+    if unfinished:
+        ids = ", ".join(r.pk for r in unfinished)
+        raise CommandError(
+            f"the rows are deleted but the purge is not complete for {ids}; "
+            "run 'manage.py memory erase --retry' later"
+        )
+
+
+# ------------------------------------------------------------------ erase
+def do_erase(cmd, options) -> None:
+    """Erase, replay, retry, show or list receipts."""
+    using = _using(options)
+    if options["user"] and not options["subject"]:
+        raise CommandError("erase takes the user key as --subject (not --user)")
+    if options["show"]:
+        return _show(cmd, options["show"], using)
+    if options["list_receipts"]:
+        return _list(cmd, using)
+    if options["write_ledger"]:
+        qs = ErasureReceipt.objects.using(using or DEFAULT_DB_ALIAS).order_by("created_at")
+        n = erasure.receipts.write_ledger(options["write_ledger"], qs)
+        cmd.stdout.write(f"Wrote {n} receipt(s) to {options['write_ledger']}.")
+        return None
+    if options["retry"] is not None:
+        target = None if options["retry"] == "*" else options["retry"]
+        try:
+            done = erasure.retry_purge(target, using=using)
+        except ErasureReceipt.DoesNotExist:
+            raise CommandError(f"no erasure receipt {target!r}") from None
+        for r in done:
+            _print_receipt(cmd, r)
+        cmd.stdout.write(f"{len(done)} receipt(s) retried.")
+        return _fail_unless_purged(done)
+    if options["replay"]:
+        return _replay(cmd, options, using)
+    if options["review_items"]:
+        return _erase_review_items(cmd, options, using)
+    request = {
+        "subject": options["subject"],
+        "namespace": options["namespace"],
+        "ids": options["ids"],
+        "everything": options["everything"],
+        "include_authored": options["include_authored"],
+    }
+    plan = erasure.preview(**request, using=using)
+    described = _describe(request)
+    kept = plan["project_memories_kept"]
+    note = f" ({kept} project-scope memory(ies) it authored are kept)" if kept else ""
+    question = (
+        f"Permanently erase {_counts(plan['counts'])} for {described}{note}? This cannot be undone."
+    )
+    if options["dry_run"]:
+        cmd.stdout.write(f"Would erase {_counts(plan['counts'])} for {described}{note}.")
+        return None
+    if not cmd.confirm(question, options):
+        return None
+    cmd.stdout.write("Erasing: deleting the rows, then purging the database files...")
+    receipt = erasure.erase(
+        **request, actor=_actor(options), using=using, purge=not options["no_purge"]
+    )
+    _print_receipt(cmd, receipt)
+    if not options["no_purge"]:
+        _fail_unless_purged([receipt])
+    return None
+
+
+def _describe(request: dict) -> str:
+    if request["everything"]:
+        return "EVERYTHING (all namespaces)"
+    if request["subject"] is not None:
+        where = f" in namespace {request['namespace']!r}" if request["namespace"] else ""
+        return f"subject {request['subject']!r}{where}"
+    if request["ids"]:
+        return f"{len(request['ids'])} id(s)"
+    return f"namespace {request['namespace']!r}"
+
+
+def _erase_review_items(cmd, options, using) -> None:
+    filters = {
+        "namespace": options["namespace"],
+        "status": options["status"],
+        "subject": options["subject"],
+    }
+    label = ", ".join(f"{k}={v}" for k, v in filters.items() if v) or "all review items"
+    if options["dry_run"]:
+        cmd.stdout.write(f"Would purge the review queue ({label}).")
+        return
+    if not cmd.confirm(f"Permanently purge the review queue ({label})?", options):
+        return
+    receipt = erasure.erase_review_items(
+        **filters, actor=_actor(options), using=using, purge=not options["no_purge"]
+    )
+    _print_receipt(cmd, receipt)
+    if not options["no_purge"]:
+        _fail_unless_purged([receipt])
+
+
+def _replay(cmd, options, using) -> None:
+    try:
+        plan = erasure.replay(ledger=options["ledger"], using=using, dry_run=True)
+    except FileNotFoundError as exc:
+        raise CommandError(str(exc)) from exc
+    for note in plan.notes:
+        cmd.stdout.write(f"note: {note}")
+    cmd.stdout.write(
+        f"{len(plan.replayed)} recorded erasure(s); "
+        f"{plan.restored_receipts} known only to the ledger; "
+        f"rows to remove again: {_counts(plan.counts)}"
+    )
+    if options["dry_run"]:
+        for line in plan.replayed:
+            cmd.stdout.write(f"  {line['id']} ({line['kind']}): {_counts(line['removed'])}")
+        return
+    if not plan.replayed:
+        return
+    if not cmd.confirm("Re-apply every recorded erasure to this database?", options):
+        return
+    report = erasure.replay(
+        ledger=options["ledger"],
+        actor=_actor(options),
+        using=using,
+        purge=not options["no_purge"],
+    )
+    for line in report.replayed:
+        cmd.stdout.write(f"  {line['id']} ({line['kind']}): removed {_counts(line['removed'])}")
+    cmd.stdout.write(f"Restored {report.restored_receipts} receipt(s) from the ledger.")
+    if report.receipt is not None:
+        _print_receipt(cmd, report.receipt)
+        if not options["no_purge"]:
+            _fail_unless_purged([report.receipt])
+
+
+def _show(cmd, receipt_id: str, using) -> None:
+    try:
+        r = ErasureReceipt.objects.using(using or DEFAULT_DB_ALIAS).get(pk=receipt_id)
+    except ErasureReceipt.DoesNotExist:
+        raise CommandError(f"no erasure receipt {receipt_id!r}") from None
+    cmd.stdout.write(json.dumps(erasure.receipt_as_dict(r), indent=2, sort_keys=True))
+
+
+def _list(cmd, using) -> None:
+    rows = ErasureReceipt.objects.using(using or DEFAULT_DB_ALIAS).order_by("created_at", "id")
+    n = 0
+    for r in rows:
+        n += 1
+        total = sum(v for v in (r.counts or {}).values() if isinstance(v, int))
+        cmd.stdout.write(
+            f"{r.pk}  {r.created_at:%Y-%m-%d %H:%M:%S}  {r.target_kind:<12} rows {total:<6} "
+            f"{'verified' if r.verified else 'unverified'}  {r.purge_status}"
+        )
+    cmd.stdout.write(f"{n} receipt(s).")
+
+
+# ------------------------------------------------------------------ export
+class _Bar:
+    """A one-line progress bar on the command's standard error."""
+
+    def __init__(self, stream) -> None:
+        self.stream = stream
+        self.shown = False
+
+    def __call__(self, done: int, total: int) -> None:
+        width = 30
+        filled = width if total == 0 else int(width * done / total)
+        bar = f"\rexporting [{'#' * filled}{'.' * (width - filled)}] {done}/{total} rows"
+        self.stream.write(bar, ending="")
+        self.stream.flush()
+        self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            self.stream.write("")
+
+
+def do_export(cmd, options) -> None:
+    """Write everything about a subject or namespace as one JSON document."""
+    if options["subject"] is None and options["namespace"] is None:
+        raise CommandError("export needs --subject or --namespace")
+    out = options["output"]
+    bar = _Bar(cmd.stderr)
+    try:
+        document = erasure.export(
+            subject=options["subject"],
+            namespace=options["namespace"],
+            using=_using(options),
+            progress=bar,
+        )
+    finally:
+        bar.close()
+    text = json.dumps(document, indent=2, ensure_ascii=False)
+    if out and out != "-":
+        with open(out, "w", encoding="utf-8") as handle:
+            handle.write(text + "\n")
+        counts = ", ".join(f"{k} {v}" for k, v in document["counts"].items())
+        cmd.stdout.write(f"Wrote {out}: {counts}.")
+    else:
+        cmd.stdout.write(text)
+
+
+# ------------------------------------------------------------------ retention
+def do_purge_expired(cmd, options) -> None:
+    """Erase expired soft-deleted memories, decided review items (and old summaries if set)."""
+    using = _using(options)
+    plan = erasure.preview_expired(using=using)
+    if not plan["cutoffs"]:
+        cmd.stdout.write("No retention period is configured (MEMORYAPP_RETENTION_*): nothing done.")
+        return
+    for table, cutoff in plan["cutoffs"].items():
+        cmd.stdout.write(f"{table}: expired before {cutoff}")
+    cmd.stdout.write(f"expired: {_counts(plan['counts'])}")
+    if options["dry_run"]:
+        return
+    if not any(plan["counts"].values()):
+        cmd.stdout.write("Nothing has expired.")
+        return
+    if not cmd.confirm("Permanently erase the expired rows?", options):
+        return
+    receipt = erasure.purge_expired(actor=_actor(options), using=using)
+    _print_receipt(cmd, receipt)
+    _fail_unless_purged([receipt])
+
+
+# ------------------------------------------------------------------ backup
+def do_backup(cmd, options) -> None:
+    """SQLite: VACUUM INTO a new file. PostgreSQL: print the pg_dump command to run."""
+    alias = options["database"]
+    connection = connections[alias]
+    cmd.stdout.write(for_connection(connection).backup(connection, options["path"]))
+    n = ErasureReceipt.objects.using(alias).count()
+    cmd.stdout.write(
+        f"This backup holds {n} erasure receipt(s) and keeps any data erased later: keep it "
+        "no longer than your retention policy allows, keep the erasure ledger "
+        "(MEMORYAPP_ERASURE_LEDGER) outside it, and after restoring it run "
+        "'manage.py memory erase --replay'."
+    )

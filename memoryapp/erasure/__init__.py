@@ -1,0 +1,45 @@
+"""Erasure that really removes the bytes, with receipts; replay after restore; export; retention.
+
+``from memoryapp.erasure import erase, export`` (SPEC §13). See
+``docs/compliance.md`` for what each vendor's purge guarantees and what it
+cannot reach. The package: ``selection`` (which rows), ``engine`` (delete,
+purge, verify), ``service`` (the requests), ``replay``, ``export``,
+``receipts`` (HMACs, JSON form, ledger file); vendor SQL lives in
+:mod:`memoryapp.db.purge`.
+"""
+
+from __future__ import annotations
+
+from .export import export, retention_statement
+from .receipts import as_dict as receipt_as_dict
+from .receipts import subject_hmac
+from .replay import ReplayReport, replay
+from .service import (
+    ErasureRequestError,
+    erase,
+    erase_review_items,
+    preview,
+    preview_expired,
+    purge_expired,
+    receipts_for,
+    retention_cutoffs,
+    retry_purge,
+)
+
+__all__ = [
+    "ErasureRequestError",
+    "ReplayReport",
+    "erase",
+    "erase_review_items",
+    "export",
+    "preview",
+    "preview_expired",
+    "purge_expired",
+    "receipt_as_dict",
+    "receipts_for",
+    "replay",
+    "retention_cutoffs",
+    "retention_statement",
+    "retry_purge",
+    "subject_hmac",
+]

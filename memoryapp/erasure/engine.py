@@ -1,0 +1,286 @@
+"""The erasure engine: select and hard-delete in one transaction per database, write the receipt.
+
+After the commit :mod:`memoryapp.erasure.purging` runs the vendor purge and
+verifies; inside a caller's transaction that waits for ``on_commit``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
+
+from .. import conf
+from ..db import purge as vendor_purge
+from ..fields import now
+from ..models import ErasureReceipt, ErasureTarget, Memory, MemoryEvent
+from . import probes
+from .purging import caveats, finish, finish_after_commit
+from .receipts import append_ledger, key_id, keyed_hmac, safe_actor
+from .selection import (
+    ADMIN_LOG,
+    CONTENT_TABLES,
+    EVENTS,
+    ROW_MODELS,
+    Target,
+    admin_log_available,
+    authored_filter,
+    batches,
+    events_filter,
+    id_list,
+    id_restriction,
+    purge_all_tables,
+    row_filter,
+)
+
+logger = logging.getLogger(__name__)
+
+MAX_RECORDED_IDS = 100_000  # per table; beyond it replay relies on the target's filters
+ERASED_REPR = "[erased]"
+
+PENDING_COMMIT = "pending: runs after the surrounding transaction commits"
+DEFERRED = "not purged: deferred (purge=False); run 'manage.py memory erase --retry'"
+
+
+def aliases_for(using: str | Sequence[str] | None) -> list[str]:
+    """The databases an erasure covers: ``using``, else the default and the user database."""
+    if using is None:
+        aliases = [DEFAULT_DB_ALIAS]
+        user_db = conf.user_database()
+        if user_db and user_db not in aliases:
+            aliases.append(user_db)
+        return aliases
+    if isinstance(using, str):
+        return [using]
+    return list(dict.fromkeys(using))
+
+
+# ------------------------------------------------------------------ selection
+@dataclass
+class Work:
+    """What one target selected (and, unless previewing, deleted) on one database."""
+
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(CONTENT_TABLES, 0))
+    ids: dict[str, list[str]] = field(default_factory=dict)
+    authored: list[str] = field(default_factory=list)
+    values: list[str] = field(default_factory=list)
+
+
+def apply(alias: str, target: Target, *, delete: bool, truncate: bool = False) -> Work:
+    """Select ``target``'s rows on ``alias``; delete them (and their events) when ``delete``.
+
+    Must run inside a transaction when deleting. ``truncate`` (a whole-database
+    erasure) empties the tables instead of deleting by id.
+    """
+    work = Work()
+    if truncate:
+        return _truncate(alias, work)
+    for table, model in ROW_MODELS.items():
+        manager = model.objects.using(alias)
+        found: list[str] = []
+        q = row_filter(table, target)
+        if q is not None:
+            found.extend(manager.filter(q).order_by().values_list("pk", flat=True))
+        explicit = id_list(table, target)
+        if explicit:
+            seen = set(found)
+            restriction = id_restriction(target)
+            for batch in batches(explicit):
+                for pk in (
+                    manager.filter(restriction, pk__in=list(batch))
+                    .order_by()
+                    .values_list("pk", flat=True)
+                ):
+                    if pk not in seen:
+                        seen.add(pk)
+                        found.append(pk)
+        work.ids[table] = found
+        work.counts[table] = len(found)
+    authored_q = authored_filter(target)
+    if authored_q is not None:
+        work.authored = list(
+            Memory.objects.using(alias).filter(authored_q).order_by().values_list("pk", flat=True)
+        )
+    if delete:
+        work.values = probes.sample_values(alias, work.ids)
+    row_ids = [pk for table in ROW_MODELS for pk in work.ids[table]]
+    events = MemoryEvent.objects.using(alias)
+    extra_events = events_filter(target)
+    n_events = 0
+    if delete:
+        for table, model in ROW_MODELS.items():
+            for batch in batches(work.ids[table]):
+                model.objects.using(alias).filter(pk__in=list(batch)).delete()
+        for batch in batches(row_ids):
+            n_events += events.filter(memory_id__in=list(batch)).delete()[0]
+        if extra_events is not None:
+            n_events += events.filter(extra_events).delete()[0]
+        scrubbed = _scrub_admin_log(alias, work.ids)
+        if scrubbed:
+            work.counts[ADMIN_LOG] = scrubbed
+    else:
+        for batch in batches(row_ids):
+            qs = events.filter(memory_id__in=list(batch))
+            n_events += (qs.exclude(extra_events) if extra_events is not None else qs).count()
+        if extra_events is not None:
+            n_events += events.filter(extra_events).count()
+    work.counts[EVENTS] = n_events
+    return work
+
+
+def _truncate(alias: str, work: Work) -> Work:
+    for table, model in ROW_MODELS.items():
+        work.counts[table] = model.objects.using(alias).count()
+    work.counts[EVENTS] = MemoryEvent.objects.using(alias).count()
+    sample: dict[str, list[str]] = {}
+    for table, model in ROW_MODELS.items():
+        pks = model.objects.using(alias).order_by("?").values_list("pk", flat=True)
+        sample[table] = list(pks[: probes.PROBE_ROWS])
+    work.values = probes.sample_values(alias, sample)
+    connection = connections[alias]
+    vendor_purge.for_connection(connection).truncate(connection, CONTENT_TABLES)
+    scrubbed = _scrub_admin_log(alias, None)
+    if scrubbed:
+        work.counts[ADMIN_LOG] = scrubbed
+    return work
+
+
+def _scrub_admin_log(alias: str, ids: dict[str, list[str]] | None) -> int:
+    """Replace the admin history's copy of erased rows' titles (``object_repr``).
+
+    The admin log keeps who changed what and when; only the text goes.
+    """
+    if not admin_log_available(alias):
+        return 0
+    from django.contrib.admin.models import LogEntry
+    from django.contrib.contenttypes.models import ContentType
+
+    types = ContentType.objects.db_manager(alias).get_for_models(*ROW_MODELS.values())
+    scrubbed = 0
+    for table, model in ROW_MODELS.items():
+        base = (
+            LogEntry.objects.using(alias)
+            .filter(content_type_id=types[model].pk)
+            .exclude(object_repr=ERASED_REPR)
+        )
+        if ids is None:
+            scrubbed += base.update(object_repr=ERASED_REPR)
+            continue
+        for batch in batches(ids.get(table) or []):
+            scrubbed += base.filter(object_id__in=list(batch)).update(object_repr=ERASED_REPR)
+    return scrubbed
+
+
+# ------------------------------------------------------------------ execute
+def execute(
+    kind: str,
+    targets: Sequence[Target],
+    *,
+    aliases: Sequence[str],
+    actor: str = "",
+    subject: str | None = None,
+    namespace: str | None = None,
+    include_authored: bool = False,
+    criteria: dict | None = None,
+    purge: bool = True,
+    truncate: bool = False,
+) -> tuple[ErasureReceipt, list[dict[str, int]]]:
+    """Run an erasure: delete, write the receipt, then purge and verify (after commit).
+
+    Returns the receipt and, per target, the counts it removed.
+    """
+    primary = aliases[0]
+    receipt = ErasureReceipt(
+        actor=safe_actor(actor, subject),
+        target_kind=kind,
+        subject_hmac=keyed_hmac(subject) if subject is not None else None,
+        namespace_hmac=keyed_hmac(namespace) if namespace is not None else None,
+        key_id=key_id(),
+        include_authored=include_authored,
+        criteria=criteria or {},
+        databases=list(aliases),
+    )
+    receipt.created_at = receipt.updated_at = now()
+    vendors = {a: vendor_purge.for_connection(connections[a]) for a in aliases}
+    receipt.purge_method = "; ".join(dict.fromkeys(v.method for v in vendors.values()))
+    receipt.caveats = caveats(aliases, vendors)
+    totals: Counter[str] = Counter(dict.fromkeys(CONTENT_TABLES, 0))
+    per_target = [Counter() for _ in targets]
+    erased: dict[str, list[str]] = {t: [] for t in ROW_MODELS}
+    authored: list[str] = []
+    details: dict = {"aliases": {}}
+    pieces: dict[str, list[bytes]] = {}
+    saved = False
+    for alias in aliases:
+        connection = connections[alias]
+        try:
+            with transaction.atomic(using=alias):
+                vendors[alias].prepare(connection)
+                works = [apply(alias, t, delete=True, truncate=truncate) for t in targets]
+                token = vendors[alias].delete_token(connection)
+                alias_counts: Counter[str] = Counter()
+                for i, work in enumerate(works):
+                    per_target[i].update(work.counts)
+                    alias_counts.update(work.counts)
+                    for table, ids in work.ids.items():
+                        erased[table].extend(ids)
+                    authored.extend(work.authored)
+                totals.update(alias_counts)
+                tables = [
+                    t
+                    for t in (*CONTENT_TABLES, ADMIN_LOG)
+                    if alias_counts.get(t) or (purge_all_tables(kind) and t != ADMIN_LOG)
+                ]
+                info = {"token": token, "tables": tables}
+                if truncate:
+                    info["everything_before"] = receipt.created_at.isoformat()
+                details["aliases"][alias] = info
+                pieces[alias] = probes.pieces_of(v for w in works for v in w.values)
+                info["probe_fragments"] = len(pieces[alias])
+                _fill(receipt, totals, erased, authored, details, kind, include_authored)
+                if alias == primary:
+                    receipt.save(using=primary, force_insert=True)
+                    saved = True
+        except Exception as exc:
+            if saved:
+                receipt.purge_status = (
+                    f"not purged: erasure on database {alias!r} failed: "
+                    f"{vendor_purge._first_line(exc)}"[:255]
+                )
+                receipt.save(using=primary)
+                append_ledger(receipt)
+            raise
+    if len(aliases) > 1:
+        receipt.save(using=primary)
+    probes.remember(receipt.id, pieces)
+    if not purge:
+        receipt.purge_status = DEFERRED
+        receipt.save(using=primary, update_fields=["purge_status"])
+        append_ledger(receipt)
+        return receipt, [dict(c) for c in per_target]
+    if any(connections[a].in_atomic_block for a in aliases):
+        receipt.purge_status = PENDING_COMMIT
+        receipt.save(using=primary, update_fields=["purge_status"])
+        rid = receipt.id
+        transaction.on_commit(lambda: finish_after_commit(rid, primary), using=primary)
+        return receipt, [dict(c) for c in per_target]
+    finish([receipt], using=primary)
+    return receipt, [dict(c) for c in per_target]
+
+
+def _fill(receipt, totals, erased, authored, details, kind, include_authored) -> None:
+    receipt.counts = {t: int(n) for t, n in totals.items()}
+    truncated = [t for t, ids in erased.items() if len(ids) > MAX_RECORDED_IDS]
+    receipt.erased_ids = {t: ids[:MAX_RECORDED_IDS] for t, ids in erased.items() if ids}
+    if truncated:
+        details["ids_truncated"] = truncated
+    if kind == ErasureTarget.SUBJECT:
+        receipt.authored = (
+            {"project_memories": "erased (include_authored)"}
+            if include_authored
+            else {"project_memories_kept": len(authored), "ids": authored[:MAX_RECORDED_IDS]}
+        )
+    receipt.details = details

@@ -1,0 +1,216 @@
+"""Export (GDPR access and portability): everything stored about a subject or a namespace."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Callable, Sequence
+
+from .. import conf
+from ..fields import now
+from ..models import ErasureReceipt, ErasureTarget, Memory, MemoryEvent, ReviewItem, SessionSummary
+from . import engine
+from .receipts import as_dict, keyed_hmac
+from .selection import MEMORIES, REVIEW, SUMMARIES, Target, authored_filter, batches, row_filter
+from .service import build_target
+
+FORMAT = "memoryapp-export/1"
+CHUNK = 1000
+
+Progress = Callable[[int, int], None]
+
+
+def _iso(value) -> str | None:
+    return value.isoformat() if isinstance(value, dt.datetime) else value
+
+
+def _memory(m: Memory) -> dict:
+    return {
+        "id": m.id,
+        "namespace": m.namespace,
+        "subject": m.subject,
+        "scope": m.scope,
+        "type": m.type,
+        "key_normalized": m.key_normalized,
+        "title": m.title,
+        "content": m.content,
+        "tags": m.tags,
+        "keywords": m.keywords,
+        "source": m.source,
+        "confidence": m.confidence,
+        "sensitivity": m.sensitivity,
+        "created_at": _iso(m.created_at),
+        "updated_at": _iso(m.updated_at),
+        "deleted_at": _iso(m.deleted_at),
+        "state": "live" if m.deleted_at is None else "soft-deleted",
+    }
+
+
+def _summary(s: SessionSummary) -> dict:
+    return {
+        "id": s.id,
+        "namespace": s.namespace,
+        "subject": s.subject,
+        "session_id": s.session_id,
+        "summary_text": s.summary_text,
+        "tokens_before": s.tokens_before,
+        "messages_summarized": s.messages_summarized,
+        "created_at": _iso(s.created_at),
+    }
+
+
+def _review(i: ReviewItem) -> dict:
+    return {
+        "id": i.id,
+        "namespace": i.namespace,
+        "subject": i.subject,
+        "scope": i.scope,
+        "type": i.type,
+        "key_normalized": i.key_normalized,
+        "title": i.title,
+        "content": i.content,
+        "tags": i.tags,
+        "evidence": i.evidence,
+        "source_session": i.source_session,
+        "occurrences": i.occurrences,
+        "confidence": i.confidence,
+        "status": i.status,
+        "created_at": _iso(i.created_at),
+        "updated_at": _iso(i.updated_at),
+    }
+
+
+def _event(e: MemoryEvent) -> dict:
+    try:
+        detail = json.loads(e.detail) if e.detail else None
+    except ValueError:
+        detail = e.detail
+    return {
+        "id": e.id,
+        "memory_id": e.memory_id,
+        "event_type": e.event_type,
+        "timestamp": _iso(e.timestamp),
+        "namespace": e.namespace,
+        "actor": e.actor,
+        "detail": detail,
+    }
+
+
+def retention_statement() -> dict:
+    """The retention rules in force, for export documents and the docs."""
+    return {
+        "live_memories": "kept until deleted by the user, an operator or an erasure",
+        "soft_deleted_memories_days": conf.retention_deleted_memories_days(),
+        "decided_review_items_days": conf.retention_review_items_days(),
+        "pending_review_items": "kept until approved, rejected or purged",
+        "session_summaries_days": conf.retention_session_summaries_days(),
+        "events": "kept while the memory they describe exists; erased with it",
+        "erasure_receipts": "kept as proof of erasure; they hold no erased content",
+        "note": (
+            "A number is the days after deletion or decision at which 'manage.py memory "
+            "purge-expired' erases the row for good; null means no time limit."
+        ),
+    }
+
+
+def export(
+    *,
+    subject: str | None = None,
+    namespace: str | None = None,
+    using: str | Sequence[str] | None = None,
+    progress: Progress | None = None,
+) -> dict:
+    """Everything stored about a subject or a namespace, as one JSON-serialisable document.
+
+    By subject: the memories an erasure of that subject would remove (live and
+    soft-deleted), the project-scope memories it authored (listed separately:
+    they are kept by an erasure unless asked), its session summaries and
+    review items, the events of all of those, and the receipts of erasures
+    that named it. By namespace: every row of the namespace. With both, the
+    subject's rows within that namespace. The document also states the
+    purposes and retention rules.
+
+    Args:
+        subject: a user key.
+        namespace: a namespace.
+        using: database alias(es), as for :func:`~memoryapp.erasure.erase`.
+        progress: called as ``progress(done, total)`` while rows are read.
+
+    Raises:
+        ErasureRequestError: neither subject nor namespace given.
+    """
+    if subject is None and namespace is None:
+        from .service import ErasureRequestError
+
+        raise ErasureRequestError("export needs a subject or a namespace")
+    target = build_target(subject=subject, namespace=namespace)
+    aliases = engine.aliases_for(using)
+    plan: list[tuple[str, str, object, object]] = []
+    for alias in aliases:
+        plan.append((MEMORIES, alias, Memory, row_filter(MEMORIES, target)))
+        authored = authored_filter(target)
+        if authored is not None:
+            plan.append(("authored", alias, Memory, authored))
+        plan.append((SUMMARIES, alias, SessionSummary, row_filter(SUMMARIES, target)))
+        plan.append((REVIEW, alias, ReviewItem, row_filter(REVIEW, target)))
+    total = sum(model.objects.using(a).filter(q).count() for _, a, model, q in plan)
+    done = 0
+    rows: dict[str, list[dict]] = {MEMORIES: [], "authored": [], SUMMARIES: [], REVIEW: []}
+    shape = {MEMORIES: _memory, "authored": _memory, SUMMARIES: _summary, REVIEW: _review}
+    for part, alias, model, q in plan:
+        qs = model.objects.using(alias).filter(q).order_by("created_at", "id")
+        for obj in qs.iterator(chunk_size=CHUNK):
+            rows[part].append(shape[part](obj))
+            done += 1
+            if progress is not None and done % CHUNK == 0:
+                progress(done, total)
+    events = _events(aliases, target, rows)
+    if progress is not None:
+        progress(total, total)
+    receipts = _receipts(aliases[0], subject, namespace)
+    query = {k: v for k, v in (("subject", subject), ("namespace", namespace)) if v is not None}
+    return {
+        "format": FORMAT,
+        "generated_at": now().isoformat(),
+        "query": query,
+        "purposes": conf.export_purposes(),
+        "retention": retention_statement(),
+        "counts": {
+            "memories": len(rows[MEMORIES]),
+            "project_memories_authored": len(rows["authored"]),
+            "session_summaries": len(rows[SUMMARIES]),
+            "review_items": len(rows[REVIEW]),
+            "events": len(events),
+            "erasure_receipts": len(receipts),
+        },
+        "memories": rows[MEMORIES],
+        "project_memories_authored": rows["authored"],
+        "session_summaries": rows[SUMMARIES],
+        "review_items": rows[REVIEW],
+        "events": events,
+        "erasure_receipts": receipts,
+    }
+
+
+def _events(aliases, target: Target, rows: dict[str, list[dict]]) -> list[dict]:
+    ids = [r["id"] for part in rows.values() for r in part]
+    out: dict[tuple[str, int], dict] = {}
+    for alias in aliases:
+        events = MemoryEvent.objects.using(alias)
+        for batch in batches(ids):
+            for e in events.filter(memory_id__in=list(batch)):
+                out[(alias, e.id)] = _event(e)
+        if target.kind == ErasureTarget.NAMESPACE:
+            for e in events.filter(namespace=target.namespace).iterator(chunk_size=CHUNK):
+                out[(alias, e.id)] = _event(e)
+    return sorted(out.values(), key=lambda e: (e["timestamp"] or "", e["id"]))
+
+
+def _receipts(alias: str, subject: str | None, namespace: str | None) -> list[dict]:
+    qs = ErasureReceipt.objects.using(alias)
+    if subject is not None:
+        qs = qs.filter(subject_hmac=keyed_hmac(subject))
+    elif namespace is not None:
+        qs = qs.filter(namespace_hmac=keyed_hmac(namespace))
+    keep = ("id", "target_kind", "created_at", "counts", "purge_status", "verified", "purged_at")
+    return [{k: v for k, v in as_dict(r).items() if k in keep} for r in qs]

@@ -1,0 +1,241 @@
+"""After the commit: run the vendor purge once per database, verify each receipt, record it."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.models import Q
+from django.utils.dateparse import parse_datetime
+
+from .. import conf
+from ..db import purge as vendor_purge
+from ..fields import now
+from ..models import ErasureReceipt, MemoryEvent
+from . import probes
+from .receipts import append_ledger
+from .selection import (
+    ADMIN_LOG,
+    CONTENT_TABLES,
+    MEMORIES,
+    REVIEW,
+    ROW_MODELS,
+    SUMMARIES,
+    admin_log_available,
+    batches,
+)
+
+logger = logging.getLogger(__name__)
+
+
+def caveats(aliases, vendors, notes: Iterable[str] = ()) -> str:
+    """The receipt's caveat text: each vendor's limits, then this purge's own notes."""
+    lines: list[str] = []
+    for alias in aliases:
+        lines.extend(vendors[alias].caveats(connections[alias]))
+    lines.extend(notes)
+    return "\n".join(dict.fromkeys(lines))
+
+
+def finish_after_commit(receipt_id: str, using: str) -> None:
+    """The ``on_commit`` hook of an erasure made inside a transaction."""
+    try:
+        receipt = ErasureReceipt.objects.using(using).get(pk=receipt_id)
+        finish([receipt], using=using)
+    except Exception:  # an on_commit hook must not break the caller's request
+        logger.warning("erasure %s: purge after commit failed", receipt_id, exc_info=True)
+
+
+def finish(receipts: Sequence[ErasureReceipt], *, using: str) -> list[ErasureReceipt]:
+    """Purge each database the receipts cover (once per database), verify, record.
+
+    Receipts already purged and verified are left as they are.
+    """
+    receipts = [r for r in receipts if not (r.purged and r.verified)]
+    if not receipts:
+        return []
+    timeout = conf.erasure_purge_timeout()
+    results: dict[tuple[str, str], tuple[vendor_purge.PurgeOutcome, tuple | None]] = {}
+    aliases = list(dict.fromkeys(a for r in receipts for a in r.databases))
+    vendors = {a: vendor_purge.for_connection(connections[a]) for a in aliases}
+    for alias in aliases:
+        connection = connections[alias]
+        covered = [r for r in receipts if alias in r.databases]
+        infos = [(r.details or {}).get("aliases", {}).get(alias, {}) for r in covered]
+        tables = [
+            t for t in (*CONTENT_TABLES, ADMIN_LOG) if any(t in i.get("tables", ()) for i in infos)
+        ]
+        token = _newest_token([i.get("token") or {} for i in infos])
+        if tables:
+            outcome = vendors[alias].purge(connection, tables, token=token, timeout=timeout)
+        else:
+            outcome = vendor_purge.PurgeOutcome("purged", notes=["nothing to purge"])
+        for r in covered:
+            if not tables:
+                check = (True, "nothing was deleted, so nothing needed purging", {})
+            elif outcome.ok:
+                check = _verify(alias, r, vendors[alias], tables)
+            else:
+                check = None
+            results[(r.id, alias)] = (outcome, check)
+    stamp = now()
+    for r in receipts:
+        _record(r, results, vendors, stamp)
+        r.save(using=using)
+    for alias in aliases:
+        vendors[alias].settle(connections[alias])
+    for r in receipts:
+        append_ledger(r)
+        if r.verified:
+            probes.forget(r.id)
+    return list(receipts)
+
+
+def _newest_token(tokens: list[dict]) -> dict:
+    xids = [int(t["xid"]) for t in tokens if t.get("xid")]
+    return {"xid": str(max(xids))} if xids else {}
+
+
+def _record(r: ErasureReceipt, results, vendors, stamp) -> None:
+    multi = len(r.databases) > 1
+    statuses, texts, notes = [], [], []
+    vacuumed = verified = True
+    details = r.details or {"aliases": {}}
+    for alias in r.databases:
+        outcome, check = results[(r.id, alias)]
+        prefix = f"{alias}: " if multi else ""
+        if not outcome.ok:
+            statuses.append(prefix + outcome.status.removeprefix("not purged: "))
+        vacuumed = vacuumed and outcome.vacuumed
+        notes.extend(outcome.caveats)
+        info = details.setdefault("aliases", {}).setdefault(alias, {})
+        info["purge"] = {**outcome.details, "notes": outcome.notes, "status": outcome.status}
+        info["purge"]["caveats"] = outcome.caveats
+        if check is None:
+            verified = False
+            texts.append(prefix + "not verified: the purge did not complete")
+        else:
+            ok, text, facts = check
+            verified = verified and ok
+            texts.append(prefix + text)
+            info["verification"] = facts
+    r.attempts += 1
+    r.vacuumed = vacuumed
+    r.purge_status = ("not purged: " + "; ".join(statuses))[:255] if statuses else "purged"
+    r.verified = verified and not statuses
+    r.verification = " | ".join(texts)
+    r.caveats = caveats(r.databases, vendors, notes)
+    r.details = details
+    r.updated_at = stamp
+    if not statuses:
+        r.purged_at = stamp
+
+
+def _verify(alias: str, r: ErasureReceipt, vendor, tables: list[str]) -> tuple:
+    """SQL check, structural check and byte scan of one receipt on one database."""
+    connection = connections[alias]
+    facts: dict = {}
+    remaining = _remaining(alias, r)
+    ok = remaining == 0
+    parts = [f"SQL: {remaining} erased row(s) remain"]
+    structure = vendor.structure(connection)
+    if structure.text:
+        parts.append(structure.text)
+    facts.update(structure.details)
+    ok = ok and structure.ok
+    pieces = probes.recall(r.id, alias)
+    if pieces is None:
+        parts.append(
+            "byte scan: not performed (the erased values were held only in the memory of "
+            "the process that erased them)"
+        )
+    elif not pieces:
+        parts.append(f"byte scan: no erased value of {probes.MIN_PROBE_BYTES}+ bytes to probe")
+    else:
+        files = vendor.scan_files(connection, tables)
+        if not files.possible:
+            parts.append(f"byte scan: not possible ({files.note})")
+        else:
+            found, scanned = vendor_purge.scan(files.paths, pieces)
+            kept = {i for i in found if _in_kept_rows(alias, pieces[i])}
+            unexplained = len(found) - len(kept)
+            result = "none found" if not found else f"{unexplained} found"
+            if kept:
+                result += f" ({len(kept)} more occur in rows that were kept)"
+            parts.append(
+                f"byte scan: {len(files.paths)} file(s), {scanned} bytes, "
+                f"{len(pieces)} fragment(s) of erased values: {result}"
+            )
+            facts["scan"] = {
+                "files": len(files.paths),
+                "bytes": scanned,
+                "fragments": len(pieces),
+                "found": unexplained,
+                "found_in_kept_rows": len(kept),
+            }
+            ok = ok and unexplained == 0
+    return ok, "; ".join(parts), facts
+
+
+def _remaining(alias: str, r: ErasureReceipt) -> int:
+    info = (r.details or {}).get("aliases", {}).get(alias, {})
+    before = info.get("everything_before")
+    if before:
+        stamp = parse_datetime(before)
+        n = sum(
+            model.objects.using(alias).filter(created_at__lte=stamp).count()
+            for model in ROW_MODELS.values()
+        )
+        return n + MemoryEvent.objects.using(alias).filter(timestamp__lte=stamp).count()
+    n = 0
+    for table, model in ROW_MODELS.items():
+        for batch in batches((r.erased_ids or {}).get(table) or []):
+            n += model.objects.using(alias).filter(pk__in=list(batch)).count()
+    return n
+
+
+def _in_kept_rows(alias: str, piece: bytes) -> bool:
+    """Whether a fragment found on disk is also the text of a row that was kept."""
+    text = piece.decode("utf-8", "ignore")
+    if len(text) < 6 or "\x00" in text:  # PostgreSQL text cannot hold NUL anyway
+        return False
+    columns = {
+        MEMORIES: ("title", "content", "key_normalized", "tags_json", "keywords_json"),
+        SUMMARIES: ("summary_text",),
+        REVIEW: ("title", "content", "evidence", "key_normalized", "tags_json"),
+    }
+    for table, model in ROW_MODELS.items():
+        fields = columns[table]
+        q = Q()
+        for name in fields:
+            q |= Q(**{f"{name}__contains": text})
+        for row in model.objects.using(alias).filter(q).values_list(*fields)[:100]:
+            if any(isinstance(v, str) and text in v for v in row):
+                return True
+    if admin_log_available(alias):
+        from django.contrib.admin.models import LogEntry
+
+        for repr_ in (
+            LogEntry.objects.using(alias)
+            .filter(object_repr__contains=text)
+            .values_list("object_repr", flat=True)[:100]
+        ):
+            if text in repr_:
+                return True
+    return False
+
+
+def retry(receipt: ErasureReceipt | str | None = None, *, using: str | None = None):
+    """Re-run the purge and verification of one receipt, or of every unfinished one."""
+    alias = using or DEFAULT_DB_ALIAS
+    qs = ErasureReceipt.objects.using(alias)
+    if receipt is None:
+        pending = list(qs.exclude(purge_status="purged")) + list(
+            qs.filter(purge_status="purged", verified=False)
+        )
+    else:
+        rid = receipt.pk if isinstance(receipt, ErasureReceipt) else str(receipt)
+        pending = [qs.get(pk=rid)]
+    pending = [r for r in pending if r.target_kind and r.databases]
+    return finish(pending, using=alias)

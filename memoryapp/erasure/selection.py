@@ -1,0 +1,178 @@
+"""Which rows an erasure (or an export) targets: one ``Target`` → a filter per table."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from django.apps import apps
+from django.db import connections, router
+from django.db.models import Q
+
+from ..models import (
+    ErasureTarget,
+    Memory,
+    MemoryEvent,
+    ReviewItem,
+    ReviewStatus,
+    Scope,
+    SessionSummary,
+)
+
+MEMORIES = Memory._meta.db_table
+SUMMARIES = SessionSummary._meta.db_table
+REVIEW = ReviewItem._meta.db_table
+EVENTS = MemoryEvent._meta.db_table
+ADMIN_LOG = "django_admin_log"
+
+ROW_MODELS = {MEMORIES: Memory, SUMMARIES: SessionSummary, REVIEW: ReviewItem}
+"""The tables whose rows carry content, by table name."""
+
+CONTENT_TABLES = (MEMORIES, SUMMARIES, REVIEW, EVENTS)
+"""Every table an erasure may delete from (events carry ids only, but describe the rows)."""
+
+TEXT_FIELDS = {
+    MEMORIES: ("title", "content", "key_normalized"),
+    SUMMARIES: ("summary_text",),
+    REVIEW: ("title", "content", "evidence", "key_normalized"),
+}
+"""The columns whose values are probed by the byte scan (held in memory only)."""
+
+DECIDED = (ReviewStatus.APPROVED, ReviewStatus.REJECTED)
+
+BATCH = 500  # ids per statement: far below SQLite's variable limit
+
+
+def batches(seq: Sequence, size: int = BATCH) -> Iterable[list]:
+    """``seq`` in lists of at most ``size`` items."""
+    for start in range(0, len(seq), size):
+        yield list(seq[start : start + size])
+
+
+def admin_log_available(alias: str) -> bool:
+    """Whether the Django admin history table exists on ``alias`` (erased titles live there)."""
+    if not apps.is_installed("django.contrib.admin"):
+        return False
+    from django.contrib.admin.models import LogEntry
+
+    if not router.allow_migrate_model(alias, LogEntry):
+        return False
+    return LogEntry._meta.db_table in connections[alias].introspection.table_names()
+
+
+@dataclass(frozen=True)
+class Target:
+    """What to select. ``kind`` is an :class:`~memoryapp.models.ErasureTarget` value.
+
+    ``namespace`` is the namespace of a ``namespace`` target, and a restriction
+    for ``ids``, ``subject`` and ``review_items`` targets. ``before`` keeps only
+    rows created at or before that moment (replay after restore).
+    ``extra_ids`` (table → ids) are selected as well, whatever the filters say.
+    """
+
+    kind: str
+    subject: str | None = None
+    namespace: str | None = None
+    ids: tuple[str, ...] = ()
+    include_authored: bool = False
+    statuses: tuple[str, ...] | None = None
+    cutoffs: dict[str, dt.datetime] = field(default_factory=dict)
+    before: dt.datetime | None = None
+    extra_ids: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @property
+    def restricted(self) -> bool:
+        """True when ``namespace`` narrows a non-namespace target."""
+        return self.namespace is not None and self.kind != ErasureTarget.NAMESPACE
+
+
+def _restrict(q: Q | None, t: Target, created: str = "created_at") -> Q | None:
+    if q is None:
+        return None
+    if t.restricted:
+        q &= Q(namespace=t.namespace)
+    if t.before is not None:
+        q &= Q(**{f"{created}__lte": t.before})
+    return q
+
+
+def row_filter(table: str, t: Target) -> Q | None:
+    """The filter selecting ``t``'s rows of a content table (None: the table is not touched).
+
+    ``ids`` targets select by primary key in batches (see :func:`id_list`), so
+    they yield None here.
+    """
+    kind = t.kind
+    q: Q | None = None
+    if kind == ErasureTarget.EVERYTHING:
+        q = Q()
+    elif kind == ErasureTarget.NAMESPACE:
+        q = Q(namespace=t.namespace)
+    elif kind == ErasureTarget.SUBJECT:
+        if table == MEMORIES:
+            # The subject's user-scope rows: written for that user key, or kept in
+            # its user namespace (namespace == user key).
+            q = Q(scope=Scope.USER) & (Q(subject=t.subject) | Q(namespace=t.subject))
+            if t.include_authored:
+                q |= Q(scope=Scope.PROJECT, subject=t.subject)
+        else:
+            q = Q(subject=t.subject)
+    elif kind == ErasureTarget.REVIEW_ITEMS and table == REVIEW:
+        q = Q()
+        if t.statuses is not None:
+            q &= Q(status__in=list(t.statuses))
+        if t.subject is not None:
+            q &= Q(subject=t.subject)
+    elif kind == ErasureTarget.RETENTION:
+        cutoff = t.cutoffs.get(table)
+        if cutoff is not None and table == MEMORIES:
+            q = Q(deleted_at__isnull=False, deleted_at__lte=cutoff)
+        elif cutoff is not None and table == REVIEW:
+            q = Q(status__in=list(DECIDED), updated_at__lte=cutoff)
+        elif cutoff is not None and table == SUMMARIES:
+            q = Q(created_at__lte=cutoff)
+    return _restrict(q, t)
+
+
+def id_list(table: str, t: Target) -> tuple[str, ...]:
+    """Primary keys selected explicitly (``ids`` targets; recorded ids on replay)."""
+    ids = t.ids if t.kind == ErasureTarget.IDS else ()
+    return tuple(dict.fromkeys((*ids, *t.extra_ids.get(table, ()))))
+
+
+def id_restriction(t: Target) -> Q:
+    """The filter explicit ids must also pass (a namespace restriction of an ``ids`` target)."""
+    if t.kind == ErasureTarget.IDS and t.namespace is not None:
+        return Q(namespace=t.namespace)
+    return Q()
+
+
+def events_filter(t: Target) -> Q | None:
+    """Events selected beyond those of the erased rows' ids (a namespace's, or all)."""
+    if t.kind == ErasureTarget.EVERYTHING:
+        q = Q()
+    elif t.kind == ErasureTarget.NAMESPACE:
+        q = Q(namespace=t.namespace)
+    else:
+        return None
+    if t.before is not None:
+        q &= Q(timestamp__lte=t.before)
+    return q
+
+
+def authored_filter(t: Target) -> Q | None:
+    """Project-scope memories the subject authored and that are kept (listed, not erased)."""
+    if t.kind != ErasureTarget.SUBJECT or t.include_authored:
+        return None
+    return _restrict(Q(scope=Scope.PROJECT, subject=t.subject), t)
+
+
+def purge_all_tables(kind: str) -> bool:
+    """Whether the purge rewrites every content table, not only those rows left.
+
+    Subject, namespace and whole-database erasures also purge what earlier
+    non-erasure deletes (a wipe's summaries, an upsert's old versions on
+    PostgreSQL) may have left behind.
+    """
+    return kind in (ErasureTarget.SUBJECT, ErasureTarget.NAMESPACE, ErasureTarget.EVERYTHING)

@@ -1,0 +1,301 @@
+"""The erasure requests: by ids, subject, namespace or everything; the review queue; retention."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Sequence
+
+from .. import conf
+from ..fields import now
+from ..models import ErasureReceipt, ErasureTarget, ReviewStatus
+from . import engine, purging
+from .selection import MEMORIES, REVIEW, SUMMARIES, Target
+
+
+class ErasureRequestError(ValueError):
+    """An erasure or export request that names nothing, or names it ambiguously."""
+
+
+def _ids(ids) -> tuple[str, ...]:
+    if isinstance(ids, str):
+        ids = [ids]
+    try:
+        values = tuple(dict.fromkeys(str(i) for i in ids))
+    except TypeError:
+        raise ErasureRequestError("ids must be an id or an iterable of ids") from None
+    if not values:
+        raise ErasureRequestError("ids is empty: name at least one id to erase")
+    return values
+
+
+def _text(name: str, value) -> str:
+    if not isinstance(value, str):
+        raise ErasureRequestError(f"{name} must be a string")
+    if name == "subject" and not value.strip():
+        raise ErasureRequestError("subject must be a non-empty user key")
+    return value
+
+
+def build_target(
+    *,
+    subject: str | None = None,
+    namespace: str | None = None,
+    ids=None,
+    everything: bool = False,
+    include_authored: bool = False,
+) -> Target:
+    """Validate an erase/preview/export request and return its :class:`Target`.
+
+    Exactly one of ``subject``, ``ids``, ``namespace`` (alone) or
+    ``everything`` names what to erase; ``namespace`` given together with
+    ``subject`` or ``ids`` restricts them to that namespace.
+    """
+    if everything:
+        if subject is not None or namespace is not None or ids is not None:
+            raise ErasureRequestError("everything=True takes no subject, namespace or ids")
+        return Target(ErasureTarget.EVERYTHING)
+    if subject is not None and ids is not None:
+        raise ErasureRequestError("give either subject or ids, not both")
+    if namespace is not None:
+        namespace = _text("namespace", namespace)
+    if subject is not None:
+        return Target(
+            ErasureTarget.SUBJECT,
+            subject=_text("subject", subject),
+            namespace=namespace,
+            include_authored=bool(include_authored),
+        )
+    if ids is not None:
+        return Target(ErasureTarget.IDS, ids=_ids(ids), namespace=namespace)
+    if namespace is not None:
+        return Target(ErasureTarget.NAMESPACE, namespace=namespace)
+    raise ErasureRequestError("nothing to erase: give subject, namespace, ids or everything=True")
+
+
+def erase(
+    *,
+    subject: str | None = None,
+    namespace: str | None = None,
+    ids: Iterable[str] | str | None = None,
+    everything: bool = False,
+    actor: str = "",
+    include_authored: bool = False,
+    using: str | Sequence[str] | None = None,
+    purge: bool = True,
+) -> ErasureReceipt:
+    """Erase for real (SPEC §9): hard-delete, then purge the bytes, verify, write a receipt.
+
+    One transaction per database deletes the chosen rows of ``memories`` (live
+    and soft-deleted), ``session_summaries``, ``memory_review_queue`` and the
+    ``memory_events`` of those rows, and replaces the admin history's copy of
+    their titles. After the commit, outside any transaction, the vendor purge
+    runs (:mod:`memoryapp.db.purge`) and the result is verified.
+
+    Args:
+        subject: a user key: its user-scope memories (written for it or kept in
+            its user namespace), and the summaries and review items of its
+            sessions. Project-scope memories it authored are listed in the
+            receipt and erased only with ``include_authored=True``.
+        namespace: a namespace's rows in every table; with ``subject`` or
+            ``ids``, a restriction to that namespace.
+        ids: memory (or summary, review item) ids.
+        everything: every row of the four tables (the receipts stay).
+        actor: who asked (recorded; a subject's own key is never recorded in clear).
+        include_authored: also erase the subject's project-scope memories.
+        using: a database alias or several; default the default database plus
+            ``MEMORYAPP_USER_DATABASE``.
+        purge: False deletes now and leaves the purge to a later
+            ``memory erase --retry`` (one VACUUM for many erasures).
+
+    Returns:
+        The saved :class:`~memoryapp.models.ErasureReceipt`. Called inside a
+        transaction, the purge runs when it commits and the receipt says
+        ``pending`` until then.
+
+    Raises:
+        ErasureRequestError: the request names nothing, or names it ambiguously.
+    """
+    target = build_target(
+        subject=subject,
+        namespace=namespace,
+        ids=ids,
+        everything=everything,
+        include_authored=include_authored,
+    )
+    criteria: dict = {}
+    if target.kind == ErasureTarget.IDS:
+        criteria["ids_requested"] = len(target.ids)
+    if target.restricted:
+        criteria["namespace_restricted"] = True
+    receipt, _ = engine.execute(
+        target.kind,
+        [target],
+        aliases=engine.aliases_for(using),
+        actor=actor,
+        subject=target.subject,
+        namespace=target.namespace,
+        include_authored=target.include_authored,
+        criteria=criteria,
+        purge=purge,
+        truncate=target.kind == ErasureTarget.EVERYTHING,
+    )
+    return receipt
+
+
+def preview(
+    *,
+    subject: str | None = None,
+    namespace: str | None = None,
+    ids=None,
+    everything: bool = False,
+    include_authored: bool = False,
+    using: str | Sequence[str] | None = None,
+) -> dict:
+    """What :func:`erase` would remove: counts per table, and kept authored memories."""
+    target = build_target(
+        subject=subject,
+        namespace=namespace,
+        ids=ids,
+        everything=everything,
+        include_authored=include_authored,
+    )
+    return _preview([target], engine.aliases_for(using))
+
+
+def _preview(targets: Sequence[Target], aliases: Sequence[str]) -> dict:
+    counts: dict[str, int] = {}
+    authored = 0
+    for alias in aliases:
+        for target in targets:
+            work = engine.apply(alias, target, delete=False)
+            for table, n in work.counts.items():
+                counts[table] = counts.get(table, 0) + n
+            authored += len(work.authored)
+    return {"counts": counts, "project_memories_kept": authored}
+
+
+def _statuses(status) -> tuple[str, ...] | None:
+    if status is None:
+        return None
+    values = (status,) if isinstance(status, str) else tuple(status)
+    unknown = [s for s in values if s not in ReviewStatus.values]
+    if unknown or not values:
+        raise ErasureRequestError(
+            f"Unknown review status {unknown or values!r}: "
+            f"expected one of {', '.join(ReviewStatus.values)}"
+        )
+    return values
+
+
+def erase_review_items(
+    *,
+    namespace: str | None = None,
+    status: str | Iterable[str] | None = None,
+    subject: str | None = None,
+    actor: str = "",
+    using: str | Sequence[str] | None = None,
+    purge: bool = True,
+) -> ErasureReceipt:
+    """Purge the review queue as an erasure: hard delete, vendor purge, receipt.
+
+    Every filter given narrows the selection (``None`` = any): the items of a
+    namespace, of one status (or several), of one subject. The receipt's
+    ``counts["memory_review_queue"]`` is the number removed.
+    """
+    statuses = _statuses(status)
+    if namespace is not None:
+        namespace = _text("namespace", namespace)
+    if subject is not None:
+        subject = _text("subject", subject)
+    target = Target(
+        ErasureTarget.REVIEW_ITEMS, subject=subject, namespace=namespace, statuses=statuses
+    )
+    receipt, _ = engine.execute(
+        ErasureTarget.REVIEW_ITEMS,
+        [target],
+        aliases=engine.aliases_for(using),
+        actor=actor,
+        subject=subject,
+        namespace=namespace,
+        criteria={"statuses": list(statuses) if statuses is not None else None},
+        purge=purge,
+    )
+    return receipt
+
+
+def retention_cutoffs(at: dt.datetime | None = None) -> dict[str, dt.datetime]:
+    """The moments before which rows are expired, per table, from the retention settings."""
+    at = at or now()
+    out: dict[str, dt.datetime] = {}
+    for table, days in (
+        (MEMORIES, conf.retention_deleted_memories_days()),
+        (REVIEW, conf.retention_review_items_days()),
+        (SUMMARIES, conf.retention_session_summaries_days()),
+    ):
+        if days is not None:
+            out[table] = at - dt.timedelta(days=days)
+    return out
+
+
+def preview_expired(
+    *, at: dt.datetime | None = None, using: str | Sequence[str] | None = None
+) -> dict:
+    """What :func:`purge_expired` would remove (counts), and the cutoffs it would use."""
+    cutoffs = retention_cutoffs(at)
+    result = _preview([Target(ErasureTarget.RETENTION, cutoffs=cutoffs)], engine.aliases_for(using))
+    result["cutoffs"] = {t: c.isoformat() for t, c in cutoffs.items()}
+    return result
+
+
+def purge_expired(
+    *,
+    actor: str = "",
+    at: dt.datetime | None = None,
+    using: str | Sequence[str] | None = None,
+    purge: bool = True,
+) -> ErasureReceipt | None:
+    """Erase (really) what the retention settings say has expired; None when none is set.
+
+    Soft-deleted memories deleted before ``MEMORYAPP_RETENTION_DELETED_MEMORIES_DAYS``,
+    approved/rejected review items decided before
+    ``MEMORYAPP_RETENTION_REVIEW_ITEMS_DAYS``, and (when set) session summaries
+    older than ``MEMORYAPP_RETENTION_SESSION_SUMMARIES_DAYS``, with their events.
+    """
+    cutoffs = retention_cutoffs(at)
+    if not cutoffs:
+        return None
+    target = Target(ErasureTarget.RETENTION, cutoffs=cutoffs)
+    receipt, _ = engine.execute(
+        ErasureTarget.RETENTION,
+        [target],
+        aliases=engine.aliases_for(using),
+        actor=actor,
+        criteria={"cutoffs": {t: c.isoformat() for t, c in cutoffs.items()}},
+        purge=purge,
+    )
+    return receipt
+
+
+def retry_purge(
+    receipt: ErasureReceipt | str | None = None, *, using: str | None = None
+) -> list[ErasureReceipt]:
+    """Re-run the purge and verification of a receipt, or of every unfinished one.
+
+    One vendor purge per database serves all of them. Returns the receipts
+    retried (already purged and verified ones are skipped).
+    """
+    return purging.retry(receipt, using=using)
+
+
+def receipts_for(
+    *, subject: str | None = None, namespace: str | None = None, using: str | None = None
+):
+    """The receipts of erasures that named ``subject`` or ``namespace`` (matched by HMAC)."""
+    from .receipts import keyed_hmac
+
+    qs = ErasureReceipt.objects.using(using or "default")
+    if subject is not None:
+        qs = qs.filter(subject_hmac=keyed_hmac(subject))
+    if namespace is not None:
+        qs = qs.filter(namespace_hmac=keyed_hmac(namespace))
+    return qs.order_by("created_at", "id")
