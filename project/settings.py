@@ -1,5 +1,7 @@
 """Settings of the runnable project, read from the environment (django-environ)."""
 
+import os
+import sys
 from pathlib import Path
 
 import environ
@@ -40,6 +42,7 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "memoryapp",
+    "memoryapp.api",
     "project",
 ]
 
@@ -93,8 +96,16 @@ def _database(url: str) -> dict:
             Path(db["NAME"]).parent.mkdir(parents=True, exist_ok=True)
         # The test database is a file too (not :memory:), so that WAL, triggers
         # across connections and the erasure byte scan behave as in production.
-        db.setdefault("TEST", {}).setdefault("NAME", str(VAR_DIR / "test_db.sqlite3"))
+        test_name = str(VAR_DIR / f"test_db{_TEST_SUFFIX}.sqlite3")
+        db.setdefault("TEST", {}).setdefault("NAME", test_name)
+    elif db["ENGINE"].startswith("django.db.backends.postgresql"):
+        db.setdefault("TEST", {}).setdefault("NAME", f"test_{db['NAME']}{_TEST_SUFFIX}")
     return db
+
+
+# Test runs started side by side (two checkouts, a developer and a helper) must
+# not share a test database: each pytest process gets its own.
+_TEST_SUFFIX = f"_{os.getpid()}" if "pytest" in sys.modules else ""
 
 
 DATABASES = {
@@ -128,10 +139,44 @@ STATIC_ROOT = VAR_DIR / "static"
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # Per-scope rates of memoryapp.api (per user, or per IP when anonymous); an
+    # empty value turns a scope's throttling off. "erase" also covers purge,
+    # wipe-all and exports. Counters live in the default cache: give several
+    # app servers a shared cache (e.g. Redis) for the rates to be global.
+    "DEFAULT_THROTTLE_RATES": {
+        "write": env("API_THROTTLE_WRITE", default="1200/min") or None,
+        "recall": env("API_THROTTLE_RECALL", default="2400/min") or None,
+        "erase": env("API_THROTTLE_ERASE", default="60/min") or None,
+    },
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
 }
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "memoryapp API",
+    "DESCRIPTION": (
+        "Long-term memory of AI agents: memories, recall, session summaries, the review "
+        "queue, erasure and export. Authenticate with `Authorization: Token <key>` (or a "
+        "session). A namespace outside the client's grants answers 404."
+    ),
+    "VERSION": "1.0.0",
+    "SCHEMA_PATH_PREFIX": "/api/",
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "ScopeEnum": "memoryapp.models.Scope",
+        "MemoryTypeEnum": "memoryapp.models.MemoryType",
+        "ReviewStatusEnum": "memoryapp.models.ReviewStatus",
+    },
+}
+
+# Request bodies larger than this are refused with 413 (the API's largest
+# legitimate body is a conversation sent to recall or the crystallizer).
+DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("DATA_UPLOAD_MAX_MEMORY_SIZE", default=2 * 1024 * 1024)
 
 LOGGING = {
     "version": 1,
@@ -144,3 +189,15 @@ LOGGING = {
 
 # --- memoryapp settings (documented in memoryapp/conf.py) -------------------
 MEMORYAPP_GUARD = env("MEMORYAPP_GUARD", default="memoryapp.guards.MemoryGuard")
+# Erasure receipts and retention (docs/compliance.md). The receipt key defaults
+# to one derived from SECRET_KEY; production sets a dedicated, stable key. The
+# ledger must live on storage that is not restored with the database.
+MEMORYAPP_ERASURE_KEY = env("MEMORYAPP_ERASURE_KEY", default=None)
+MEMORYAPP_ERASURE_LEDGER = env("MEMORYAPP_ERASURE_LEDGER", default=None)
+MEMORYAPP_RETENTION_DELETED_MEMORIES_DAYS = env.int(
+    "MEMORYAPP_RETENTION_DELETED_MEMORIES_DAYS", default=30
+)
+MEMORYAPP_RETENTION_REVIEW_ITEMS_DAYS = env.int("MEMORYAPP_RETENTION_REVIEW_ITEMS_DAYS", default=30)
+MEMORYAPP_RETENTION_SESSION_SUMMARIES_DAYS = env(
+    "MEMORYAPP_RETENTION_SESSION_SUMMARIES_DAYS", default=None
+)

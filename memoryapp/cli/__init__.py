@@ -11,4 +11,6 @@ VERB_MODULES = [
     "memoryapp.cli.basic",
     "memoryapp.cli.review",
     "memoryapp.cli.interop",
+    "memoryapp.cli.clients",
+    "memoryapp.cli.compliance",
 ]

@@ -1,0 +1,216 @@
+"""Erasure through the API: who may erase what, ``Idempotency-Key`` replay, receipts.
+
+The erasure itself is ``memoryapp.erasure`` (hard delete, vendor purge,
+verification, receipt); this module decides whether the client may ask for it
+and makes a retried request return the receipt of the first one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import IntegrityError, transaction
+from django.urls import reverse
+from django.utils.crypto import salted_hmac
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
+from rest_framework import status
+from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
+from rest_framework.response import Response
+
+from memoryapp.erasure import erase
+from memoryapp.models import ErasureReceipt, Memory, ReviewItem, SessionSummary
+
+from . import permissions
+from .exceptions import Conflict, Unprocessable
+from .models import ErasureRequest
+from .permissions import Access, access_for
+from .serializers import ErrorSerializer, ReceiptSerializer
+
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+IDEMPOTENCY_KEY_MAX = 255
+
+IDEMPOTENCY_PARAMETER = OpenApiParameter(
+    name=IDEMPOTENCY_HEADER,
+    type=str,
+    location=OpenApiParameter.HEADER,
+    required=False,
+    description=(
+        "Any unique string (1 to 255 printable characters). A retry with the same key and "
+        "the same body returns the first request's receipt instead of erasing again."
+    ),
+)
+
+RECEIPT_RESPONSES = {
+    201: OpenApiResponse(ReceiptSerializer, "The erasure ran (or was replayed); its receipt."),
+    409: OpenApiResponse(ErrorSerializer, "An erasure with this Idempotency-Key is running."),
+    422: OpenApiResponse(ErrorSerializer, "The Idempotency-Key was used for another request."),
+}
+
+
+# ---------------------------------------------------------------- who may
+def subject_namespaces(subject: str) -> set[str]:
+    """Every namespace holding a row written for ``subject``."""
+    names: set[str] = set()
+    for model in (Memory, SessionSummary, ReviewItem):
+        rows = model.objects.filter(subject=subject).order_by()
+        names.update(rows.values_list("namespace", flat=True).distinct())
+    return names
+
+
+def require_subject(access: Access, subject: str, rule: permissions.Rule) -> None:
+    """404 unless the subject (a user key) is visible; 403 unless all its rows are in reach.
+
+    A client acts on a subject only when the subject's own key is granted and
+    every namespace holding its rows allows ``rule``: a subject-wide erasure or
+    export must never reach into another tenant's namespace.
+    """
+    access.require([subject], rule)
+    if access.is_global(rule):
+        return
+    if any(not access.allows(ns, rule) for ns in subject_namespaces(subject)):
+        raise PermissionDenied(
+            "This subject has data in namespaces outside your grants; an operator must act."
+        )
+
+
+def _namespaces_of_ids(access: Access, ids, rule: permissions.Rule) -> dict[str, str]:
+    """``id -> namespace`` of the ids the client can see (memories, summaries, review items)."""
+    found: dict[str, str] = {}
+    for model in (Memory, SessionSummary, ReviewItem):
+        rows = access.scope_visible(model.objects.filter(pk__in=ids).order_by(), rule)
+        found.update(rows.values_list("id", "namespace"))
+    return found
+
+
+def authorize(access: Access, data: dict) -> None:
+    """Check every target of an erasure request (404 hidden, 403 not allowed).
+
+    ``namespace`` with ``subject`` or ``ids`` restricts the erasure to that
+    namespace, so only the namespace needs the right then; a subject alone must
+    be within reach in every namespace holding its rows.
+    """
+    rule = permissions.MEMORY_ERASE
+    if data["everything"]:
+        if not access.is_global(rule):
+            raise PermissionDenied(
+                "Erasing everything needs the memoryapp.erase_memory permission."
+            )
+        return
+    if data["namespace"] is not None:
+        access.require([data["namespace"]], rule)
+    if data["ids"]:
+        found = _namespaces_of_ids(access, data["ids"], rule)
+        if set(found) != set(data["ids"]):
+            raise NotFound("Unknown id(s).")  # unknown or another tenant's: alike
+        access.require(sorted(set(found.values())), rule)
+    if data["subject"] is not None and data["namespace"] is None:
+        require_subject(access, data["subject"], rule)
+
+
+# ------------------------------------------------------------ erase, replay
+def _erase(data: dict, actor: str) -> ErasureReceipt:
+    targets = {k: data[k] for k in ("subject", "namespace", "ids") if data.get(k) is not None}
+    if data.get("everything"):
+        targets["everything"] = True
+    if data.get("include_authored"):
+        targets["include_authored"] = True
+    return erase(**targets, actor=actor)
+
+
+def _fingerprint(request, data: dict) -> str:
+    """A keyed HMAC of the request: a subject key is personal data, never stored in clear."""
+    names = ("subject", "namespace", "ids", "everything", "include_authored")
+    target = {k: data.get(k) for k in names}
+    text = json.dumps({"path": request.path, "target": target}, sort_keys=True)
+    return salted_hmac("memoryapp.api.erasure-request", text, algorithm="sha256").hexdigest()
+
+
+def _idempotency_key(request) -> str | None:
+    key = request.headers.get(IDEMPOTENCY_HEADER)
+    if key is None:
+        return None
+    if not key or len(key) > IDEMPOTENCY_KEY_MAX or not key.isprintable():
+        raise ValidationError({IDEMPOTENCY_HEADER: ["Must be 1 to 255 printable characters."]})
+    return key
+
+
+def run_once(request, data: dict, actor: str, check: Callable[[], object]):
+    """Erase, or replay: ``(receipt, replayed)``.
+
+    With an ``Idempotency-Key``, the first request claims the key, runs
+    ``check`` (the authorization, which raises 404/403) and erases; a retry with
+    the same key and body gets the first receipt — even though its target is
+    gone by now — one with another body a 422, and one while the first still
+    runs a 409. A refused or failed request releases the key.
+    """
+    key = _idempotency_key(request)
+    fingerprint = _fingerprint(request, data)
+    if key is None:
+        check()
+        receipt = _erase(data, actor)
+        ErasureRequest.objects.create(
+            user=request.user, fingerprint=fingerprint, receipt_id=str(receipt.pk)
+        )
+        return receipt, False
+    try:
+        with transaction.atomic():
+            claim = ErasureRequest.objects.create(
+                user=request.user, idempotency_key=key, fingerprint=fingerprint
+            )
+    except IntegrityError:
+        claim = ErasureRequest.objects.get(user=request.user, idempotency_key=key)
+        if claim.fingerprint != fingerprint:
+            raise Unprocessable(
+                "This Idempotency-Key was already used for a different erasure request."
+            ) from None
+        if not claim.receipt_id:
+            raise Conflict("An erasure with this Idempotency-Key is still running.") from None
+        receipt = ErasureReceipt.objects.filter(pk=claim.receipt_id).first()
+        if receipt is not None:
+            return receipt, True
+        # The receipt itself is gone: run the erasure again under the same key.
+    try:
+        check()
+        receipt = _erase(data, actor)
+    except BaseException:
+        if not claim.receipt_id:
+            claim.delete()
+        raise
+    claim.receipt_id = str(receipt.pk)
+    claim.save(update_fields=["receipt_id"])
+    return receipt, False
+
+
+def receipt_body(receipt) -> dict:
+    """The JSON form of a receipt."""
+    return ReceiptSerializer(receipt).data
+
+
+def respond(request, data: dict, actor: str, check: Callable[[], object]) -> Response:
+    """Run ``check``, then the erasure (or replay it), and answer 201 with its receipt."""
+    receipt, replayed = run_once(request, data, actor, check)
+    response = Response(
+        receipt_body(receipt),
+        status=status.HTTP_201_CREATED,
+        headers={"Location": reverse("memoryapp_api:erasure-detail", args=[receipt.pk])},
+    )
+    if replayed:
+        response["Idempotent-Replayed"] = "true"
+    return response
+
+
+def visible_receipt(request, pk: str):
+    """The receipt ``pk`` if the client may read it: staff with the permission read all,
+    anyone else the receipts of the erasures they asked for. Otherwise 404."""
+    if not pk or len(pk) > 64 or "\x00" in pk:
+        raise NotFound()
+    access = access_for(request)
+    mine = ErasureRequest.objects.filter(user=request.user, receipt_id=pk)
+    if not access.is_global(permissions.RECEIPT_READ) and not mine.exists():
+        raise NotFound()
+    try:
+        return ErasureReceipt.objects.get(pk=pk)
+    except (ErasureReceipt.DoesNotExist, ValueError, TypeError, DjangoValidationError):
+        raise NotFound() from None

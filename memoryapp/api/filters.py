@@ -1,0 +1,164 @@
+"""Query-string filters of the list endpoints (django-filter).
+
+``namespace`` is an exact key; it is applied whenever the parameter is present,
+so ``?namespace=`` selects the single-tenant namespace ``''``. A namespace the
+client may not see answers 404, like every other route to another tenant.
+"""
+
+from __future__ import annotations
+
+import django_filters
+from django.db.models import QuerySet
+
+from memoryapp.models import (
+    Memory,
+    MemoryEvent,
+    MemoryType,
+    ReviewItem,
+    ReviewStatus,
+    Scope,
+    SessionSummary,
+)
+from memoryapp.search import matches, sql_can_prefilter
+
+from . import permissions
+from .permissions import access_for
+
+
+class NamespacedFilterSet(django_filters.FilterSet):
+    """A filter set with an exact ``namespace`` filter checked against the client's grants."""
+
+    rule: permissions.Rule = permissions.MEMORY_READ
+
+    namespace = django_filters.CharFilter(
+        method="filter_namespace",
+        strip=False,
+        max_length=255,
+        label="Exact namespace ('' = the single-tenant namespace).",
+    )
+
+    def is_valid(self) -> bool:
+        """Also refuse an empty choice (``?status=``): the schema's enum has no ``""``."""
+        valid = super().is_valid()
+        for name, f in self.filters.items():
+            if isinstance(f, django_filters.ChoiceFilter) and self.data.get(name) == "":
+                self.form.add_error(name, "Select a valid choice; an empty value is not one.")
+                valid = False
+        return valid
+
+    def filter_namespace(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
+        return queryset  # applied in filter_queryset, where '' is not "empty"
+
+    def filter_queryset(self, queryset: QuerySet) -> QuerySet:
+        queryset = super().filter_queryset(queryset)
+        if "namespace" in self.data:
+            namespace = self.form.cleaned_data.get("namespace") or ""
+            access_for(self.request).require([namespace], self.rule)
+            queryset = queryset.filter(namespace=namespace)
+        return queryset
+
+
+# Characters of the JSON text of the tag and keyword columns outside the values
+# themselves. A stripped needle without any of them cannot match across two values,
+# so the SQL ``LIKE`` is then exact, not a superset (SPEC §3 semantics in SQL).
+_JSON_SYNTAX = frozenset('"\\,[]')
+
+
+def _sql_exact(needle: str, alias: str) -> bool:
+    return sql_can_prefilter(needle, alias) and not _JSON_SYNTAX.intersection(needle)
+
+
+class MemoryFilter(NamespacedFilterSet):
+    """``GET /api/memories/``: namespace, scope, type, subject, tag and ``q``.
+
+    ``tag`` (exact, case-insensitive) and ``q`` (literal, case-insensitive
+    substring) run in SQL when that is exact; otherwise SQL narrows to a superset
+    and :meth:`exact` keeps the true matches in Python, as the facade does.
+    """
+
+    rule = permissions.MEMORY_READ
+
+    scope = django_filters.ChoiceFilter(choices=Scope.choices)
+    type = django_filters.ChoiceFilter(choices=MemoryType.choices)
+    subject = django_filters.CharFilter(strip=False, max_length=255)
+    tag = django_filters.CharFilter(method="filter_tag", label="Exact tag, case-insensitive.")
+    q = django_filters.CharFilter(
+        method="filter_q",
+        label="Literal, case-insensitive substring of title, content, key, tags or keywords.",
+    )
+
+    class Meta:
+        model = Memory
+        fields: list[str] = []
+
+    def filter_tag(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
+        wanted = value.strip().lower()
+        if _sql_exact(wanted, queryset.db):
+            return queryset.tagged_prefilter(f'"{wanted}"')  # the whole JSON string
+        if sql_can_prefilter(wanted, queryset.db):
+            return queryset.tagged_prefilter(wanted)
+        return queryset
+
+    def filter_q(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
+        needle = value.strip().lower()
+        if sql_can_prefilter(needle, queryset.db):
+            return queryset.search_prefilter(needle)
+        return queryset
+
+    @staticmethod
+    def exact(rows: QuerySet, params) -> QuerySet | list[Memory]:
+        """``rows`` (already filtered) with only the exact ``q`` and ``tag`` matches.
+
+        A queryset when SQL was exact (paginated in SQL), else a list.
+        """
+        needle = params.get("q", "").strip().lower()
+        tag = params.get("tag", "").strip().lower()
+        needle = "" if _sql_exact(needle, rows.db) else needle
+        tag = "" if _sql_exact(tag, rows.db) else tag
+        if not needle and not tag:
+            return rows
+        return [
+            m
+            for m in rows
+            if (not needle or matches(m, needle))
+            and (not tag or tag in {t.lower() for t in m.tags})
+        ]
+
+
+class SessionSummaryFilter(NamespacedFilterSet):
+    """``GET /api/session-summaries/``."""
+
+    rule = permissions.SUMMARY_READ
+
+    session_id = django_filters.CharFilter(strip=False, max_length=255)
+    subject = django_filters.CharFilter(strip=False, max_length=255)
+
+    class Meta:
+        model = SessionSummary
+        fields: list[str] = []
+
+
+class ReviewItemFilter(NamespacedFilterSet):
+    """``GET /api/review-items/``: every status unless ``status`` is given."""
+
+    rule = permissions.REVIEW_READ
+
+    status = django_filters.ChoiceFilter(choices=ReviewStatus.choices)
+    subject = django_filters.CharFilter(strip=False, max_length=255)
+
+    class Meta:
+        model = ReviewItem
+        fields: list[str] = []
+
+
+class MemoryEventFilter(NamespacedFilterSet):
+    """``GET /api/events/``."""
+
+    rule = permissions.EVENTS_READ
+
+    memory_id = django_filters.CharFilter(strip=False, max_length=64)
+    event_type = django_filters.CharFilter(strip=False, max_length=32)
+
+    class Meta:
+        model = MemoryEvent
+        fields: list[str] = []

@@ -1,0 +1,172 @@
+"""Who may do what where: namespace grants for API clients, model permissions for staff.
+
+Every endpoint names the :class:`Rule` it needs and asks the request's
+:class:`Access` before touching a namespace:
+
+* a staff user holding the rule's model permissions acts in every namespace;
+* anyone else acts through their :class:`~memoryapp.api.models.NamespaceGrant` rows:
+  a namespace no grant covers answers **404** (its existence is not revealed),
+  a covered namespace whose grants lack the right answers **403**.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from django.db.models import Q
+from rest_framework.exceptions import NotFound, PermissionDenied
+from rest_framework.permissions import BasePermission
+
+from .models import NamespaceGrant
+
+READ, WRITE, ERASE = "read", "write", "erase"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What one action needs.
+
+    Attributes:
+        right: the grant right an API client needs (``read``, ``write`` or ``erase``).
+        perms: the model permissions that let a staff user do it in every namespace.
+        see: model permissions that let staff *see* every namespace; staff who see a
+            namespace but lack ``perms`` get 403 rather than 404.
+    """
+
+    right: str
+    perms: tuple[str, ...]
+    see: tuple[str, ...] = ()
+
+
+_VIEW_MEMORY = "memoryapp.view_memory"
+_VIEW_REVIEW = "memoryapp.view_reviewitem"
+
+MEMORY_READ = Rule(READ, (_VIEW_MEMORY,))
+MEMORY_WRITE = Rule(WRITE, ("memoryapp.add_memory", "memoryapp.change_memory"), (_VIEW_MEMORY,))
+MEMORY_DELETE = Rule(WRITE, ("memoryapp.delete_memory",), (_VIEW_MEMORY,))
+MEMORY_ERASE = Rule(ERASE, ("memoryapp.erase_memory",), (_VIEW_MEMORY,))
+WIPE = Rule(ERASE, ("memoryapp.wipe_memory",), (_VIEW_MEMORY,))
+EXPORT = Rule(READ, ("memoryapp.export_memory",), (_VIEW_MEMORY,))
+SUMMARY_READ = Rule(READ, ("memoryapp.view_sessionsummary",))
+SUMMARY_WRITE = Rule(WRITE, ("memoryapp.add_sessionsummary",), ("memoryapp.view_sessionsummary",))
+CRYSTALLIZE = Rule(WRITE, ("memoryapp.add_reviewitem",), (_VIEW_REVIEW,))
+REVIEW_READ = Rule(READ, (_VIEW_REVIEW,))
+REVIEW_REJECT = Rule(WRITE, ("memoryapp.change_reviewitem",), (_VIEW_REVIEW,))
+REVIEW_APPROVE = Rule(
+    WRITE,
+    ("memoryapp.change_reviewitem", "memoryapp.add_memory", "memoryapp.change_memory"),
+    (_VIEW_REVIEW,),
+)
+REVIEW_PURGE = Rule(ERASE, ("memoryapp.purge_reviewitem",), (_VIEW_REVIEW,))
+EVENTS_READ = Rule(READ, ("memoryapp.view_memoryevent",))
+# Staff with this permission read every receipt; anyone else reads the receipts
+# of the erasures they asked for (receipts carry no namespace to grant on).
+RECEIPT_READ = Rule(ERASE, ("memoryapp.view_erasurereceipt",))
+
+
+class Access:
+    """The namespaces one user may act in, evaluated once per request."""
+
+    def __init__(self, user) -> None:
+        self.user = user
+        self._grants: list[NamespaceGrant] | None = None
+
+    @property
+    def grants(self) -> list[NamespaceGrant]:
+        """The user's grants (one query per request)."""
+        if self._grants is None:
+            if self.user is None or not self.user.is_authenticated:
+                self._grants = []
+            else:
+                self._grants = list(NamespaceGrant.objects.filter(user=self.user))
+        return self._grants
+
+    def _is_staff(self) -> bool:
+        user = self.user
+        return bool(user and user.is_active and (user.is_staff or user.is_superuser))
+
+    def is_global(self, rule: Rule) -> bool:
+        """True when the user may do ``rule`` in every namespace (staff with the permissions)."""
+        return self._is_staff() and self.user.has_perms(rule.perms)
+
+    def _sees_all(self, rule: Rule) -> bool:
+        return self._is_staff() and any(self.user.has_perm(p) for p in rule.see)
+
+    def covering(self, namespace: str) -> list[NamespaceGrant]:
+        """The grants that apply to ``namespace``."""
+        return [g for g in self.grants if g.covers(namespace)]
+
+    def allows(self, namespace: str, rule: Rule) -> bool:
+        """Whether the user may do ``rule`` in ``namespace``."""
+        if self.is_global(rule):
+            return True
+        return any(g.rights()[rule.right] for g in self.covering(namespace))
+
+    def visible(self, namespace: str, rule: Rule) -> bool:
+        """Whether the namespace exists for this user at all (else: 404)."""
+        return self.is_global(rule) or self._sees_all(rule) or bool(self.covering(namespace))
+
+    def require(self, namespaces: Iterable[str | None], rule: Rule) -> None:
+        """Raise 404 unless every namespace is visible, then 403 unless ``rule`` is allowed.
+
+        ``None`` entries (an omitted user namespace) are skipped. Visibility is
+        checked for all of them first, so a 403 never hints at a hidden one.
+        """
+        wanted = [ns for ns in namespaces if ns is not None]
+        if any(not self.visible(ns, rule) for ns in wanted):
+            raise NotFound()
+        if any(not self.allows(ns, rule) for ns in wanted):
+            raise PermissionDenied()
+
+    def namespace_q(self, rule: Rule, field: str = "namespace") -> Q | None:
+        """A filter for the rows whose ``field`` the user may do ``rule`` on; ``None`` = all."""
+        if self.is_global(rule):
+            return None
+        return _covering_q([g for g in self.grants if g.rights()[rule.right]], field)
+
+    def scope(self, queryset, rule: Rule, field: str = "namespace"):
+        """``queryset`` narrowed to the namespaces the user may do ``rule`` in."""
+        q = self.namespace_q(rule, field)
+        return queryset if q is None else queryset.filter(q)
+
+    def scope_visible(self, queryset, rule: Rule, field: str = "namespace"):
+        """``queryset`` narrowed to the namespaces that exist for the user (any grant).
+
+        Detail routes look objects up here, then :meth:`require` the action's
+        right: a row in a hidden namespace is 404, a visible one without the right 403.
+        """
+        if self.is_global(rule) or self._sees_all(rule):
+            return queryset
+        return queryset.filter(_covering_q(self.grants, field))
+
+
+def _covering_q(grants: Iterable[NamespaceGrant], field: str) -> Q:
+    """Rows whose ``field`` some grant covers (an empty list matches nothing)."""
+    q = Q(pk__in=[])
+    exact: list[str] = []
+    for g in grants:
+        if g.is_prefix:
+            q |= Q(**{f"{field}__startswith": g.namespace})
+        else:
+            exact.append(g.namespace)
+    if exact:
+        q |= Q(**{f"{field}__in": exact})
+    return q
+
+
+def access_for(request) -> Access:
+    """The request's :class:`Access`, built once and cached on the request."""
+    access = getattr(request, "_memory_access", None)
+    if access is None or access.user is not request.user:
+        access = Access(request.user)
+        request._memory_access = access
+    return access
+
+
+class IsActiveUser(BasePermission):
+    """An authenticated, active user; namespace rights are checked per request by ``Access``."""
+
+    def has_permission(self, request, view) -> bool:
+        user = request.user
+        return bool(user and user.is_authenticated and user.is_active)

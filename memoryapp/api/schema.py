@@ -1,0 +1,72 @@
+"""OpenAPI generation (drf-spectacular): every operation documents its error responses too."""
+
+from __future__ import annotations
+
+from drf_spectacular.extensions import OpenApiSerializerExtension
+from drf_spectacular.openapi import AutoSchema
+from rest_framework import serializers
+
+from . import throttles
+from .serializers import ErrorSerializer
+
+
+class ValidationErrorSerializer(serializers.Serializer):
+    """Placeholder for the 400 body; its schema is written by :class:`ValidationErrorScheme`."""
+
+
+_FIELD_ERRORS = {
+    "type": "object",
+    "description": (
+        "Field-level errors: each key is an input field (or `non_field_errors`), each value "
+        "a list of messages, or an object of nested errors for list items and nested objects."
+    ),
+    "additionalProperties": {
+        "oneOf": [{"type": "array", "items": {"type": "string"}}, {"type": "object"}]
+    },
+}
+_DETAIL = {
+    "type": "object",
+    "description": "A request-level error, such as malformed JSON.",
+    "properties": {"detail": {"type": "string"}},
+    "required": ["detail"],
+}
+
+
+class ValidationErrorScheme(OpenApiSerializerExtension):
+    """The 400 body: DRF's field-level errors, or ``{"detail"}`` for a malformed request."""
+
+    target_class = ValidationErrorSerializer
+
+    def get_name(self, auto_schema, direction):
+        return "ValidationError"
+
+    def map_serializer(self, auto_schema, direction):
+        return {"anyOf": [_FIELD_ERRORS, _DETAIL]}
+
+
+_BODY_METHODS = ("POST", "PUT", "PATCH")
+
+
+class MemoryAutoSchema(AutoSchema):
+    """drf-spectacular's schema, plus the 4xx answers every API view can give."""
+
+    def _get_response_bodies(self, direction="response"):
+        responses = super()._get_response_bodies(direction)
+        errors = [
+            ("400", ValidationErrorSerializer, "Invalid input: field-level errors, or malformed."),
+            ("401", ErrorSerializer, "Not authenticated (or an invalid token)."),
+            ("403", ErrorSerializer, "Authenticated, but not allowed to do this here."),
+            ("404", ErrorSerializer, "Unknown id, or a namespace outside the client's grants."),
+        ]
+        if self.method in _BODY_METHODS:
+            errors += [
+                ("413", ErrorSerializer, "The body exceeds DATA_UPLOAD_MAX_MEMORY_SIZE."),
+                ("415", ErrorSerializer, "The body is not application/json."),
+            ]
+        if throttles.scope_of(self.view):
+            errors.append(("429", ErrorSerializer, "Throttled: retry after the Retry-After delay."))
+        for code, serializer, description in errors:
+            if code not in responses:
+                response = self._get_response_for_code(serializer, code, direction=direction)
+                responses[code] = {**response, "description": description}
+        return responses

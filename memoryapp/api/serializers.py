@@ -1,0 +1,563 @@
+"""Input and output serializers of the API (SPEC §13 field names).
+
+Input serializers check shapes and map each guard rule to the field it is
+about, so a refusal is a field-level 400; the facade runs the guard again as
+the authority. A refused value is never echoed: messages are fixed sentences.
+"""
+
+from __future__ import annotations
+
+import json
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from memoryapp import guards
+from memoryapp.conf import get_guard
+from memoryapp.models import (
+    ErasureReceipt,
+    Memory,
+    MemoryEvent,
+    MemoryType,
+    ReviewItem,
+    ReviewStatus,
+    Scope,
+    SessionSummary,
+)
+
+NAMESPACE_MAX = 255  # the namespace / subject / session columns are varchar(255)
+INT_MAX = 2**31 - 1  # the summary counters are 32-bit integer columns
+MAX_MESSAGES = 1000
+MAX_BLOCKS = 1000  # content blocks per message
+MAX_TOP_K = 50
+MAX_IDS = 1000
+
+_KEY_SECRET = "key appears to contain sensitive credentials"
+
+
+# DRF coerces JSON types (``1`` → ``"1"``, ``"true"`` → ``True``, ``"5"`` → ``5``); the
+# API takes exactly the types its schema documents, so input fields are strict.
+class StrictCharField(serializers.CharField):
+    """A string field that takes only JSON strings."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """An integer field that takes only JSON integers (no strings, floats or booleans)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """A boolean field that takes only ``true`` and ``false``."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, bool):
+            self.fail("invalid")
+        return data
+
+
+def namespace_field(**kwargs) -> serializers.CharField:
+    """A namespace key as given: up to 255 characters, blank allowed, not stripped."""
+    kwargs.setdefault("max_length", NAMESPACE_MAX)
+    return StrictCharField(allow_blank=True, trim_whitespace=False, **kwargs)
+
+
+class BoundInput(serializers.Serializer):
+    """The namespaces a facade call is bound to (``MemoryManager(project, user)``)."""
+
+    project = namespace_field(
+        help_text="Project namespace ('' is the single-tenant namespace).",
+    )
+    user = namespace_field(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="User namespace; omitted, null or '' means no user scope.",
+    )
+
+    def validate_user(self, value: str | None) -> str | None:
+        return value or None
+
+
+# ------------------------------------------------------------------ memories
+class MemoryWriteSerializer(BoundInput):
+    """``POST /api/memories/``: upsert one memory."""
+
+    key = StrictCharField(
+        trim_whitespace=False, help_text="The memory key; normalised into `key_normalized`."
+    )
+    value = StrictCharField(
+        trim_whitespace=False,
+        allow_blank=True,
+        help_text=f"The content (1 to {guards.MAX_CONTENT_CHARS} characters once stripped).",
+    )
+    tags = serializers.ListField(
+        child=StrictCharField(trim_whitespace=False, allow_blank=True),
+        required=False,
+        default=list,
+    )
+    scope = serializers.ChoiceField(
+        choices=Scope.choices,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Explicit scope; inferred from the key and tags when omitted.",
+    )
+    type = serializers.ChoiceField(
+        choices=MemoryType.choices,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Explicit type; inferred from the tags when omitted.",
+    )
+
+    def validate(self, attrs: dict) -> dict:
+        """The guard's rules, each reported on its own field (SPEC §2, §8)."""
+        guard = get_guard()
+        errors: dict[str, list[str]] = {}
+        key, value = attrs["key"], attrs["value"]
+        try:
+            guard.validate_title(key)
+            guards.normalize_key(key)
+            guard.detect_sensitive(key.strip())
+        except guards.SensitiveMemoryError:
+            errors["key"] = [_KEY_SECRET]
+        except guards.MemoryValidationError as exc:
+            errors["key"] = [str(exc)]
+        try:
+            guard.detect_sensitive(guard.validate_content(value))
+        except (guards.SensitiveMemoryError, guards.MemoryValidationError) as exc:
+            errors["value"] = [str(exc)]  # fixed sentences: the value is never echoed
+        try:
+            guards.clean_tags(attrs["tags"])
+        except guards.MemoryValidationError as exc:
+            errors["tags"] = [str(exc)]
+        if errors:
+            raise serializers.ValidationError(errors)
+        return attrs
+
+
+class MemorySerializer(serializers.ModelSerializer):
+    """A memory as stored (SPEC §13 field names)."""
+
+    tags = serializers.ListField(child=serializers.CharField(), read_only=True)
+    keywords = serializers.ListField(child=serializers.CharField(), read_only=True)
+
+    class Meta:
+        model = Memory
+        fields = (
+            "id",
+            "namespace",
+            "subject",
+            "scope",
+            "type",
+            "key_normalized",
+            "title",
+            "content",
+            "tags",
+            "keywords",
+            "source",
+            "confidence",
+            "sensitivity",
+            "created_at",
+            "updated_at",
+            "deleted_at",
+        )
+        read_only_fields = fields
+
+
+# -------------------------------------------------------------- chat messages
+_BLOCK_SCHEMA = {
+    "type": "object",
+    "properties": {"type": {"type": "string"}, "text": {"type": "string"}},
+    "required": ["type"],
+    "additionalProperties": True,
+}
+
+
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "string"},
+            {"type": "array", "items": _BLOCK_SCHEMA, "maxItems": MAX_BLOCKS},
+        ],
+        "nullable": True,
+        "description": "A string, or a list of content blocks (`text` blocks are read).",
+    }
+)
+class MessageContentField(serializers.Field):
+    """A chat message's ``content``: a string, a list of blocks, or null."""
+
+    default_error_messages = {
+        "invalid": "Expected a string, a list of content blocks, or null.",
+        "block": "Each content block must be an object with a string `type`.",
+        "text": "A block's `text` must be a string.",
+        "too_many": f"At most {MAX_BLOCKS} content blocks.",
+    }
+
+    def __init__(self, **kwargs) -> None:
+        kwargs.setdefault("allow_null", True)
+        super().__init__(**kwargs)
+        self._text = StrictCharField(allow_blank=True, trim_whitespace=False)
+
+    def _clean_text(self, text):
+        return self._text.run_validation(text)  # no NUL or lone surrogates reach the database
+
+    def to_internal_value(self, data):
+        if isinstance(data, str):
+            return self._clean_text(data)
+        if not isinstance(data, list):
+            self.fail("invalid")
+        if len(data) > MAX_BLOCKS:
+            self.fail("too_many")
+        blocks = []
+        for block in data:
+            if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+                self.fail("block")
+            block = dict(block)
+            if "text" in block:
+                if not isinstance(block["text"], str):
+                    self.fail("text")
+                block["text"] = self._clean_text(block["text"])
+            blocks.append(block)
+        return blocks
+
+    def to_representation(self, value):
+        return value
+
+
+class MessageSerializer(serializers.Serializer):
+    """One chat message (``{"role", "content"}``); other keys are ignored."""
+
+    role = StrictCharField(max_length=64, trim_whitespace=False)
+    content = MessageContentField(required=False, default=None)
+
+
+def messages_field(**kwargs) -> serializers.ListField:
+    """A list of chat messages, at most ``MAX_MESSAGES``."""
+    return serializers.ListField(child=MessageSerializer(), max_length=MAX_MESSAGES, **kwargs)
+
+
+# --------------------------------------------------------------------- recall
+class RecallInputSerializer(BoundInput):
+    """``POST /api/recall/``."""
+
+    query = StrictCharField(allow_blank=True, trim_whitespace=False, max_length=10000)
+    messages = messages_field(
+        required=False, default=list, help_text="Recent messages (path hints)."
+    )
+    top_k = StrictIntegerField(required=False, default=5, min_value=1, max_value=MAX_TOP_K)
+    session_id = namespace_field(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="The current session: the stable block's session tail leaves it out.",
+    )
+
+
+class RecallCandidateSerializer(serializers.Serializer):
+    """A ``RecallCandidate`` (SPEC §5)."""
+
+    memory_id = serializers.CharField()
+    scope = serializers.ChoiceField(choices=Scope.choices)
+    type = serializers.ChoiceField(choices=MemoryType.choices)
+    title = serializers.CharField()
+    excerpt = serializers.CharField(allow_blank=True)
+    score = serializers.FloatField()
+    reasons = serializers.ListField(child=serializers.CharField())
+
+
+class RecallOutputSerializer(serializers.Serializer):
+    """``POST /api/recall/`` result."""
+
+    candidates = RecallCandidateSerializer(many=True)
+    stable_block = serializers.CharField(allow_blank=True)
+    context_block = serializers.CharField(allow_blank=True)
+
+
+# ------------------------------------------------------------ session summaries
+class SessionSummaryWriteSerializer(BoundInput):
+    """``POST /api/session-summaries/``."""
+
+    session_id = StrictCharField(max_length=NAMESPACE_MAX)
+    summary = StrictCharField(help_text="The summary of one complete compaction.")
+    tokens_before = StrictIntegerField(required=False, default=0, min_value=0, max_value=INT_MAX)
+    messages_summarized = StrictIntegerField(
+        required=False, default=0, min_value=0, max_value=INT_MAX
+    )
+
+
+class SessionSummarySerializer(serializers.ModelSerializer):
+    """A stored session summary."""
+
+    class Meta:
+        model = SessionSummary
+        fields = (
+            "id",
+            "namespace",
+            "subject",
+            "session_id",
+            "summary_text",
+            "tokens_before",
+            "messages_summarized",
+            "created_at",
+        )
+        read_only_fields = fields
+
+
+# ---------------------------------------------------------------- review queue
+class CrystallizeInputSerializer(BoundInput):
+    """``POST /api/crystallize/``."""
+
+    session_id = namespace_field(required=False, allow_null=True, default=None)
+    messages = messages_field(help_text="Chat messages; only `user` messages are read.")
+
+
+class ReviewItemSerializer(serializers.ModelSerializer):
+    """A crystallizer candidate in the review queue."""
+
+    tags = serializers.ListField(child=serializers.CharField(), read_only=True)
+
+    class Meta:
+        model = ReviewItem
+        fields = (
+            "id",
+            "namespace",
+            "subject",
+            "scope",
+            "type",
+            "key_normalized",
+            "title",
+            "content",
+            "tags",
+            "evidence",
+            "source_session",
+            "occurrences",
+            "confidence",
+            "status",
+            "created_at",
+            "updated_at",
+        )
+        read_only_fields = fields
+
+
+class CrystallizeOutputSerializer(serializers.Serializer):
+    """``POST /api/crystallize/`` result: the queued (or folded) review items."""
+
+    items = ReviewItemSerializer(many=True)
+
+
+class ApproveOutputSerializer(serializers.Serializer):
+    """``POST /api/review-items/{id}/approve/`` result."""
+
+    review_item = ReviewItemSerializer()
+    memory = MemorySerializer()
+
+
+class PurgeInputSerializer(serializers.Serializer):
+    """``POST /api/review-items/purge/``: every filter is optional."""
+
+    namespace = namespace_field(required=False, allow_null=True, default=None)
+    status = serializers.ChoiceField(
+        choices=ReviewStatus.values, required=False, allow_null=True, default=None
+    )
+    subject = namespace_field(required=False, allow_null=True, default=None)
+
+
+class PurgeOutputSerializer(serializers.Serializer):
+    """How many review items were erased, and the receipts of the erasures."""
+
+    purged = serializers.IntegerField(min_value=0)
+    receipts = serializers.ListField(
+        child=serializers.CharField(), help_text="Receipt ids (one per namespace purged)."
+    )
+
+
+# ------------------------------------------------------------------- wipe
+class WipeOutputSerializer(serializers.Serializer):
+    """``WipeResult`` (SPEC §3)."""
+
+    memories_cleared = serializers.IntegerField(min_value=0)
+    summaries_cleared = serializers.IntegerField(min_value=0)
+    not_cleared = serializers.ListField(child=serializers.CharField())
+    ok = serializers.BooleanField()
+
+
+# ---------------------------------------------------------------- erasure
+class ErasureInputSerializer(serializers.Serializer):
+    """``POST /api/erasures/`` (``memoryapp.erasure.erase``).
+
+    One target: a ``subject``, ``ids``, a ``namespace``, or ``everything``;
+    ``namespace`` given with ``subject`` or ``ids`` restricts them to it.
+    """
+
+    subject = StrictCharField(
+        max_length=NAMESPACE_MAX,
+        trim_whitespace=False,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="A user key: its user-scope memories, summaries and review items.",
+    )
+    namespace = namespace_field(required=False, allow_null=True, default=None)
+    ids = serializers.ListField(
+        child=StrictCharField(max_length=64),
+        required=False,
+        allow_null=True,
+        default=None,
+        allow_empty=False,
+        max_length=MAX_IDS,
+        help_text="Memory, session summary or review item ids.",
+    )
+    everything = StrictBooleanField(required=False, default=False)
+    include_authored = StrictBooleanField(
+        required=False,
+        default=False,
+        help_text="With `subject`: also erase the project-scope memories it authored.",
+    )
+
+    def validate_subject(self, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise serializers.ValidationError("A subject is a non-empty user key.")
+        return value
+
+    def validate(self, attrs: dict) -> dict:
+        given = [k for k in ("subject", "namespace", "ids") if attrs.get(k) is not None]
+        if attrs["everything"] and given:
+            raise serializers.ValidationError(
+                {"everything": ["`everything` cannot be combined with another target."]}
+            )
+        if not attrs["everything"] and not given:
+            raise serializers.ValidationError(
+                {"non_field_errors": ["Give a subject, a namespace, ids, or everything=true."]}
+            )
+        if attrs.get("subject") is not None and attrs.get("ids") is not None:
+            raise serializers.ValidationError({"ids": ["Give either `subject` or `ids`."]})
+        if attrs["include_authored"] and attrs.get("subject") is None:
+            raise serializers.ValidationError(
+                {"include_authored": ["`include_authored` applies to a subject erasure."]}
+            )
+        if attrs.get("ids") is not None:
+            attrs["ids"] = sorted(set(attrs["ids"]))
+        return attrs
+
+
+class ReceiptSerializer(serializers.ModelSerializer):
+    """An erasure receipt (SPEC §9): who, when, what, counts per table, purge, verification.
+
+    It never holds erased text: the subject and namespace appear only as keyed HMACs.
+    """
+
+    counts = serializers.DictField(child=serializers.IntegerField(), help_text="Rows per table.")
+    erased_ids = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField()),
+        help_text="The erased row ids per table (possibly truncated; see details).",
+    )
+    databases = serializers.ListField(child=serializers.CharField())
+    purged = serializers.BooleanField(help_text="Whether the vendor purge completed.")
+
+    class Meta:
+        model = ErasureReceipt
+        fields = (
+            "id",
+            "actor",
+            "target_kind",
+            "subject_hmac",
+            "namespace_hmac",
+            "key_id",
+            "include_authored",
+            "criteria",
+            "counts",
+            "erased_ids",
+            "authored",
+            "databases",
+            "purge_method",
+            "purge_status",
+            "purged",
+            "vacuumed",
+            "verified",
+            "verification",
+            "caveats",
+            "details",
+            "attempts",
+            "created_at",
+            "updated_at",
+            "purged_at",
+        )
+        read_only_fields = fields
+
+
+# ------------------------------------------------------------------- export
+class ExportQuerySerializer(serializers.Serializer):
+    """``GET /api/exports/``: a ``subject``, a ``namespace``, or both (its rows there)."""
+
+    subject = StrictCharField(
+        max_length=NAMESPACE_MAX, trim_whitespace=False, required=False, default=None
+    )
+    namespace = namespace_field(required=False, default=None)
+
+    def validate_subject(self, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise serializers.ValidationError("A subject is a non-empty user key.")
+        return value
+
+    def validate(self, attrs: dict) -> dict:
+        if attrs.get("subject") is None and attrs.get("namespace") is None:
+            raise serializers.ValidationError(
+                {"non_field_errors": ["Give `subject`, `namespace`, or both."]}
+            )
+        return attrs
+
+
+# ------------------------------------------------------------------- events
+@extend_schema_field(OpenApiTypes.ANY)
+class EventDetailField(serializers.Field):
+    """The event's ``detail`` column: parsed JSON when it is JSON, else the text, or null."""
+
+    def to_representation(self, value):
+        if value is None:
+            return None
+        try:
+            return json.loads(value)
+        except (TypeError, ValueError):
+            return value
+
+
+class MemoryEventSerializer(serializers.ModelSerializer):
+    """One audit event: ids, type, time, actor — never content."""
+
+    detail = EventDetailField(read_only=True, allow_null=True)
+
+    class Meta:
+        model = MemoryEvent
+        fields = ("id", "memory_id", "namespace", "event_type", "timestamp", "actor", "detail")
+        read_only_fields = fields
+
+
+# ------------------------------------------------------------ store problems
+class StoreProblemsQuerySerializer(BoundInput):
+    """``GET /api/store-problems/``: the manager to probe."""
+
+    project = namespace_field(required=False, default="", help_text="Project namespace.")
+
+
+class StoreProblemsSerializer(serializers.Serializer):
+    """``take_store_problems()`` after probing the prompt-path reads."""
+
+    problems = serializers.ListField(child=serializers.CharField())
+
+
+# ------------------------------------------------------------------- errors
+class ErrorSerializer(serializers.Serializer):
+    """Every non-validation error body."""
+
+    detail = serializers.CharField()

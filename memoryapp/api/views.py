@@ -1,0 +1,579 @@
+"""The API views (SPEC §13): thin translations between HTTP and the ``MemoryManager`` facade.
+
+Every view authenticates (token or session), asks the request's
+:class:`~memoryapp.api.permissions.Access` before touching a namespace (404 for
+one outside the client's grants, 403 for a missing right), calls the facade
+(or, for id lookups and lists, the model querysets) and serialises the result.
+"""
+
+from __future__ import annotations
+
+import re
+
+from django.http import JsonResponse
+from django.urls import Resolver404, resolve, reverse
+from django_filters.rest_framework import DjangoFilterBackend
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.renderers import JSONRenderer
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from memoryapp.erasure import erase_review_items, export
+from memoryapp.manager import MemoryManager
+from memoryapp.models import Memory, MemoryEvent, ReviewItem, Scope, SessionSummary
+
+from . import erasures, permissions, serializers
+from .exceptions import Conflict, exception_handler
+from .filters import MemoryEventFilter, MemoryFilter, ReviewItemFilter, SessionSummaryFilter
+from .parsers import JSONParser
+from .permissions import IsActiveUser, access_for
+from .schema import MemoryAutoSchema
+from .throttles import ERASE, RECALL, WRITE, MemoryScopedThrottle
+
+MAX_LOOKUP_CHARS = 64
+_POSITIVE_INT = re.compile(r"[1-9][0-9]{0,8}")
+
+
+def actor_of(request) -> str:
+    """The actor recorded in events and receipts for this request."""
+    return f"api:{request.user.get_username()}"
+
+
+def validated(serializer_class, data) -> dict:
+    """Validate ``data`` with ``serializer_class``; a 400 with field-level errors if invalid."""
+    serializer = serializer_class(data=data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+def manager_for(row) -> MemoryManager:
+    """A facade bound to the namespace and scope that own ``row`` (a memory)."""
+    return MemoryManager(
+        project=row.namespace, user=row.namespace if row.scope == Scope.USER else None
+    )
+
+
+class Pagination(PageNumberPagination):
+    """``?page=`` (404 past the end) and ``?page_size=`` (1 to 500) on every list.
+
+    Stricter than DRF's, which ignores a malformed ``page_size`` and accepts
+    ``page=last``: a parameter that is not a positive integer is refused.
+    """
+
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 500
+    last_page_strings = ()
+
+    def get_page_size(self, request) -> int:
+        raw = request.query_params.get(self.page_size_query_param)
+        if raw is None:
+            return self.page_size
+        if not _POSITIVE_INT.fullmatch(raw) or not 1 <= int(raw) <= self.max_page_size:
+            raise ValidationError(
+                {self.page_size_query_param: [f"An integer from 1 to {self.max_page_size}."]}
+            )
+        return int(raw)
+
+    def get_page_number(self, request, paginator) -> str:
+        raw = request.query_params.get(self.page_query_param, "1")
+        if not _POSITIVE_INT.fullmatch(raw):
+            raise NotFound(self.invalid_page_message)
+        return raw
+
+    def get_schema_operation_parameters(self, view) -> list[dict]:
+        params = super().get_schema_operation_parameters(view)
+        for param in params:
+            param["schema"]["minimum"] = 1
+            if param["name"] == self.page_size_query_param:
+                param["schema"]["maximum"] = self.max_page_size
+        return params
+
+
+class MemoryAPIMixin:
+    """What every API view shares: auth, JSON only, throttling, the error mapping, the schema."""
+
+    authentication_classes = [TokenAuthentication, SessionAuthentication]
+    permission_classes = [IsActiveUser]
+    throttle_classes = [MemoryScopedThrottle]
+    parser_classes = [JSONParser]
+    renderer_classes = [JSONRenderer]
+    schema = MemoryAutoSchema()
+
+    def get_exception_handler(self):
+        return exception_handler
+
+
+class NamespacedViewSet(MemoryAPIMixin, viewsets.GenericViewSet):
+    """A viewset over one table with a ``namespace`` column.
+
+    ``rules`` maps each action to the :class:`~memoryapp.api.permissions.Rule` it
+    needs. Lists show the rows the client may read; detail routes look rows up
+    among the namespaces visible to the client, then require the action's rule.
+    """
+
+    rules: dict[str, permissions.Rule] = {}
+    pagination_class = Pagination
+    filter_backends = [DjangoFilterBackend]
+    lookup_value_regex = r"[^/]+"
+
+    def base_queryset(self):
+        raise NotImplementedError
+
+    def get_queryset(self):
+        queryset = self.base_queryset()
+        if getattr(self, "swagger_fake_view", False):  # schema generation
+            return queryset
+        access, rule = access_for(self.request), self.rules[self.action]
+        if self.detail:
+            return access.scope_visible(queryset, rule)
+        return access.scope(queryset, rule)
+
+    def get_object(self):
+        value = self.kwargs.get(self.lookup_url_kwarg or self.lookup_field, "")
+        if len(value) > MAX_LOOKUP_CHARS or "\x00" in value:
+            raise NotFound()
+        row = super().get_object()
+        access_for(self.request).require([row.namespace], self.rules[self.action])
+        return row
+
+    def paginated(self, rows, serializer_class):
+        page = self.paginate_queryset(rows)
+        return self.get_paginated_response(serializer_class(page, many=True).data)
+
+
+# ------------------------------------------------------------------ memories
+@extend_schema(tags=["memories"])
+class MemoryViewSet(
+    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.DestroyModelMixin, NamespacedViewSet
+):
+    """Live memories: upsert, list, read, soft delete, erase for good."""
+
+    serializer_class = serializers.MemorySerializer
+    filterset_class = MemoryFilter
+    rules = {
+        "list": permissions.MEMORY_READ,
+        "retrieve": permissions.MEMORY_READ,
+        "create": permissions.MEMORY_WRITE,
+        "destroy": permissions.MEMORY_DELETE,
+        "erase": permissions.MEMORY_ERASE,
+    }
+    throttle_scopes = {"create": WRITE, "destroy": WRITE, "erase": ERASE}
+
+    def base_queryset(self):
+        # A soft-deleted memory still holds its content: erasure must reach it.
+        rows = Memory.objects.all() if self.action == "erase" else Memory.objects.live()
+        return rows.order_by("created_at", "id")
+
+    @extend_schema(summary="List live memories (paginated)")
+    def list(self, request, *args, **kwargs):
+        rows = MemoryFilter.exact(self.filter_queryset(self.get_queryset()), request.query_params)
+        return self.paginated(rows, serializers.MemorySerializer)
+
+    @extend_schema(
+        summary="Save a memory (upsert)",
+        request=serializers.MemoryWriteSerializer,
+        responses={
+            201: OpenApiResponse(serializers.MemorySerializer, "A new memory was created."),
+            200: OpenApiResponse(
+                serializers.MemorySerializer, "The live memory with that key was updated in place."
+            ),
+        },
+    )
+    def create(self, request, *args, **kwargs):
+        data = validated(serializers.MemoryWriteSerializer, request.data)
+        access_for(request).require([data["project"], data["user"]], permissions.MEMORY_WRITE)
+        mm = MemoryManager(project=data["project"], user=data["user"])
+        result = mm.upsert_result(
+            data["key"],
+            data["value"],
+            data["tags"],
+            scope=data["scope"],
+            type=data["type"],
+            actor=actor_of(request),
+        )
+        memory, created = result.memory, result.created
+        headers = {"Location": reverse("memoryapp_api:memory-detail", args=[memory.id])}
+        return Response(
+            serializers.MemorySerializer(memory).data,
+            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+            headers=headers if created else None,
+        )
+
+    @extend_schema(summary="Read a live memory")
+    def retrieve(self, request, *args, **kwargs):
+        return super().retrieve(request, *args, **kwargs)
+
+    @extend_schema(summary="Soft-delete a memory (404 when it is already deleted)")
+    def destroy(self, request, *args, **kwargs):
+        memory = self.get_object()
+        if not manager_for(memory).delete(memory.id, actor=actor_of(request)):
+            raise NotFound()  # deleted by someone else meanwhile
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(
+        summary="Erase one memory for good (live or soft-deleted)",
+        request=None,
+        parameters=[erasures.IDEMPOTENCY_PARAMETER],
+        responses=erasures.RECEIPT_RESPONSES,
+    )
+    @action(detail=True, methods=["post"])
+    def erase(self, request, *args, **kwargs):
+        target = {"ids": [self.kwargs.get("pk", "")]}
+        # The lookup is the authorization; a replayed request skips it (its memory is gone).
+        return erasures.respond(request, target, actor_of(request), check=self.get_object)
+
+
+# ------------------------------------------------------------------ recall
+@extend_schema(tags=["recall"])
+class RecallView(MemoryAPIMixin, APIView):
+    """``POST /api/recall/``: candidates and both prompt blocks for one turn."""
+
+    throttle_scope = RECALL
+
+    @extend_schema(
+        summary="Recall memories for a query; render the prompt blocks",
+        request=serializers.RecallInputSerializer,
+        responses={200: serializers.RecallOutputSerializer},
+    )
+    def post(self, request):
+        data = validated(serializers.RecallInputSerializer, request.data)
+        access_for(request).require([data["project"], data["user"]], permissions.MEMORY_READ)
+        mm = MemoryManager(
+            project=data["project"], user=data["user"], session_id=data["session_id"]
+        )
+        query, messages = data["query"], data["messages"]
+        body = {
+            "candidates": mm.recall(query, messages=messages, top_k=data["top_k"]),
+            "stable_block": mm.render_stable_block(),
+            "context_block": mm.render_context_block(query, messages=messages),
+        }
+        return Response(serializers.RecallOutputSerializer(body).data)
+
+
+# -------------------------------------------------------- session summaries
+@extend_schema(tags=["session summaries"])
+class SessionSummaryViewSet(mixins.ListModelMixin, NamespacedViewSet):
+    """Session summaries: save one after a complete compaction; list them."""
+
+    serializer_class = serializers.SessionSummarySerializer
+    filterset_class = SessionSummaryFilter
+    rules = {"list": permissions.SUMMARY_READ, "create": permissions.SUMMARY_WRITE}
+    throttle_scopes = {"create": WRITE}
+
+    def base_queryset(self):
+        return SessionSummary.objects.order_by("created_at", "id")
+
+    @extend_schema(summary="List session summaries (paginated)")
+    def list(self, request, *args, **kwargs):
+        return super().list(request, *args, **kwargs)
+
+    @extend_schema(
+        summary="Save a session summary",
+        request=serializers.SessionSummaryWriteSerializer,
+        responses={201: serializers.SessionSummarySerializer},
+    )
+    def create(self, request, *args, **kwargs):
+        data = validated(serializers.SessionSummaryWriteSerializer, request.data)
+        access_for(request).require([data["project"], data["user"]], permissions.SUMMARY_WRITE)
+        mm = MemoryManager(
+            project=data["project"], user=data["user"], session_id=data["session_id"]
+        )
+        row = mm.save_session_summary(
+            data["summary"], data["tokens_before"], data["messages_summarized"]
+        )
+        if row is None:  # the facade never raises here; it reports a failed save as None
+            return Response(
+                {"detail": "The session summary could not be saved."},
+                status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            )
+        return Response(
+            serializers.SessionSummarySerializer(row).data, status=status.HTTP_201_CREATED
+        )
+
+
+# ---------------------------------------------------------------- review
+@extend_schema(tags=["review queue"])
+class CrystallizeView(MemoryAPIMixin, APIView):
+    """``POST /api/crystallize/``: queue the crystallizer's proposals (never memories)."""
+
+    throttle_scope = WRITE
+
+    @extend_schema(
+        summary="Run the crystallizer over user messages",
+        request=serializers.CrystallizeInputSerializer,
+        responses={200: serializers.CrystallizeOutputSerializer},
+    )
+    def post(self, request):
+        data = validated(serializers.CrystallizeInputSerializer, request.data)
+        access_for(request).require([data["project"], data["user"]], permissions.CRYSTALLIZE)
+        mm = MemoryManager(
+            project=data["project"], user=data["user"], session_id=data["session_id"]
+        )
+        items = mm.crystallize_user_messages(data["messages"])
+        return Response(serializers.CrystallizeOutputSerializer({"items": items}).data)
+
+
+@extend_schema(tags=["review queue"])
+class ReviewItemViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, NamespacedViewSet):
+    """The review queue: list, read, approve, reject, purge."""
+
+    serializer_class = serializers.ReviewItemSerializer
+    filterset_class = ReviewItemFilter
+    rules = {
+        "list": permissions.REVIEW_READ,
+        "retrieve": permissions.REVIEW_READ,
+        "approve": permissions.REVIEW_APPROVE,
+        "reject": permissions.REVIEW_REJECT,
+        "purge": permissions.REVIEW_PURGE,
+    }
+    throttle_scopes = {"approve": WRITE, "reject": WRITE, "purge": ERASE}
+
+    def base_queryset(self):
+        return ReviewItem.objects.order_by("-occurrences", "-updated_at", "-created_at", "id")
+
+    @extend_schema(summary="List review items (every status unless `status` is given)")
+    def list(self, request, *args, **kwargs):
+        return super().list(request, *args, **kwargs)
+
+    @extend_schema(summary="Read a review item")
+    def retrieve(self, request, *args, **kwargs):
+        return super().retrieve(request, *args, **kwargs)
+
+    @extend_schema(
+        summary="Approve a pending item: it becomes a memory (source `crystallized`)",
+        request=None,
+        responses={
+            200: serializers.ApproveOutputSerializer,
+            409: OpenApiResponse(serializers.ErrorSerializer, "The item is not pending."),
+        },
+    )
+    @action(detail=True, methods=["post"])
+    def approve(self, request, *args, **kwargs):
+        item = self.get_object()
+        access = access_for(request)
+        # A user-scope item becomes a memory in its subject's (user) namespace.
+        user_ns = item.subject if item.scope == Scope.USER else None
+        if user_ns is not None and not access.allows(user_ns, permissions.REVIEW_APPROVE):
+            raise PermissionDenied(
+                "Approving this item writes to a user namespace outside your grants."
+            )
+        mm = MemoryManager(project=item.namespace, user=user_ns)
+        memory = mm.approve_review_item(item.id, actor=actor_of(request))
+        item.refresh_from_db()
+        if memory is None:
+            raise Conflict(
+                f"Only a pending review item can be approved; this one is {item.status}."
+            )
+        body = {"review_item": item, "memory": memory}
+        return Response(serializers.ApproveOutputSerializer(body).data)
+
+    @extend_schema(
+        summary="Reject a pending item",
+        request=None,
+        responses={
+            200: serializers.ReviewItemSerializer,
+            409: OpenApiResponse(serializers.ErrorSerializer, "The item is not pending."),
+        },
+    )
+    @action(detail=True, methods=["post"])
+    def reject(self, request, *args, **kwargs):
+        item = self.get_object()
+        rejected = MemoryManager(project=item.namespace).reject_review_item(item.id)
+        item.refresh_from_db()
+        if not rejected:
+            raise Conflict(
+                f"Only a pending review item can be rejected; this one is {item.status}."
+            )
+        return Response(serializers.ReviewItemSerializer(item).data)
+
+    @extend_schema(
+        summary="Erase review items for good (by namespace, status, subject); one receipt each",
+        request=serializers.PurgeInputSerializer,
+        responses={200: serializers.PurgeOutputSerializer},
+    )
+    @action(detail=False, methods=["post"])
+    def purge(self, request, *args, **kwargs):
+        data = validated(serializers.PurgeInputSerializer, request.data)
+        access, rule = access_for(request), permissions.REVIEW_PURGE
+        namespace, wanted, subject = data["namespace"], data["status"], data["subject"]
+        if namespace is not None:
+            access.require([namespace], rule)
+            namespaces = [namespace]
+        elif access.is_global(rule):
+            namespaces = [None]  # every namespace
+        else:
+            if not any(g.can_erase for g in access.grants):
+                raise PermissionDenied()
+            rows = access.scope(ReviewItem.objects.with_status(wanted).order_by(), rule)
+            if subject is not None:
+                rows = rows.filter(subject=subject)
+            namespaces = sorted(set(rows.values_list("namespace", flat=True)))
+        # An erasure per namespace: hard delete, vendor purge, receipt (SPEC §6, §9).
+        receipts = [
+            erase_review_items(
+                namespace=ns, status=wanted, subject=subject, actor=actor_of(request)
+            )
+            for ns in namespaces
+        ]
+        purged = sum(r.counts.get(ReviewItem._meta.db_table, 0) for r in receipts)
+        return Response({"purged": purged, "receipts": [r.id for r in receipts]})
+
+    def http_method_not_allowed(self, request, *args, **kwargs):
+        # The purge route shadows the review item id "purge" (which cannot exist):
+        # reading it answers like any unknown id, not 405.
+        if request.method == "GET" and self.action_map.get("post") == "purge":
+            raise NotFound()
+        return super().http_method_not_allowed(request, *args, **kwargs)
+
+
+# ------------------------------------------------------------------- wipe
+@extend_schema(tags=["erasure"])
+class WipeAllView(MemoryAPIMixin, APIView):
+    """``POST /api/wipe-all/``: the seed's soft reset (not erasure)."""
+
+    throttle_scope = ERASE
+
+    @extend_schema(
+        summary="Soft-delete the memories and delete the session summaries (not erasure)",
+        request=serializers.BoundInput,
+        responses={200: serializers.WipeOutputSerializer},
+    )
+    def post(self, request):
+        data = validated(serializers.BoundInput, request.data)
+        access_for(request).require([data["project"], data["user"]], permissions.WIPE)
+        result = MemoryManager(project=data["project"], user=data["user"]).wipe_all(
+            actor=actor_of(request)
+        )
+        return Response(serializers.WipeOutputSerializer(result.as_dict()).data)
+
+
+# ---------------------------------------------------------------- erasure
+@extend_schema(tags=["erasure"])
+class ErasureViewSet(MemoryAPIMixin, viewsets.GenericViewSet):
+    """Erasure for good (hard delete + vacuum + verification) and its receipts."""
+
+    serializer_class = serializers.ReceiptSerializer
+    throttle_scopes = {"create": ERASE}
+    lookup_value_regex = r"[^/]+"
+
+    @extend_schema(
+        summary="Erase a subject, a namespace, ids or everything; returns the receipt",
+        request=serializers.ErasureInputSerializer,
+        parameters=[erasures.IDEMPOTENCY_PARAMETER],
+        responses=erasures.RECEIPT_RESPONSES,
+    )
+    def create(self, request, *args, **kwargs):
+        data = validated(serializers.ErasureInputSerializer, request.data)
+        access = access_for(request)
+        return erasures.respond(
+            request, data, actor_of(request), check=lambda: erasures.authorize(access, data)
+        )
+
+    @extend_schema(
+        summary="Read an erasure receipt", responses={200: serializers.ReceiptSerializer}
+    )
+    def retrieve(self, request, *args, **kwargs):
+        receipt = erasures.visible_receipt(request, self.kwargs.get("pk", ""))
+        return Response(erasures.receipt_body(receipt))
+
+
+@extend_schema(tags=["erasure"])
+class ExportView(MemoryAPIMixin, APIView):
+    """``GET /api/exports/``: everything stored about a subject or a namespace (GDPR)."""
+
+    throttle_scope = ERASE
+
+    @extend_schema(
+        summary="Export everything stored about a subject or a namespace",
+        parameters=[serializers.ExportQuerySerializer],
+        responses={
+            200: OpenApiResponse(
+                OpenApiTypes.OBJECT,
+                "One JSON document (memories, summaries, review items, events).",
+            )
+        },
+    )
+    def get(self, request):
+        data = validated(serializers.ExportQuerySerializer, request.query_params)
+        access = access_for(request)
+        if data["namespace"] is not None:  # alone, or restricting the subject to it
+            access.require([data["namespace"]], permissions.EXPORT)
+        else:
+            erasures.require_subject(access, data["subject"], permissions.EXPORT)
+        return Response(export(subject=data["subject"], namespace=data["namespace"]))
+
+
+# ------------------------------------------------------------------ events
+@extend_schema(tags=["audit"])
+class MemoryEventViewSet(mixins.ListModelMixin, NamespacedViewSet):
+    """The audit log: ids, event types, times, actors — never content."""
+
+    serializer_class = serializers.MemoryEventSerializer
+    filterset_class = MemoryEventFilter
+    rules = {"list": permissions.EVENTS_READ}
+
+    def base_queryset(self):
+        return MemoryEvent.objects.order_by("id")
+
+    @extend_schema(summary="List audit events (paginated); 404 for an unknown memory_id")
+    def list(self, request, *args, **kwargs):
+        memory_id = request.query_params.get("memory_id")
+        rows = self.filter_queryset(self.get_queryset())
+        if memory_id and not self.get_queryset().filter(memory_id=memory_id).exists():
+            raise NotFound()  # unknown, erased, or another tenant's memory: all alike
+        return self.paginated(rows, serializers.MemoryEventSerializer)
+
+
+# --------------------------------------------------------- store problems
+@extend_schema(tags=["audit"])
+class StoreProblemsView(MemoryAPIMixin, APIView):
+    """``GET /api/store-problems/``: probe a manager's stores; report what could not be read."""
+
+    @extend_schema(
+        summary="Stores that could not be read (SPEC §11)",
+        parameters=[serializers.StoreProblemsQuerySerializer],
+        responses={200: serializers.StoreProblemsSerializer},
+    )
+    def get(self, request):
+        data = validated(serializers.StoreProblemsQuerySerializer, request.query_params)
+        access_for(request).require([data["project"], data["user"]], permissions.MEMORY_READ)
+        mm = MemoryManager(project=data["project"], user=data["user"])
+        # The prompt-path reads are the ones that record problems instead of raising.
+        mm.get_all_entries()
+        mm.get_cross_session_tail()
+        return Response({"problems": mm.take_store_problems()})
+
+
+def not_found(request, *args, **kwargs):
+    """Any other path under /api/: a JSON 404 like every other API error."""
+    detail = "Not found."
+    if not request.path.endswith("/"):
+        try:
+            match = resolve(request.path + "/")
+        except Resolver404:
+            match = None
+        if match is not None and match.func is not not_found:
+            detail = f"Not found. API paths end with a slash: {request.path}/"
+    return JsonResponse({"detail": detail}, status=404)
+
+
+__all__ = [
+    "CrystallizeView",
+    "ErasureViewSet",
+    "ExportView",
+    "MemoryEventViewSet",
+    "MemoryViewSet",
+    "RecallView",
+    "ReviewItemViewSet",
+    "SessionSummaryViewSet",
+    "StoreProblemsView",
+    "WipeAllView",
+    "not_found",
+]

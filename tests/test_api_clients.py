@@ -1,0 +1,66 @@
+"""``manage.py memory client NAME --grant PREFIX … [--write] [--erase]``."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from rest_framework.test import APIClient
+
+from memoryapp.api.models import NamespaceGrant
+
+pytestmark = pytest.mark.django_db
+
+
+def run(*args) -> list[str]:
+    out = StringIO()
+    call_command("memory", "client", *args, stdout=out)
+    return out.getvalue().splitlines()
+
+
+def rights(name: str) -> dict[str, tuple[bool, bool, bool]]:
+    grants = NamespaceGrant.objects.filter(user__username=name)
+    return {g.namespace: (g.can_read, g.can_write, g.can_erase) for g in grants}
+
+
+def test_creates_a_non_staff_client_and_prints_its_token_last():
+    lines = run("crm-backend", "--grant", "acme/", "--grant", "initech/web", "--write")
+    token = lines[-1]
+    assert len(token) == 40 and " " not in token
+    user = get_user_model().objects.get(username="crm-backend")
+    assert not user.is_staff and not user.is_superuser and not user.has_usable_password()
+    assert rights("crm-backend") == {
+        "acme/": (True, True, False),
+        "initech/web": (True, True, False),
+    }
+    client = APIClient(HTTP_AUTHORIZATION=f"Token {token}")
+    body = {"project": "acme/web", "key": "k", "value": "v"}
+    assert client.post("/api/memories/", body, format="json").status_code == 201
+    assert (
+        client.post("/api/erasures/", {"namespace": "acme/web"}, format="json").status_code == 403
+    )
+
+
+def test_rerunning_updates_the_grants_and_keeps_the_token():
+    token = run("gdpr-bot", "--grant", "acme/", "--write")[-1]
+    lines = run("gdpr-bot", "--grant", "globex/", "--erase")
+    assert lines[-1] == token
+    assert lines[0].startswith("Updated")
+    assert any("removed grant acme/" in line for line in lines)
+    assert rights("gdpr-bot") == {"globex/": (True, False, True)}
+    rotated = run("gdpr-bot", "--grant", "globex/", "--rotate")[-1]
+    assert rotated != token
+    assert APIClient(HTTP_AUTHORIZATION=f"Token {token}").get("/api/memories/").status_code == 401
+
+
+def test_refuses_staff_accounts_and_missing_grants():
+    get_user_model().objects.create_user("ops", password="x", is_staff=True)
+    with pytest.raises(CommandError, match="staff"):
+        run("ops", "--grant", "acme/")
+    with pytest.raises(CommandError):
+        run("nobody")
+    with pytest.raises(CommandError, match="empty"):
+        run("  ", "--grant", "acme/")

@@ -1,0 +1,227 @@
+"""Erasure over the API: targets, rights, Idempotency-Key replay, receipts, exports."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from rest_framework.test import APIClient
+
+from memoryapp import MemoryManager
+from memoryapp.api.models import ErasureRequest
+from memoryapp.api.testing import token_client
+from memoryapp.models import ErasureReceipt, Memory, MemoryEvent, ReviewItem, SessionSummary
+
+pytestmark = pytest.mark.django_db
+
+MARK = "zebracornflake"  # erased text: never in a receipt
+
+
+@pytest.fixture
+def acme():
+    return token_client("acme-app", ["acme/"], write=True, erase=True)
+
+
+@pytest.fixture
+def alice():
+    """Rows of every kind for subject acme/alice, and one of acme/bob's."""
+    mm = MemoryManager(project="acme/web", user="acme/alice")
+    rows = {
+        "pref": mm.upsert("editor", f"vim {MARK}", ["preference"]),
+        "gone": mm.upsert("old note", f"old {MARK}"),
+        "project": mm.upsert("ci", f"make test {MARK}"),
+    }
+    mm.delete(rows["gone"].id)
+    mm.save_session_summary(f"summary {MARK}")
+    mm.crystallize_user_messages([{"role": "user", "content": "I prefer dark mode."}])
+    rows["bob"] = MemoryManager(project="acme/web", user="acme/bob").upsert(
+        "editor", "emacs", ["preference"]
+    )
+    return rows
+
+
+def erase(client, body, **headers):
+    return client.post("/api/erasures/", body, format="json", **headers)
+
+
+def test_erase_one_memory_live_or_soft_deleted(acme, alice):
+    for key in ("pref", "gone"):
+        m = alice[key]
+        r = acme.post(f"/api/memories/{m.id}/erase/")
+        assert r.status_code == 201, r.content
+        receipt = r.json()
+        assert receipt["counts"]["memories"] == 1 and receipt["target_kind"] == "ids"
+        assert receipt["erased_ids"]["memories"] == [m.id]
+        assert r["Location"].endswith(f"/api/erasures/{receipt['id']}/")
+        assert MARK not in r.content.decode()
+        assert not Memory.objects.filter(pk=m.id).exists()
+        assert not MemoryEvent.objects.filter(memory_id=m.id).exists()
+        assert acme.post(f"/api/memories/{m.id}/erase/").status_code == 404
+
+
+def test_erase_a_subject(acme, alice):
+    r = erase(acme, {"subject": "acme/alice"})
+    assert r.status_code == 201, r.content
+    receipt = r.json()
+    assert receipt["target_kind"] == "subject" and receipt["subject_hmac"]
+    assert "acme/alice" not in r.content.decode() and MARK not in r.content.decode()
+    assert not Memory.objects.filter(namespace="acme/alice").exists()
+    assert not SessionSummary.objects.filter(subject="acme/alice").exists()
+    assert not ReviewItem.objects.filter(subject="acme/alice").exists()
+    assert Memory.objects.filter(pk=alice["bob"].id).exists()
+    assert Memory.objects.filter(pk=alice["project"].id).exists()  # authored: kept
+    r = erase(acme, {"subject": "acme/alice", "include_authored": True})
+    assert r.status_code == 201
+    assert not Memory.objects.filter(pk=alice["project"].id).exists()
+
+
+def test_erase_a_namespace_and_ids(acme, alice):
+    r = erase(acme, {"ids": [alice["bob"].id, alice["pref"].id]})
+    assert r.status_code == 201 and r.json()["counts"]["memories"] == 2
+    r = erase(acme, {"namespace": "acme/web"})
+    assert r.status_code == 201
+    assert not Memory.objects.filter(namespace="acme/web").exists()
+    assert not SessionSummary.objects.exists() and not ReviewItem.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({}, "non_field_errors"),
+        ({"everything": True, "namespace": "acme/web"}, "everything"),
+        ({"subject": "acme/alice", "ids": ["x"]}, "ids"),
+        ({"subject": "   "}, "subject"),
+        ({"ids": []}, "ids"),
+        ({"ids": "abc"}, "ids"),
+        ({"namespace": "acme/web", "include_authored": True}, "include_authored"),
+        ({"everything": "maybe"}, "everything"),
+    ],
+)
+def test_erasure_input_errors(acme, body, field):
+    r = erase(acme, body)
+    assert r.status_code == 400 and field in r.json(), r.content
+    assert not ErasureReceipt.objects.exists()
+
+
+def test_idempotency_key_replays_the_same_receipt(acme, alice):
+    first = erase(acme, {"namespace": "acme/web"}, HTTP_IDEMPOTENCY_KEY="gdpr-ticket-17")
+    assert first.status_code == 201
+    MemoryManager(project="acme/web").upsert("new", "written after the erasure")
+    again = erase(acme, {"namespace": "acme/web"}, HTTP_IDEMPOTENCY_KEY="gdpr-ticket-17")
+    assert again.status_code == 201
+    assert again.json() == first.json()
+    assert again["Idempotent-Replayed"] == "true"
+    assert ErasureReceipt.objects.count() == 1
+    assert Memory.objects.filter(key_normalized="new").exists()  # not erased a second time
+    other = erase(acme, {"namespace": "acme/api"}, HTTP_IDEMPOTENCY_KEY="gdpr-ticket-17")
+    assert other.status_code == 422
+    fresh = erase(acme, {"namespace": "acme/web"}, HTTP_IDEMPOTENCY_KEY="gdpr-ticket-18")
+    assert fresh.status_code == 201 and fresh.json()["id"] != first.json()["id"]
+    # Keys are per client: another client's identical key is its own request.
+    other_client = token_client("acme-ops", ["acme/"], erase=True)
+    theirs = erase(other_client, {"namespace": "acme/web"}, HTTP_IDEMPOTENCY_KEY="gdpr-ticket-17")
+    assert theirs.status_code == 201 and theirs.json()["id"] != first.json()["id"]
+
+
+def test_idempotency_key_of_a_memory_erasure(acme, alice):
+    path = f"/api/memories/{alice['pref'].id}/erase/"
+    first = acme.post(path, HTTP_IDEMPOTENCY_KEY="k-1")
+    again = acme.post(path, HTTP_IDEMPOTENCY_KEY="k-1")
+    assert first.status_code == again.status_code == 201
+    assert again.json()["id"] == first.json()["id"]
+
+
+def test_a_bad_idempotency_key_is_400(acme, alice):
+    r = erase(acme, {"namespace": "acme/web"}, HTTP_IDEMPOTENCY_KEY="k" * 256)
+    assert r.status_code == 400 and "Idempotency-Key" in r.json()
+    assert Memory.objects.filter(namespace="acme/web").exists()
+
+
+def test_a_running_erasure_with_the_same_key_is_409(acme, alice):
+    user = get_user_model().objects.get(username="acme-app")
+    body = {"namespace": "acme/web"}
+    erase(acme, body, HTTP_IDEMPOTENCY_KEY="done")  # learn the fingerprint of this body
+    fingerprint = ErasureRequest.objects.get(idempotency_key="done").fingerprint
+    ErasureRequest.objects.create(user=user, idempotency_key="busy", fingerprint=fingerprint)
+    assert erase(acme, body, HTTP_IDEMPOTENCY_KEY="busy").status_code == 409
+
+
+def test_erasure_rights(alice):
+    writer = token_client("writer", ["acme/"], write=True)
+    assert erase(writer, {"namespace": "acme/web"}).status_code == 403
+    assert writer.post(f"/api/memories/{alice['pref'].id}/erase/").status_code == 403
+    eraser = token_client("eraser", ["acme/"], erase=True)
+    assert erase(eraser, {"everything": True}).status_code == 403
+    assert erase(eraser, {"namespace": "globex/web"}).status_code == 404
+    assert erase(eraser, {"ids": [alice["pref"].id, "unknown"]}).status_code == 404
+    assert erase(eraser, {"subject": "globex/bob"}).status_code == 404
+    assert Memory.objects.filter(pk=alice["pref"].id).exists()
+
+
+def test_a_subject_with_rows_outside_the_grants_needs_a_namespace(alice):
+    MemoryManager(project="globex/web", user="acme/alice").save_session_summary("elsewhere")
+    eraser = token_client("eraser", ["acme/"], erase=True)
+    assert erase(eraser, {"subject": "acme/alice"}).status_code == 403
+    r = erase(eraser, {"subject": "acme/alice", "namespace": "acme/web"})
+    assert r.status_code == 201
+    assert SessionSummary.objects.filter(namespace="globex/web").exists()
+
+
+def test_staff_erase_everything(alice):
+    admin = get_user_model().objects.create_superuser("root", password="x")
+    client = APIClient()
+    client.force_authenticate(admin)
+    r = erase(client, {"everything": True})
+    assert r.status_code == 201 and r.json()["target_kind"] == "everything"
+    assert not Memory.objects.exists() and not ReviewItem.objects.exists()
+
+
+def test_receipts_are_read_by_who_asked_and_by_staff(acme, alice):
+    receipt = erase(acme, {"namespace": "acme/web"}).json()
+    r = acme.get(f"/api/erasures/{receipt['id']}/")
+    assert r.status_code == 200 and r.json()["id"] == receipt["id"]
+    colleague = token_client("colleague", ["acme/"], erase=True)
+    assert colleague.get(f"/api/erasures/{receipt['id']}/").status_code == 404
+    assert acme.get("/api/erasures/unknown/").status_code == 404
+    admin = get_user_model().objects.create_superuser("root", password="x")
+    client = APIClient()
+    client.force_authenticate(admin)
+    assert client.get(f"/api/erasures/{receipt['id']}/").status_code == 200
+    assert client.get("/api/erasures/unknown/").status_code == 404
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_api_erasure_purges_the_bytes(acme, alice):
+    r = erase(acme, {"subject": "acme/alice"})
+    assert r.status_code == 201
+    receipt = r.json()
+    assert receipt["purge_status"] == "purged" and receipt["purged"] is True, receipt
+    assert receipt["vacuumed"] is True
+
+
+# ------------------------------------------------------------------- export
+def test_export_a_namespace_and_a_subject(acme, alice):
+    r = acme.get("/api/exports/", {"namespace": "acme/web"})
+    assert r.status_code == 200, r.content
+    doc = r.json()
+    contents = {m["content"] for m in doc["memories"]}
+    assert f"old {MARK}" in contents  # soft-deleted rows are still stored: exported
+    assert doc["counts"]["session_summaries"] == 1
+    r = acme.get("/api/exports/", {"subject": "acme/alice"})
+    assert r.status_code == 200
+    assert "emacs" not in r.content.decode()  # bob's
+    r = acme.get("/api/exports/", {"subject": "acme/alice", "namespace": "acme/alice"})
+    assert {m["namespace"] for m in r.json()["memories"]} == {"acme/alice"}
+
+
+def test_export_rights_and_input(acme, alice):
+    assert acme.get("/api/exports/").status_code == 400
+    assert acme.get("/api/exports/", {"subject": " "}).status_code == 400
+    assert acme.get("/api/exports/", {"namespace": "globex/web"}).status_code == 404
+    assert acme.get("/api/exports/", {"subject": "globex/bob"}).status_code == 404
+    MemoryManager(project="globex/web", user="acme/alice").save_session_summary("elsewhere")
+    assert acme.get("/api/exports/", {"subject": "acme/alice"}).status_code == 403
+    admin = get_user_model().objects.create_superuser("root", password="x")
+    client = APIClient()
+    client.force_authenticate(admin)
+    doc = client.get("/api/exports/", {"subject": "acme/alice"}).json()
+    assert "elsewhere" in {s["summary_text"] for s in doc["session_summaries"]}
