@@ -1,0 +1,290 @@
+"""Read-only admin tables: the audit events, the schema metadata and the erasure receipts."""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.db.models import Exists, OuterRef
+from django.urls import path, reverse
+from django.utils.html import format_html, format_html_join
+
+from ..db.meta import CHANGE_KEY, VERSION_KEY, read_change_counter
+from ..erasure import retry_purge
+from ..models import ErasureReceipt, Memory, MemoryEvent, ReviewItem, SchemaMeta, SessionSummary
+from . import compliance
+from .common import (
+    InputFilter,
+    ReadOnlyAdmin,
+    count_rows,
+    db_for,
+    format_detail,
+    namespace_label,
+    short_time,
+)
+
+
+# ------------------------------------------------------------------ events
+class MemoryIdFilter(InputFilter):
+    title = "memory id"
+    parameter_name = "memory_id"
+    field = "memory_id"
+
+
+class ActorFilter(admin.AllValuesFieldListFilter):
+    """The actors, as a drop-down when there are many; the empty actor is named."""
+
+    template = "memoryapp/admin/choice_filter.html"
+
+    def choices(self, changelist):
+        for choice in super().choices(changelist):
+            if choice.get("display") == "":
+                choice["display"] = "(not recorded)"
+            yield choice
+
+
+class EventTypeFilter(admin.AllValuesFieldListFilter):
+    template = "memoryapp/admin/choice_filter.html"
+
+
+@admin.register(MemoryEvent)
+class MemoryEventAdmin(ReadOnlyAdmin):
+    """The audit log of writes (ids, types, times, actors — never content); read-only."""
+
+    list_display = (
+        "id",
+        "when",
+        "event_type",
+        "row_link",
+        "namespace_display",
+        "actor",
+        "detail_display",
+    )
+    list_filter = (("event_type", EventTypeFilter), MemoryIdFilter, ("actor", ActorFilter))
+    search_fields = ("=memory_id", "actor")
+    search_help_text = "An exact memory id, or part of an actor's name."
+    ordering = ("-id",)
+    list_per_page = 100
+    show_full_result_count = False
+
+    def get_queryset(self, request):
+        ref = OuterRef("memory_id")
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                is_memory=Exists(Memory.objects.filter(pk=ref)),
+                is_review=Exists(ReviewItem.objects.filter(pk=ref)),
+                is_summary=Exists(SessionSummary.objects.filter(pk=ref)),
+            )
+        )
+
+    @admin.display(description="when", ordering="timestamp")
+    def when(self, obj):
+        return short_time(obj.timestamp)
+
+    @admin.display(description="memory id", ordering="memory_id")
+    def row_link(self, obj):
+        for flag, model in (
+            ("is_memory", "memory"),
+            ("is_review", "reviewitem"),
+            ("is_summary", "sessionsummary"),
+        ):
+            if getattr(obj, flag, False):
+                url = reverse(f"admin:memoryapp_{model}_change", args=[obj.memory_id])
+                return format_html('<a href="{}">{}</a>', url, obj.memory_id)
+        return format_html('{} <span class="quiet">(gone)</span>', obj.memory_id)
+
+    @admin.display(description="namespace", ordering="namespace")
+    def namespace_display(self, obj):
+        return namespace_label(obj.namespace)
+
+    @admin.display(description="detail")
+    def detail_display(self, obj):
+        return format_detail(obj.detail) or "—"
+
+
+# -------------------------------------------------------------- schema meta
+MEANINGS = {
+    VERSION_KEY: "Schema version (Agentao-compatible stores write the same value).",
+    CHANGE_KEY: "Advanced by database triggers on every insert, update and delete of "
+    "memories, whoever writes; recall indexes are keyed by it.",
+}
+
+
+@admin.register(SchemaMeta)
+class SchemaMetaAdmin(ReadOnlyAdmin):
+    """``schema_meta``: the schema version and the live ``memories_change`` counter."""
+
+    list_display = ("key", "value", "meaning")
+    change_list_template = "admin/memoryapp/schemameta/change_list.html"
+
+    @admin.display(description="meaning")
+    def meaning(self, obj):
+        return MEANINGS.get(obj.key, "")
+
+    def changelist_view(self, request, extra_context=None):
+        using = db_for(SchemaMeta)
+        version = SchemaMeta.objects.using(using).filter(key=VERSION_KEY).first()
+        extra = {
+            "live_counter": read_change_counter(using),
+            "schema_version": version.value if version else "?",
+            **(extra_context or {}),
+        }
+        return super().changelist_view(request, extra)
+
+
+# ------------------------------------------------------------------ receipts
+def can_see_receipts(user) -> bool:
+    """Receipts are for whoever may read them, erase, or purge the review queue."""
+    return any(
+        user.has_perm(p)
+        for p in (
+            "memoryapp.view_erasurereceipt",
+            "memoryapp.erase_memory",
+            "memoryapp.purge_reviewitem",
+        )
+    )
+
+
+@admin.register(ErasureReceipt)
+class ErasureReceiptAdmin(ReadOnlyAdmin):
+    """Proof of each erasure: who, when, what, counts per table, purge and verification.
+
+    Also hosts the compliance pages (erase a subject, wipe a namespace, export).
+    """
+
+    list_display = (
+        "created_at",
+        "short_id",
+        "target_kind",
+        "actor",
+        "counts_summary",
+        "purge_badge",
+        "vacuumed",
+        "verified",
+    )
+    list_filter = ("target_kind", "verified", "vacuumed")
+    search_fields = ("=id", "actor")
+    search_help_text = "An exact receipt id, or part of an actor's name."
+    ordering = ("-created_at", "id")
+    actions = ("retry_purge_selected",)
+    change_form_template = "admin/memoryapp/erasurereceipt/change_form.html"
+    change_list_template = "admin/memoryapp/erasurereceipt/change_list.html"
+    fieldsets = (
+        (
+            "Request",
+            {
+                "fields": (
+                    "id",
+                    "created_at",
+                    "actor",
+                    "target_kind",
+                    "include_authored",
+                    "criteria",
+                )
+            },
+        ),
+        (
+            "Result",
+            {
+                "fields": (
+                    "authored_display",
+                    "purge_method",
+                    "purge_status",
+                    "vacuumed",
+                    "verified",
+                    "verification",
+                    "caveats",
+                    "purged_at",
+                    "attempts",
+                    "databases",
+                )
+            },
+        ),
+        (
+            "Identifiers (keyed HMACs — the receipt never holds the subject or erased text)",
+            {"fields": ("subject_hmac", "namespace_hmac", "key_id", "ids_recorded")},
+        ),
+    )
+    readonly_fields = ("authored_display", "ids_recorded")
+
+    def has_view_permission(self, request, obj=None):
+        return can_see_receipts(request.user)
+
+    def has_retry_permission(self, request):
+        return request.user.has_perm("memoryapp.erase_memory")
+
+    def get_urls(self):
+        view = self.admin_site.admin_view
+        urls = [
+            path("erase-subject/", view(self.erase_subject), name="memoryapp_erase_subject"),
+            path("wipe-namespace/", view(self.wipe_namespace), name="memoryapp_wipe_namespace"),
+            path("export/", view(self.export), name="memoryapp_export"),
+        ]
+        return urls + super().get_urls()
+
+    def erase_subject(self, request):
+        return compliance.erase_subject_view(self, request)
+
+    def wipe_namespace(self, request):
+        return compliance.wipe_namespace_view(self, request)
+
+    def export(self, request):
+        return compliance.export_view(self, request)
+
+    def changelist_view(self, request, extra_context=None):
+        extra = {**compliance.links(request.user), **(extra_context or {})}
+        return super().changelist_view(request, extra)
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        obj = self.get_object(request, object_id)
+        extra = dict(extra_context or {})
+        if obj is not None:
+            extra["receipt_counts"] = count_rows(obj.counts or {})
+        return super().change_view(request, object_id, form_url, extra)
+
+    @admin.display(description="receipt")
+    def short_id(self, obj):
+        return obj.pk[:12]
+
+    @admin.display(description="removed")
+    def counts_summary(self, obj):
+        parts = [(n, table) for table, n in (obj.counts or {}).items() if n]
+        if not parts:
+            return "nothing"
+        return format_html_join(", ", "{} {}", parts)
+
+    @admin.display(description="purge", ordering="purge_status")
+    def purge_badge(self, obj):
+        css = "mem-live" if obj.purged else "mem-deleted"
+        return format_html('<span class="mem-badge {}">{}</span>', css, obj.purge_status)
+
+    @admin.display(description="project memories the subject wrote")
+    def authored_display(self, obj):
+        authored = obj.authored or {}
+        if not authored:
+            return "—"
+        if "project_memories_kept" in authored:
+            n = authored["project_memories_kept"]
+            return f"{n} kept (not erased; their ids are recorded in this receipt)"
+        return "erased too (include authored)"
+
+    @admin.display(description="ids recorded (for replay after a restore)")
+    def ids_recorded(self, obj):
+        ids = obj.erased_ids or {}
+        if not ids:
+            return "none"
+        return format_html_join(", ", "{}: {}", ((t, len(v)) for t, v in ids.items()))
+
+    @admin.action(description="Retry the purge and verification", permissions=["retry"])
+    def retry_purge_selected(self, request, queryset):
+        done = 0
+        for receipt in queryset:
+            if receipt.purged and receipt.verified:
+                continue
+            retry_purge(receipt)
+            done += 1
+        self.message_user(
+            request,
+            f"Retried the purge of {done} receipt(s); see their purge and verification columns.",
+            messages.SUCCESS,
+        )

@@ -1,0 +1,305 @@
+"""Shared pieces of the admin: the acting user, confirmation pages, list filters, labels."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+
+from django.contrib import admin
+from django.contrib.admin import helpers
+from django.db import router
+from django.http import HttpResponse
+from django.template.response import TemplateResponse
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+
+from ..models import Memory, MemoryEvent, ReviewItem, SessionSummary
+
+# The tables an erasure reports counts for (receipts and previews are keyed by table name).
+MEMORIES = Memory._meta.db_table
+SUMMARIES = SessionSummary._meta.db_table
+REVIEW = ReviewItem._meta.db_table
+EVENTS = MemoryEvent._meta.db_table
+ADMIN_LOG = "django_admin_log"
+
+TABLE_LABELS = {
+    MEMORIES: "Memories (live and soft-deleted)",
+    SUMMARIES: "Session summaries",
+    REVIEW: "Review items",
+    EVENTS: "Audit events (memory_events)",
+    ADMIN_LOG: "Admin history entries (titles replaced by “[erased]”)",
+}
+"""How each table an erasure touches is named on the pages (table name shown beside it)."""
+
+SHOWN_OBJECTS = 100  # a confirmation page lists at most this many rows by name
+
+
+def actor(request) -> str:
+    """Who is acting, as recorded in events and receipts."""
+    return request.user.get_username()
+
+
+def db_for(model) -> str:
+    """The database alias the admin writes ``model`` to."""
+    return router.db_for_write(model)
+
+
+def namespace_label(namespace: str | None) -> str:
+    """A namespace as shown to people: the empty (single-tenant) namespace has a name."""
+    return "(default namespace)" if namespace == "" else str(namespace)
+
+
+def short_time(value) -> str:
+    """A timestamp as ``YYYY-MM-DD HH:MM`` in the current time zone (lists stay narrow)."""
+    if value is None:
+        return "—"
+    return timezone.localtime(value).strftime("%Y-%m-%d %H:%M")
+
+
+def chips(values, css: str = "mem-chip") -> str:
+    """Tags or keywords as small labels."""
+    return format_html_join(" ", '<span class="{}">{}</span>', ((css, v) for v in values))
+
+
+def two_lines(first: str, second: str) -> str:
+    """A list cell with a main value and a quieter second line."""
+    return format_html('{}<span class="mem-excerpt">{}</span>', first, second)
+
+
+def format_detail(detail: str | None) -> str:
+    """An event's JSON detail as ``key=value, …`` (it holds ids, labels and counts only)."""
+    if not detail:
+        return ""
+    try:
+        data = json.loads(detail)
+    except ValueError:
+        return detail
+    if not isinstance(data, dict):
+        return detail
+    return ", ".join(f"{k}={v}" for k, v in sorted(data.items()))
+
+
+def event_rows(events) -> list[dict]:
+    """Events as the history tables show them."""
+    return [
+        {
+            "timestamp": e.timestamp,
+            "event_type": e.event_type,
+            "actor": e.actor,
+            "detail": format_detail(e.detail),
+        }
+        for e in events
+    ]
+
+
+def count_rows(counts: Mapping[str, int], tables: Iterable[str] = ()) -> list[dict]:
+    """``[{table, label, count}]`` for a counts-per-table dict, every content table included."""
+    order = [MEMORIES, SUMMARIES, REVIEW, EVENTS, ADMIN_LOG, *tables]
+    rows = []
+    for table in dict.fromkeys(order):
+        if table not in counts and table == ADMIN_LOG:
+            continue
+        rows.append(
+            {
+                "table": table,
+                "label": TABLE_LABELS.get(table, table),
+                "count": int(counts.get(table, 0) or 0),
+            }
+        )
+    return rows
+
+
+def confirmation(
+    modeladmin,
+    request,
+    queryset,
+    *,
+    action: str,
+    title: str,
+    intro: Sequence[str],
+    submit: str,
+    danger: bool = False,
+    warning: str = "",
+    counts: list[dict] | None = None,
+    notes: Sequence[str] = (),
+    extra_fields: Mapping[str, str] | None = None,
+) -> TemplateResponse:
+    """A confirmation page in the style of Django's ``delete_selected``.
+
+    It names the selected rows, says what will happen, and re-posts the
+    selection with ``post=yes`` to the same action when confirmed.
+    """
+    opts = modeladmin.model._meta
+    rows = list(queryset[: SHOWN_OBJECTS + 1])
+    pks = list(queryset.values_list("pk", flat=True))
+    context = {
+        **modeladmin.admin_site.each_context(request),
+        "title": title,
+        "subtitle": None,
+        "opts": opts,
+        "app_label": opts.app_label,
+        "action_name": action,
+        "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+        "objects": [(obj, _change_url(modeladmin, obj)) for obj in rows[:SHOWN_OBJECTS]],
+        "more": max(len(pks) - SHOWN_OBJECTS, 0),
+        "total": len(pks),
+        "pks": pks,
+        "intro": intro,
+        "warning": warning,
+        "notes": notes,
+        "counts": counts,
+        "submit": submit,
+        "danger": danger,
+        "extra_fields": dict(extra_fields or {}),
+        "media": modeladmin.media,
+    }
+    request.current_app = modeladmin.admin_site.name
+    return TemplateResponse(
+        request,
+        [
+            f"admin/{opts.app_label}/{opts.model_name}/action_confirmation.html",
+            f"admin/{opts.app_label}/action_confirmation.html",
+        ],
+        context,
+    )
+
+
+def confirmed(request) -> bool:
+    """True on the confirmation page's re-post."""
+    return request.POST.get("post") == "yes"
+
+
+def _change_url(modeladmin, obj) -> str | None:
+    from django.urls import NoReverseMatch, reverse
+
+    opts = modeladmin.model._meta
+    try:
+        return reverse(
+            f"{modeladmin.admin_site.name}:{opts.app_label}_{opts.model_name}_change",
+            args=[obj.pk],
+        )
+    except NoReverseMatch:
+        return None
+
+
+# ------------------------------------------------------------------ filters
+class NamespaceFilter(admin.SimpleListFilter):
+    """Filter by namespace; a drop-down when there are many (the empty namespace is named)."""
+
+    title = "namespace"
+    parameter_name = "namespace"
+    template = "memoryapp/admin/choice_filter.html"
+    limit = 200
+
+    def lookups(self, request, model_admin):
+        values = (
+            model_admin.model.objects.order_by("namespace")
+            .values_list("namespace", flat=True)
+            .distinct()[: self.limit]
+        )
+        return [(ns, namespace_label(ns)) for ns in values]
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        return queryset if value is None else queryset.filter(namespace=value)
+
+
+class InputFilter(admin.SimpleListFilter):
+    """A free-text filter (exact match) rendered as a small search box in the sidebar."""
+
+    template = "memoryapp/admin/input_filter.html"
+    field: str = ""
+
+    def lookups(self, request, model_admin):
+        return [("", "")]  # the filter is shown only when it has a lookup
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        if value in (None, ""):
+            return queryset
+        return queryset.filter(**{self.field: value.strip()})
+
+    def choices(self, changelist):
+        yield {
+            "selected": self.value() in (None, ""),
+            "query_string": changelist.get_query_string(remove=[self.parameter_name]),
+            "display": "All",
+            "value": self.value() or "",
+            "parameter_name": self.parameter_name,
+            "query_parts": [
+                (k, v) for k, v in changelist.params.items() if k != self.parameter_name
+            ],
+        }
+
+
+class StyledAdmin(admin.ModelAdmin):
+    """A model admin with the app's stylesheet (badges, chips, confirmation pages)."""
+
+    class Media:
+        css = {"all": ("memoryapp/admin.css",)}
+        js = ("memoryapp/admin.js",)
+
+
+class ReadOnlyAdmin(StyledAdmin):
+    """Nobody adds, changes or deletes rows of an audit table through the admin."""
+
+    actions = None
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+# ------------------------------------------------------------ downloads
+def memory_as_dict(m: Memory) -> dict:
+    """A memory as exported (the shape of ``memoryapp.erasure.export``)."""
+    return {
+        "id": m.id,
+        "namespace": m.namespace,
+        "subject": m.subject,
+        "scope": m.scope,
+        "type": m.type,
+        "key_normalized": m.key_normalized,
+        "title": m.title,
+        "content": m.content,
+        "tags": m.tags,
+        "keywords": m.keywords,
+        "source": m.source,
+        "confidence": m.confidence,
+        "sensitivity": m.sensitivity,
+        "created_at": m.created_at.isoformat(),
+        "updated_at": m.updated_at.isoformat(),
+        "deleted_at": m.deleted_at.isoformat() if m.deleted_at else None,
+        "state": "live" if m.deleted_at is None else "soft-deleted",
+    }
+
+
+def event_as_dict(e: MemoryEvent) -> dict:
+    """An audit event as exported."""
+    try:
+        detail = json.loads(e.detail) if e.detail else None
+    except ValueError:
+        detail = e.detail
+    return {
+        "id": e.id,
+        "memory_id": e.memory_id,
+        "event_type": e.event_type,
+        "timestamp": e.timestamp.isoformat(),
+        "namespace": e.namespace,
+        "actor": e.actor,
+        "detail": detail,
+    }
+
+
+def json_download(document: dict, filename: str) -> HttpResponse:
+    """A JSON document as a file download (never cached)."""
+    body = json.dumps(document, ensure_ascii=False, indent=2, default=str)
+    response = HttpResponse(body, content_type="application/json; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    response["Cache-Control"] = "no-store"
+    return response

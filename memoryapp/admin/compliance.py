@@ -1,0 +1,178 @@
+"""Compliance pages: erase a subject, wipe a namespace (not erasure), export."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.http import HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils.text import slugify
+
+from ..erasure import ErasureRequestError, erase, export, preview
+from ..fields import now
+from ..manager import MemoryManager
+from ..models import Memory, ReviewItem, Scope, SessionSummary
+from .common import actor, confirmed, count_rows, db_for, json_download, namespace_label
+from .forms import EraseSubjectForm, ExportForm, WipeForm
+
+ERASE_PERM = "memoryapp.erase_memory"
+WIPE_PERM = "memoryapp.wipe_memory"
+EXPORT_PERM = "memoryapp.export_memory"
+
+
+def links(user) -> dict:
+    """Which compliance pages ``user`` may open (for the index and the receipts list)."""
+    from .audit import can_see_receipts
+
+    return {
+        "can_erase_subject": user.has_perm(ERASE_PERM),
+        "can_wipe": user.has_perm(WIPE_PERM),
+        "can_export": user.has_perm(EXPORT_PERM),
+        "can_see_receipts": can_see_receipts(user),
+    }
+
+
+def known_namespaces(limit: int = 500) -> list[str]:
+    """Namespaces that hold something, for the forms' suggestions."""
+    found: set[str] = set()
+    for model in (Memory, SessionSummary, ReviewItem):
+        found.update(
+            model.objects.using(db_for(model))
+            .order_by()
+            .values_list("namespace", flat=True)
+            .distinct()[:limit]
+        )
+    return sorted(found)[:limit]
+
+
+def _page(modeladmin, request, template: str, **context) -> TemplateResponse:
+    request.current_app = modeladmin.admin_site.name
+    return TemplateResponse(
+        request,
+        template,
+        {**modeladmin.admin_site.each_context(request), "opts": modeladmin.model._meta, **context},
+    )
+
+
+def _require(request, perm: str) -> None:
+    if not request.user.has_perm(perm):
+        raise PermissionDenied
+
+
+# ------------------------------------------------------------ erase a subject
+def erase_subject_view(modeladmin, request):
+    """Form → confirmation with the counts per table → erasure → the receipt."""
+    _require(request, ERASE_PERM)
+    form = EraseSubjectForm(request.POST if request.method == "POST" else None)
+    title = "Erase a subject"
+    if request.method == "POST" and form.is_valid():
+        subject = form.cleaned_data["subject"]
+        include = form.cleaned_data["include_authored"]
+        if not confirmed(request):
+            found = preview(subject=subject, include_authored=include)
+            counts = count_rows(found["counts"])
+            return _page(
+                modeladmin,
+                request,
+                "memoryapp/admin/erase_subject.html",
+                title=title,
+                step="confirm",
+                form=form,
+                subject=subject,
+                include_authored=include,
+                counts=counts,
+                total=sum(r["count"] for r in counts),
+                kept=found.get("project_memories_kept", 0),
+            )
+        try:
+            receipt = erase(subject=subject, include_authored=include, actor=actor(request))
+        except ErasureRequestError as exc:
+            form.add_error("subject", str(exc))
+        else:
+            modeladmin.message_user(
+                request,
+                "The subject was erased. This receipt is the proof; it holds no erased text.",
+                messages.SUCCESS,
+            )
+            return HttpResponseRedirect(
+                reverse("admin:memoryapp_erasurereceipt_change", args=[receipt.pk])
+            )
+    return _page(
+        modeladmin,
+        request,
+        "memoryapp/admin/erase_subject.html",
+        title=title,
+        step="form",
+        form=form,
+    )
+
+
+# ------------------------------------------------------------ wipe a namespace
+def wipe_namespace_view(modeladmin, request):
+    """The seed's ``wipe_all`` for one project (and user): a soft reset, not erasure."""
+    _require(request, WIPE_PERM)
+    form = WipeForm(request.POST if request.method == "POST" else None)
+    title = "Wipe a namespace"
+    common = {"title": title, "form": form, "namespaces": known_namespaces()}
+    if request.method == "POST" and form.is_valid():
+        project = form.cleaned_data["project"].strip()
+        user = form.cleaned_data["user"].strip() or None
+        names = {
+            "project_label": namespace_label(project),
+            "user_label": user,
+            "project": project,
+            "user": user or "",
+        }
+        if not confirmed(request):
+            using = db_for(Memory)
+            live = Memory.objects.using(using).live()
+            memories = live.filter(namespace=project, scope=Scope.PROJECT).count()
+            if user is not None:
+                memories += live.filter(namespace=user, scope=Scope.USER).count()
+            summaries = SessionSummary.objects.using(using).filter(namespace=project).count()
+            return _page(
+                modeladmin,
+                request,
+                "memoryapp/admin/wipe_namespace.html",
+                step="confirm",
+                memories=memories,
+                summaries=summaries,
+                **names,
+                **common,
+            )
+        result = MemoryManager(project=project, user=user).wipe_all(actor=actor(request))
+        return _page(
+            modeladmin,
+            request,
+            "memoryapp/admin/wipe_namespace.html",
+            step="result",
+            result=result,
+            **names,
+            **common,
+        )
+    return _page(modeladmin, request, "memoryapp/admin/wipe_namespace.html", step="form", **common)
+
+
+# ------------------------------------------------------------------ export
+def export_view(modeladmin, request):
+    """Download everything stored about a subject or namespace as one JSON document."""
+    _require(request, EXPORT_PERM)
+    form = ExportForm(request.POST if request.method == "POST" else None)
+    if request.method == "POST" and form.is_valid():
+        subject, namespace = form.cleaned_data["subject"], form.cleaned_data["namespace"]
+        try:
+            document = export(subject=subject, namespace=namespace)
+        except ErasureRequestError as exc:
+            form.add_error(None, str(exc))
+        else:
+            label = slugify(subject or namespace or "default") or "default"
+            return json_download(document, f"export-{label}-{now():%Y%m%d-%H%M%S}.json")
+    return _page(
+        modeladmin,
+        request,
+        "memoryapp/admin/export.html",
+        title="Export a subject or namespace",
+        form=form,
+        namespaces=known_namespaces(),
+    )

@@ -1,0 +1,428 @@
+"""The memories admin: list, search, guarded editing, soft delete, restore, erase and export."""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.db import transaction
+from django.http import HttpResponseRedirect
+from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.safestring import mark_safe
+from django.utils.text import Truncator
+
+from .. import guards, store
+from ..erasure import ErasureRequestError, erase, preview
+from ..fields import now
+from ..models import Memory, MemoryEvent
+from .common import (
+    NamespaceFilter,
+    StyledAdmin,
+    actor,
+    chips,
+    confirmation,
+    confirmed,
+    count_rows,
+    db_for,
+    event_as_dict,
+    event_rows,
+    json_download,
+    memory_as_dict,
+    namespace_label,
+    short_time,
+    two_lines,
+)
+from .forms import MemoryForm
+
+EXPORT_FORMAT = "memoryapp-export/1"  # rows shaped as memoryapp.erasure.export shapes them
+HISTORY_ROWS = 50  # events shown on a memory's page (the full list is one click away)
+
+
+# ------------------------------------------------------------------ filters
+class StateFilter(admin.SimpleListFilter):
+    """Live memories by default; soft-deleted ones only when asked for."""
+
+    title = "state"
+    parameter_name = "state"
+
+    def lookups(self, request, model_admin):
+        return [("deleted", "Deleted (soft-deleted)")]
+
+    def queryset(self, request, queryset):
+        return queryset.deleted() if self.value() == "deleted" else queryset.live()
+
+    def choices(self, changelist):
+        yield {
+            "selected": self.value() != "deleted",
+            "query_string": changelist.get_query_string(remove=[self.parameter_name]),
+            "display": "Live",
+        }
+        yield {
+            "selected": self.value() == "deleted",
+            "query_string": changelist.get_query_string({self.parameter_name: "deleted"}),
+            "display": "Deleted (soft-deleted)",
+        }
+
+
+def showing_deleted(request) -> bool:
+    """Whether the changelist (or an action posted to it) is on the "deleted" view."""
+    return request.GET.get(StateFilter.parameter_name) == "deleted"
+
+
+# -------------------------------------------------------------- the admin
+@admin.register(Memory)
+class MemoryAdmin(StyledAdmin):
+    """Operators inspect, correct, soft-delete, restore, erase and export memories."""
+
+    form = MemoryForm
+    list_display = (
+        "memory",
+        "state",
+        "namespace_display",
+        "kind",
+        "origin",
+        "updated",
+    )
+    list_filter = (StateFilter, NamespaceFilter, "scope", "type", "source", "confidence")
+    search_fields = ("title", "key_normalized", "content", "tags_json", "=id")
+    search_help_text = "Searches the title, key, content and tags (or an exact id)."
+    ordering = ("-updated_at", "id")
+    list_per_page = 50
+    actions = ("soft_delete_selected", "restore_selected", "erase_selected", "export_selected")
+    change_form_template = "admin/memoryapp/memory/change_form.html"
+    change_list_template = "admin/memoryapp/memory/change_list.html"
+
+    # ---------------------------------------------------------- permissions
+    def has_delete_permission(self, request, obj=None):
+        # No hard delete through Django's generic views: deleting is a soft
+        # delete, removing for good is "Erase permanently" (with a receipt).
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        if obj is not None and obj.deleted_at is not None:
+            return False  # a soft-deleted memory is read-only until restored
+        return super().has_change_permission(request, obj)
+
+    def has_soft_delete_permission(self, request):
+        return request.user.has_perm("memoryapp.delete_memory")
+
+    def has_restore_permission(self, request):
+        return request.user.has_perm("memoryapp.change_memory")
+
+    def has_erase_permission(self, request):
+        return request.user.has_perm("memoryapp.erase_memory")
+
+    def has_export_permission(self, request):
+        return request.user.has_perm("memoryapp.export_memory")
+
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        # On the "deleted" view only restoring makes sense, elsewhere only deleting.
+        actions.pop(
+            "soft_delete_selected" if showing_deleted(request) else "restore_selected", None
+        )
+        return actions
+
+    # ---------------------------------------------------------------- lists
+    @admin.display(description="namespace", ordering="namespace")
+    def namespace_display(self, obj):
+        return namespace_label(obj.namespace)
+
+    @admin.display(description="title", ordering="title")
+    def memory(self, obj):
+        return format_html(
+            '{}<span class="mem-excerpt">{}</span>', obj.title, Truncator(obj.content).chars(90)
+        )
+
+    @admin.display(description="type", ordering="type")
+    def kind(self, obj):
+        return two_lines(obj.get_type_display(), f"{obj.scope} scope")
+
+    @admin.display(description="source", ordering="source")
+    def origin(self, obj):
+        return two_lines(obj.get_source_display(), obj.get_confidence_display())
+
+    @admin.display(description="updated", ordering="updated_at")
+    def updated(self, obj):
+        return short_time(obj.updated_at)
+
+    @admin.display(description="state")
+    def state(self, obj):
+        if obj.deleted_at is None:
+            return mark_safe('<span class="mem-badge mem-live">live</span>')
+        return format_html(
+            '<span class="mem-badge mem-deleted" title="soft-deleted {}">deleted</span>',
+            short_time(obj.deleted_at),
+        )
+
+    @admin.display(description="tags")
+    def tags_display(self, obj):
+        return chips(obj.tags) or "—"
+
+    @admin.display(description="keywords")
+    def keywords_display(self, obj):
+        return chips(obj.keywords, css="mem-chip mem-chip-quiet") or "—"
+
+    @admin.display(description="subject (provenance)")
+    def subject_display(self, obj):
+        return obj.subject or "— (none recorded)"
+
+    def changelist_view(self, request, extra_context=None):
+        extra = {"showing_deleted": showing_deleted(request), **(extra_context or {})}
+        return super().changelist_view(request, extra)
+
+    # --------------------------------------------------------------- forms
+    def get_fieldsets(self, request, obj=None):
+        where = (
+            "Where it lives",
+            {
+                "fields": (
+                    "state",
+                    "namespace_display",
+                    "scope",
+                    "key_normalized",
+                    "subject_display",
+                )
+            },
+        )
+        provenance = (
+            "Provenance",
+            {
+                "fields": (
+                    "source",
+                    "confidence",
+                    "sensitivity",
+                    "keywords_display",
+                    "created_at",
+                    "updated_at",
+                    "deleted_at",
+                    "id",
+                )
+            },
+        )
+        if obj is None:
+            return [
+                (None, {"fields": ("namespace", "scope", "subject")}),
+                ("The memory", {"fields": ("key", "content", "tags", "type")}),
+            ]
+        if self.has_change_permission(request, obj):
+            return [(None, {"fields": ("key", "content", "tags", "type")}), where, provenance]
+        return [
+            (None, {"fields": ("title", "content", "tags_display", "type")}),
+            where,
+            provenance,
+        ]
+
+    def get_readonly_fields(self, request, obj=None):
+        if obj is None:
+            return ()
+        return (
+            "state",
+            "namespace_display",
+            "scope",
+            "key_normalized",
+            "subject_display",
+            "source",
+            "confidence",
+            "sensitivity",
+            "tags_display",
+            "keywords_display",
+            "created_at",
+            "updated_at",
+            "deleted_at",
+            "id",
+            "title",
+        )
+
+    def save_model(self, request, obj, form, change):
+        """Write through the upsert path (``store.write``) with the acting user."""
+        p = form.prepared
+        using = db_for(Memory)
+        who = actor(request)
+        with transaction.atomic(using=using):
+            if change:
+                row = Memory.objects.using(using).select_for_update().get(pk=obj.pk)
+                if row.key_normalized != p.key_normalized:
+                    # Renamed: move this row to its new key first, so the upsert
+                    # below updates it in place (same id, created_at kept).
+                    row.key_normalized, row.title, row.updated_at = (
+                        p.key_normalized,
+                        p.title,
+                        now(),
+                    )
+                    row.save(using=using, update_fields=["key_normalized", "title", "updated_at"])
+                    store.log_event(using, row.id, "rename", namespace=row.namespace, actor=who)
+                result = store.write(
+                    p, using=using, namespace=row.namespace, subject=row.subject, actor=who
+                )
+            else:
+                result = store.write(
+                    p,
+                    using=using,
+                    namespace=form.cleaned_data["namespace"],
+                    subject=(form.cleaned_data.get("subject") or "").strip() or None,
+                    actor=who,
+                )
+        for f in Memory._meta.concrete_fields:
+            setattr(obj, f.attname, getattr(result.memory, f.attname))
+        obj._state.adding = False
+        obj._state.db = using
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        extra = dict(extra_context or {})
+        obj = self.get_object(request, object_id)
+        if obj is not None:
+            events = MemoryEvent.objects.using(db_for(MemoryEvent)).filter(memory_id=obj.pk)
+            extra.update(
+                memory_events=event_rows(events.order_by("-id")[:HISTORY_ROWS]),
+                memory_events_total=events.count(),
+                events_url=reverse("admin:memoryapp_memoryevent_changelist")
+                + f"?memory_id={obj.pk}",
+                is_deleted=obj.deleted_at is not None,
+                can_soft_delete=obj.deleted_at is None and self.has_soft_delete_permission(request),
+                can_restore=obj.deleted_at is not None and self.has_restore_permission(request),
+                can_erase=self.has_erase_permission(request),
+                can_export=self.has_export_permission(request),
+            )
+        return super().change_view(request, object_id, form_url, extra)
+
+    # -------------------------------------------------------------- actions
+    @admin.action(description="Soft-delete selected memories", permissions=["soft_delete"])
+    def soft_delete_selected(self, request, queryset):
+        live = queryset.live()
+        if not confirmed(request):
+            return confirmation(
+                self,
+                request,
+                live,
+                action="soft_delete_selected",
+                title="Soft-delete memories",
+                intro=[
+                    "These memories will be hidden from agents: recall, the prompt blocks and "
+                    "the API stop seeing them.",
+                    "Soft delete is not erasure: each row and its content stay in the "
+                    "database and can be restored from the “Deleted” filter. To remove the "
+                    "text for good, use “Erase permanently”.",
+                ],
+                submit="Yes, soft-delete them",
+            )
+        ids = store.soft_delete_ids(
+            db_for(Memory),
+            None,
+            list(live.values_list("pk", flat=True)),
+            actor=actor(request),
+            reason="admin",
+        )
+        self.message_user(
+            request,
+            f"Soft-deleted {len(ids)} memor{'y' if len(ids) == 1 else 'ies'}. "
+            "Find them under the “Deleted” filter to restore them.",
+            messages.SUCCESS,
+        )
+        return None
+
+    @admin.action(description="Restore selected memories", permissions=["restore"])
+    def restore_selected(self, request, queryset):
+        deleted = queryset.deleted()
+        if not confirmed(request):
+            return confirmation(
+                self,
+                request,
+                deleted,
+                action="restore_selected",
+                title="Restore memories",
+                intro=[
+                    "These soft-deleted memories will be live again: agents recall them and "
+                    "they appear in the prompt blocks.",
+                    "A memory whose key is now held by another live memory of the same "
+                    "namespace and scope cannot be restored; it is reported and left deleted.",
+                ],
+                submit="Yes, restore them",
+            )
+        restored, refused = 0, []
+        for obj in deleted:
+            try:
+                store.restore(db_for(Memory), obj.pk, actor=actor(request))
+                restored += 1
+            except guards.MemoryValidationError as exc:
+                refused.append((obj, str(exc)))
+        if restored:
+            self.message_user(
+                request,
+                f"Restored {restored} memor{'y' if restored == 1 else 'ies'}.",
+                messages.SUCCESS,
+            )
+        for obj, reason in refused:
+            self.message_user(request, f"“{obj}” was not restored: {reason}", messages.ERROR)
+        return None
+
+    @admin.action(description="Erase selected memories permanently…", permissions=["erase"])
+    def erase_selected(self, request, queryset):
+        ids = list(queryset.values_list("pk", flat=True))
+        if not ids:
+            return None
+        if not confirmed(request):
+            found = preview(ids=ids)
+            return confirmation(
+                self,
+                request,
+                queryset,
+                action="erase_selected",
+                title="Erase memories permanently",
+                intro=[
+                    "The selected memories and every audit event that describes them will be "
+                    "deleted from the database, and the database files rewritten (VACUUM) so "
+                    "that their text cannot be recovered. A receipt records who asked, when, "
+                    "and how many rows went from each table — never the erased text.",
+                ],
+                warning="This cannot be undone.",
+                counts=count_rows(found["counts"]),
+                submit="Yes, erase them permanently",
+                danger=True,
+            )
+        try:
+            receipt = erase(ids=ids, actor=actor(request))
+        except ErasureRequestError as exc:
+            self.message_user(request, f"Nothing was erased: {exc}", messages.ERROR)
+            return None
+        n = receipt.counts.get("memories", 0)
+        self.message_user(
+            request,
+            f"Erased {n} memor{'y' if n == 1 else 'ies'} permanently. This is the receipt.",
+            messages.SUCCESS,
+        )
+        return HttpResponseRedirect(
+            reverse("admin:memoryapp_erasurereceipt_change", args=[receipt.pk])
+        )
+
+    @admin.action(description="Export selected memories as JSON…", permissions=["export"])
+    def export_selected(self, request, queryset):
+        if not confirmed(request):
+            return confirmation(
+                self,
+                request,
+                queryset,
+                action="export_selected",
+                title="Export memories as JSON",
+                intro=[
+                    "Downloads one JSON document with these memories (content, tags, keywords, "
+                    "provenance) and their audit events.",
+                    "It contains personal data: keep it only as long as you need it.",
+                ],
+                submit="Download the JSON",
+            )
+        rows = list(queryset.order_by("created_at", "id"))
+        events = MemoryEvent.objects.using(db_for(MemoryEvent)).filter(
+            memory_id__in=[m.pk for m in rows]
+        )
+        document = {
+            "format": EXPORT_FORMAT,
+            "generated_at": now().isoformat(),
+            "query": {"ids": [m.pk for m in rows]},
+            "counts": {"memories": len(rows), "events": events.count()},
+            "memories": [memory_as_dict(m) for m in rows],
+            "events": [event_as_dict(e) for e in events.order_by("id")],
+        }
+        return json_download(document, f"memories-{now():%Y%m%d-%H%M%S}.json")
+
+
+# ---------------------------------------------------------------- helpers

@@ -1,0 +1,228 @@
+"""The admin index overview: memories by type and pending review per namespace (SVG), problems."""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+
+from django.db import DatabaseError
+from django.db.models import Count
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.http import urlencode
+from django.utils.safestring import SafeString, mark_safe
+from django.utils.text import Truncator
+
+from ..db.meta import read_change_counter
+from ..manager import MemoryManager
+from ..models import ErasureReceipt, Memory, MemoryType, ReviewItem, SessionSummary
+from .common import db_for, namespace_label
+
+logger = logging.getLogger(__name__)
+
+TOP_NAMESPACES = 12
+PROBE_NAMESPACE = "memoryapp:admin-probe"  # matches no rows: the store probe stays cheap
+
+TYPE_COLORS = {
+    MemoryType.PREFERENCE: "#417690",
+    MemoryType.PROFILE: "#79aec8",
+    MemoryType.PROJECT_FACT: "#5b8c5a",
+    MemoryType.WORKFLOW: "#d4a72c",
+    MemoryType.DECISION: "#c0504d",
+    MemoryType.CONSTRAINT: "#8064a2",
+    MemoryType.NOTE: "#9aa5ab",
+}
+PENDING_COLOR = "#e07b39"
+
+# Geometry of the chart (pixels).
+LABEL_W, BAR_W, TOTAL_W, GAP, PENDING_W, PENDING_TEXT_W = 190, 380, 54, 24, 90, 40
+ROW_H, BAR_H, TOP = 26, 16, 40
+WIDTH = LABEL_W + BAR_W + TOTAL_W + GAP + PENDING_W + PENDING_TEXT_W
+
+
+def store_problems() -> list[str]:
+    """``take_store_problems()`` of a manager that probed every configured store."""
+    mm = MemoryManager(project=PROBE_NAMESPACE, user=PROBE_NAMESPACE)
+    mm.get_all_entries()
+    mm.get_cross_session_tail()
+    return mm.take_store_problems()
+
+
+def overview(user) -> dict:
+    """Everything the overview template shows; a database error becomes a problem line."""
+    try:
+        problems = store_problems()
+    except Exception as exc:  # the index must render even when probing fails
+        logger.warning("admin overview: store probe failed", exc_info=True)
+        problems = [f"The stores could not be probed: {type(exc).__name__}"]
+    data: dict = {"problems": problems, "chart": None, "namespaces": [], "totals": {}}
+    try:
+        data.update(_counts())
+    except DatabaseError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        problems.append(f"The overview could not be counted: {first}")
+    from .compliance import links
+
+    data.update(links(user))
+    return data
+
+
+def _counts() -> dict:
+    using = db_for(Memory)
+    by_type: dict[str, dict[str, int]] = defaultdict(dict)
+    for ns, mem_type, n in (
+        Memory.objects.using(using)
+        .live()
+        .order_by()
+        .values_list("namespace", "type")
+        .annotate(n=Count("pk"))
+    ):
+        by_type[ns][mem_type] = n
+    pending = dict(
+        ReviewItem.objects.using(using)
+        .pending()
+        .order_by()
+        .values_list("namespace")
+        .annotate(n=Count("pk"))
+    )
+    rows = [
+        {
+            "namespace": ns,
+            "label": namespace_label(ns),
+            "types": by_type.get(ns, {}),
+            "memories": sum(by_type.get(ns, {}).values()),
+            "pending": pending.get(ns, 0),
+        }
+        for ns in set(by_type) | set(pending)
+    ]
+    rows.sort(key=lambda r: (-(r["memories"] + r["pending"]), r["namespace"]))
+    shown = rows[:TOP_NAMESPACES]
+    return {
+        "namespaces": shown,
+        "more_namespaces": max(len(rows) - TOP_NAMESPACES, 0),
+        "chart": render_chart(shown) if shown else None,
+        "totals": {
+            "live": sum(r["memories"] for r in rows),
+            "deleted": Memory.objects.using(using).deleted().count(),
+            "pending": sum(pending.values()),
+            "summaries": SessionSummary.objects.using(using).count(),
+            "receipts": ErasureReceipt.objects.using(using).count(),
+            "namespaces": len(rows),
+            "change_counter": read_change_counter(using),
+        },
+    }
+
+
+def render_chart(rows: list[dict]) -> SafeString:
+    """A horizontal stacked bar per namespace (memories by type) and its pending review bar."""
+    max_total = max((r["memories"] for r in rows), default=0) or 1
+    max_pending = max((r["pending"] for r in rows), default=0) or 1
+    height = TOP + ROW_H * len(rows) + 8
+    memories_url = reverse("admin:memoryapp_memory_changelist")
+    review_url = reverse("admin:memoryapp_reviewitem_changelist")
+    parts: list[str] = [_legend()]
+    pending_x = LABEL_W + BAR_W + TOTAL_W + GAP
+    parts.append(
+        format_html(
+            '<text x="{}" y="{}" class="mem-chart-head">pending review</text>',
+            pending_x,
+            TOP - 8,
+        )
+    )
+    for i, row in enumerate(rows):
+        y = TOP + i * ROW_H
+        mid = y + BAR_H / 2 + 4
+        link = memories_url + "?" + urlencode({"namespace": row["namespace"]})
+        parts.append(
+            format_html(
+                '<a href="{}"><text x="{}" y="{}" text-anchor="end" class="mem-chart-label">'
+                "<title>{}</title>{}</text></a>",
+                link,
+                LABEL_W - 10,
+                mid,
+                row["label"],
+                Truncator(row["label"]).chars(26),
+            )
+        )
+        x = float(LABEL_W)
+        for mem_type in MemoryType.values:
+            n = row["types"].get(mem_type, 0)
+            if not n:
+                continue
+            w = BAR_W * n / max_total
+            parts.append(
+                format_html(
+                    '<rect x="{}" y="{}" width="{}" height="{}" fill="{}">'
+                    "<title>{}: {} {}</title></rect>",
+                    f"{x:.1f}",
+                    y,
+                    f"{max(w, 1):.1f}",
+                    BAR_H,
+                    TYPE_COLORS[mem_type],
+                    row["label"],
+                    n,
+                    mem_type.replace("_", " "),
+                )
+            )
+            x += w
+        parts.append(
+            format_html(
+                '<text x="{}" y="{}" class="mem-chart-num">{}</text>',
+                f"{x + 6:.1f}",
+                mid,
+                row["memories"],
+            )
+        )
+        pw = PENDING_W * row["pending"] / max_pending
+        review_link = (
+            review_url
+            + "?"
+            + urlencode({"namespace": row["namespace"], "status__exact": "pending"})
+        )
+        parts.append(
+            format_html(
+                '<a href="{}"><rect x="{}" y="{}" width="{}" height="{}" fill="{}" rx="2">'
+                "<title>{}: {} pending review</title></rect>"
+                '<text x="{}" y="{}" class="mem-chart-num">{}</text></a>',
+                review_link,
+                pending_x,
+                y,
+                f"{max(pw, 1 if row['pending'] else 0):.1f}",
+                BAR_H,
+                PENDING_COLOR,
+                row["label"],
+                row["pending"],
+                f"{pending_x + pw + 6:.1f}",
+                mid,
+                row["pending"],
+            )
+        )
+    summary = "; ".join(
+        f"{r['label']}: {r['memories']} memories, {r['pending']} pending review" for r in rows
+    )
+    return format_html(
+        '<svg xmlns="http://www.w3.org/2000/svg" class="mem-chart" viewBox="0 0 {} {}" '
+        'width="{}" height="{}" role="img" aria-label="{}">{}</svg>',
+        WIDTH,
+        height,
+        WIDTH,
+        height,
+        "Memories by type and pending review items per namespace. " + summary,
+        mark_safe("".join(parts)),  # noqa: S308 - every part is built by format_html
+    )
+
+
+def _legend() -> str:
+    items = [(TYPE_COLORS[t], label) for t, label in MemoryType.choices]
+    items.append((PENDING_COLOR, "pending review"))
+    x = 0
+    out = []
+    for color, label in items:
+        out.append((x, color, x + 14, label))
+        x += 22 + 7 * len(label)
+    return format_html_join(
+        "",
+        '<rect x="{}" y="4" width="10" height="10" fill="{}"></rect>'
+        '<text x="{}" y="13" class="mem-chart-legend">{}</text>',
+        out,
+    )

@@ -1,0 +1,421 @@
+"""The review queue (approve, reject, purge) and the session summaries (hard delete)."""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.db.models import Case, IntegerField, Value, When
+from django.http import HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+from django.utils.text import Truncator
+
+from .. import guards, store
+from ..erasure import ErasureRequestError, erase, erase_review_items
+from ..manager import MemoryManager
+from ..models import MemoryEvent, ReviewItem, ReviewStatus, SessionSummary
+from .common import (
+    InputFilter,
+    NamespaceFilter,
+    StyledAdmin,
+    actor,
+    chips,
+    confirmation,
+    confirmed,
+    count_rows,
+    db_for,
+    namespace_label,
+    short_time,
+    two_lines,
+)
+from .forms import PurgeForm
+
+
+def _plural(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def receipt_link(receipt) -> str:
+    """A link to a receipt's page, for messages."""
+    url = reverse("admin:memoryapp_erasurereceipt_change", args=[receipt.pk])
+    return format_html('<a href="{}">receipt {}</a>', url, receipt.pk[:12])
+
+
+# -------------------------------------------------------------- review queue
+@admin.register(ReviewItem)
+class ReviewItemAdmin(StyledAdmin):
+    """Crystallizer candidates: pending first; approve, reject or purge them."""
+
+    list_display = (
+        "item",
+        "status_badge",
+        "namespace_display",
+        "kind",
+        "seen",
+    )
+    list_filter = ("status", NamespaceFilter, "type", "scope", "confidence")
+    search_fields = ("title", "key_normalized", "content", "evidence", "subject", "=id")
+    search_help_text = "Searches the title, key, content, evidence and subject."
+    list_per_page = 50
+    actions = ("approve_selected", "reject_selected", "purge_selected")
+    change_list_template = "admin/memoryapp/reviewitem/change_list.html"
+    change_form_template = "admin/memoryapp/reviewitem/change_form.html"
+    fieldsets = (
+        (None, {"fields": ("title", "content", "status_badge", "type", "scope")}),
+        ("Why it was proposed", {"fields": ("evidence", "occurrences", "confidence")}),
+        (
+            "Where it comes from",
+            {
+                "fields": (
+                    "namespace_display",
+                    "subject",
+                    "source_session",
+                    "key_normalized",
+                    "tags_display",
+                    "created_at",
+                    "updated_at",
+                    "id",
+                )
+            },
+        ),
+    )
+    readonly_fields = ("status_badge", "namespace_display", "tags_display")
+
+    # ---------------------------------------------------------- permissions
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False  # decisions are actions (approve / reject), never edits
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # removing is "purge": hard delete, vacuum, receipt
+
+    def has_decide_permission(self, request):
+        return request.user.has_perm("memoryapp.change_reviewitem")
+
+    def has_purge_permission(self, request):
+        return request.user.has_perm("memoryapp.purge_reviewitem")
+
+    def get_ordering(self, request):
+        pending_first = Case(
+            When(status=ReviewStatus.PENDING, then=Value(0)),
+            default=Value(1),
+            output_field=IntegerField(),
+        )
+        return (pending_first.asc(), "-occurrences", "-updated_at", "id")
+
+    # ---------------------------------------------------------------- lists
+    @admin.display(description="namespace", ordering="namespace")
+    def namespace_display(self, obj):
+        return namespace_label(obj.namespace)
+
+    @admin.display(description="tags")
+    def tags_display(self, obj):
+        return chips(obj.tags) or "—"
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, obj):
+        return format_html('<span class="mem-badge mem-{}">{}</span>', obj.status, obj.status)
+
+    @admin.display(description="candidate and evidence", ordering="title")
+    def item(self, obj):
+        return format_html(
+            '{}<span class="mem-excerpt">“{}”</span>',
+            obj.title,
+            Truncator(obj.evidence or obj.content).chars(110),
+        )
+
+    @admin.display(description="type", ordering="type")
+    def kind(self, obj):
+        return two_lines(obj.get_type_display(), f"{obj.scope} scope")
+
+    @admin.display(description="occurrences", ordering="occurrences")
+    def seen(self, obj):
+        return two_lines(f"{obj.occurrences}×", obj.get_confidence_display())
+
+    def get_urls(self):
+        urls = [
+            path(
+                "purge/",
+                self.admin_site.admin_view(self.purge_view),
+                name="memoryapp_reviewitem_purge",
+            )
+        ]
+        return urls + super().get_urls()
+
+    def changelist_view(self, request, extra_context=None):
+        extra = {"can_purge": self.has_purge_permission(request), **(extra_context or {})}
+        return super().changelist_view(request, extra)
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        obj = self.get_object(request, object_id)
+        extra = dict(extra_context or {})
+        if obj is not None:
+            extra.update(
+                can_decide=obj.status == ReviewStatus.PENDING
+                and self.has_decide_permission(request),
+                can_purge=self.has_purge_permission(request),
+            )
+        return super().change_view(request, object_id, form_url, extra)
+
+    # -------------------------------------------------------------- actions
+    @admin.action(description="Approve selected review items", permissions=["decide"])
+    def approve_selected(self, request, queryset):
+        pending = queryset.filter(status=ReviewStatus.PENDING)
+        if not confirmed(request):
+            return confirmation(
+                self,
+                request,
+                pending,
+                action="approve_selected",
+                title="Approve review items",
+                intro=[
+                    "Each pending item becomes a memory (source “crystallized”) through the "
+                    "same guard as every other write; the agent will recall it.",
+                    "Items that are not pending are left as they are.",
+                ],
+                submit="Yes, approve them",
+            )
+        who = actor(request)
+        approved, failed = 0, []
+        for item in pending:
+            mm = MemoryManager(project=item.namespace, user=item.subject)
+            try:
+                memory = mm.approve_review_item(item.pk, actor=who)
+            except (guards.MemoryValidationError, guards.SensitiveMemoryError) as exc:
+                failed.append((item, str(exc)))
+                continue
+            if memory is None:
+                continue
+            approved += 1
+            store.log_event(
+                db_for(MemoryEvent),
+                item.pk,
+                "review_approve",
+                namespace=item.namespace,
+                actor=who,
+                memory=memory.pk,
+            )
+        if approved:
+            self.message_user(
+                request,
+                f"Approved {_plural(approved, 'review item', 'review items')}; "
+                "they are memories now.",
+                messages.SUCCESS,
+            )
+        for item, reason in failed:
+            self.message_user(request, f"“{item}” was not approved: {reason}", messages.ERROR)
+        return None
+
+    @admin.action(description="Reject selected review items", permissions=["decide"])
+    def reject_selected(self, request, queryset):
+        pending = queryset.filter(status=ReviewStatus.PENDING)
+        if not confirmed(request):
+            return confirmation(
+                self,
+                request,
+                pending,
+                action="reject_selected",
+                title="Reject review items",
+                intro=[
+                    "Each pending item is marked rejected: it never becomes a memory. The "
+                    "item and its evidence stay in the queue until purged.",
+                ],
+                submit="Yes, reject them",
+            )
+        who = actor(request)
+        rejected = 0
+        for item in pending:
+            if MemoryManager(project=item.namespace).reject_review_item(item.pk):
+                rejected += 1
+                store.log_event(
+                    db_for(MemoryEvent),
+                    item.pk,
+                    "review_reject",
+                    namespace=item.namespace,
+                    actor=who,
+                )
+        self.message_user(
+            request,
+            f"Rejected {_plural(rejected, 'review item', 'review items')}.",
+            messages.SUCCESS,
+        )
+        return None
+
+    @admin.action(description="Purge selected review items permanently…", permissions=["purge"])
+    def purge_selected(self, request, queryset):
+        ids = list(queryset.values_list("pk", flat=True))
+        if not confirmed(request):
+            events = MemoryEvent.objects.filter(memory_id__in=ids).count()
+            return confirmation(
+                self,
+                request,
+                queryset,
+                action="purge_selected",
+                title="Purge review items permanently",
+                intro=[
+                    "The selected review items, with their evidence (excerpts of what users "
+                    "said), are deleted for good and the database files are rewritten so the "
+                    "text cannot be recovered. A receipt records the counts.",
+                ],
+                warning="This cannot be undone.",
+                counts=count_rows({"memory_review_queue": len(ids), "memory_events": events}),
+                submit="Yes, purge them permanently",
+                danger=True,
+            )
+        try:
+            receipt = erase(ids=ids, actor=actor(request))
+        except ErasureRequestError as exc:
+            self.message_user(request, f"Nothing was purged: {exc}", messages.ERROR)
+            return None
+        n = receipt.counts.get("memory_review_queue", 0)
+        self.message_user(
+            request,
+            format_html(
+                "Purged {} permanently ({}).",
+                _plural(n, "review item", "review items"),
+                receipt_link(receipt),
+            ),
+            messages.SUCCESS,
+        )
+        return None
+
+    # ------------------------------------------------------ purge by status
+    def purge_view(self, request):
+        """Purge every review item of a status (optionally of one namespace), confirmed."""
+        if not self.has_purge_permission(request):
+            raise PermissionDenied
+        namespaces = list(
+            ReviewItem.objects.order_by("namespace").values_list("namespace", flat=True).distinct()
+        )
+        form = PurgeForm(request.POST if request.method == "POST" else None, namespaces=namespaces)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": "Purge the review queue",
+            "form": form,
+        }
+        if request.method == "POST" and form.is_valid():
+            status, namespace = form.selection()
+            qs = ReviewItem.objects.with_status(status)
+            if namespace is not None:
+                qs = qs.in_namespace(namespace)
+            ids = list(qs.values_list("pk", flat=True))
+            if not confirmed(request):
+                context.update(
+                    step="confirm",
+                    status_label=status or "any status",
+                    namespace_label=namespace_label(namespace) if namespace is not None else None,
+                    counts=count_rows(
+                        {
+                            "memory_review_queue": len(ids),
+                            "memory_events": MemoryEvent.objects.filter(memory_id__in=ids).count(),
+                        }
+                    ),
+                    total=len(ids),
+                )
+                return TemplateResponse(request, "memoryapp/admin/purge_review.html", context)
+            try:
+                receipt = erase_review_items(
+                    status=status, namespace=namespace, actor=actor(request)
+                )
+            except ErasureRequestError as exc:
+                self.message_user(request, f"Nothing was purged: {exc}", messages.ERROR)
+                return HttpResponseRedirect(request.path)
+            n = receipt.counts.get("memory_review_queue", 0)
+            self.message_user(
+                request,
+                format_html(
+                    "Purged {} permanently ({}).",
+                    _plural(n, "review item", "review items"),
+                    receipt_link(receipt),
+                ),
+                messages.SUCCESS,
+            )
+            return HttpResponseRedirect(reverse("admin:memoryapp_reviewitem_changelist"))
+        context["step"] = "form"
+        return TemplateResponse(request, "memoryapp/admin/purge_review.html", context)
+
+
+# ---------------------------------------------------------- session summaries
+class SessionFilter(InputFilter):
+    title = "session id"
+    parameter_name = "session_id"
+    field = "session_id"
+
+
+@admin.register(SessionSummary)
+class SessionSummaryAdmin(StyledAdmin):
+    """Summaries written after complete compactions; deleting one is a hard delete."""
+
+    list_display = (
+        "created",
+        "namespace_display",
+        "session_id",
+        "subject",
+        "messages",
+        "tokens",
+        "excerpt",
+    )
+    list_filter = (NamespaceFilter, SessionFilter)
+    search_fields = ("session_id", "summary_text", "subject", "=id")
+    search_help_text = "Searches the session id, the summary text and the subject."
+    ordering = ("-created_at", "id")
+    list_per_page = 50
+    fields = (
+        "namespace_display",
+        "session_id",
+        "subject",
+        "summary_text",
+        "messages_summarized",
+        "tokens_before",
+        "created_at",
+        "id",
+    )
+    readonly_fields = ("namespace_display",)
+    delete_confirmation_template = "admin/memoryapp/sessionsummary/delete_confirmation.html"
+    delete_selected_confirmation_template = (
+        "admin/memoryapp/sessionsummary/delete_selected_confirmation.html"
+    )
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="namespace", ordering="namespace")
+    def namespace_display(self, obj):
+        return namespace_label(obj.namespace)
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, obj):
+        return short_time(obj.created_at)
+
+    @admin.display(description="messages", ordering="messages_summarized")
+    def messages(self, obj):
+        return obj.messages_summarized
+
+    @admin.display(description="tokens", ordering="tokens_before")
+    def tokens(self, obj):
+        return obj.tokens_before
+
+    @admin.display(description="summary")
+    def excerpt(self, obj):
+        return Truncator(obj.summary_text).chars(100)
+
+    def delete_model(self, request, obj):
+        self.delete_queryset(request, SessionSummary.objects.filter(pk=obj.pk))
+
+    def delete_queryset(self, request, queryset):
+        """Hard delete, with an audit event naming the acting user for each summary."""
+        using = db_for(SessionSummary)
+        rows = list(queryset.values_list("pk", "namespace"))
+        who = actor(request)
+        with transaction.atomic(using=using):
+            SessionSummary.objects.using(using).filter(pk__in=[pk for pk, _ in rows]).delete()
+            for pk, ns in rows:
+                store.log_event(using, pk, "summary_delete", namespace=ns, actor=who)
