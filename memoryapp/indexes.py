@@ -26,14 +26,14 @@ from django.db import connections, transaction
 
 from .conf import recall_cache_bytes
 from .db.meta import CHANGE_KEY
+from .fields import now
 from .models import Confidence, Memory
 from .recall import IndexRecord, RecallIndex
 
-# Rows stamped up to this long before the watermark are re-read on a delta:
-# it covers writers whose transaction committed after a newer row (clock skew
-# between app servers, long transactions).
+# A delta re-reads the rows stamped up to this long before the previous sync
+# began: it covers writers whose transaction committed after that moment with
+# an older stamp (clock skew between app servers, long transactions).
 DELTA_SLACK = dt.timedelta(seconds=5)
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _FIELDS = ("id", "title", "content", "tags_json", "keywords_json", "updated_at", "confidence")
 
 
@@ -114,7 +114,7 @@ def record_of(memory: Memory) -> IndexRecord:
 class _Entry:
     index: RecallIndex
     counter: int
-    watermark: dt.datetime
+    watermark: dt.datetime  # when the last build or delta started reading (this clock)
     nbytes: int = 0
     lock: threading.RLock = field(default_factory=threading.RLock)
 
@@ -174,7 +174,6 @@ class RecallIndexes:
                 return
             for memory in upserted:
                 entry.index.add(record_of(memory))
-                entry.watermark = max(entry.watermark, memory.updated_at)
             for memory_id in removed:
                 entry.index.remove(memory_id)
             entry.counter = window.after
@@ -185,21 +184,14 @@ class RecallIndexes:
 
     def _build(self, using: str, namespace: str, scope: str, counter: int) -> _Entry:
         index = RecallIndex()
-        watermark = _EPOCH
-        records = []
-        for row in (
-            self._rows(using, namespace, scope)
-            .live()
-            .values_list(*_FIELDS)
-            .iterator(chunk_size=5000)
-        ):
-            records.append(to_record(*row))
-            watermark = max(watermark, row[5])
-        index.bulk_load(records)
+        watermark = now()
+        rows = self._rows(using, namespace, scope).live().values_list(*_FIELDS)
+        index.bulk_load(to_record(*row) for row in rows.iterator(chunk_size=5000))
         self.builds += 1
         return _Entry(index, counter, watermark, index.nbytes)
 
     def _delta(self, entry: _Entry, using: str, namespace: str, scope: str, counter: int) -> None:
+        started = now()
         rows = self._rows(using, namespace, scope).filter(
             updated_at__gte=entry.watermark - DELTA_SLACK
         )
@@ -208,7 +200,6 @@ class RecallIndexes:
                 entry.index.add(to_record(*row[:7]))
             else:
                 entry.index.remove(row[0])
-            entry.watermark = max(entry.watermark, row[5])
         # Hard deletes (erasure) and writers with skewed clocks leave no recent
         # row behind; the live count catches them, and the ids reconcile.
         live = self._rows(using, namespace, scope).live()
@@ -220,6 +211,7 @@ class RecallIndexes:
             for row in live.filter(id__in=missing).values_list(*_FIELDS):
                 entry.index.add(to_record(*row))
         entry.counter = counter
+        entry.watermark = started
         entry.nbytes = entry.index.nbytes
         self.deltas += 1
 

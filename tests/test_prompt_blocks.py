@@ -168,3 +168,21 @@ def test_child_blocks_are_empty(mm):
     kid = mm.child()
     assert kid.recall("lint") == [] and kid.render_stable_block() == ""
     assert kid.render_context_block("lint") == ""
+
+
+def test_a_delta_reads_only_rows_changed_since_the_last_sync(mm, raw_sql, monkeypatch):
+    for i in range(3):
+        mm.upsert(f"rockets {i}", "rockets")
+    old = (dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)).replace(tzinfo=None)
+    raw_sql("UPDATE memories SET updated_at = %s", [old.isoformat(timespec="microseconds")])
+    assert len(mm.recall("rockets")) == 3  # first recall: a build
+    added = []
+    from memoryapp.recall import RecallIndex
+
+    real_add = RecallIndex.add
+    monkeypatch.setattr(RecallIndex, "add", lambda self, r: (added.append(r.id), real_add(self, r)))
+    other = MemoryManager(project="globex")
+    for i in range(3):
+        other.upsert(f"b {i}", "elsewhere")
+        assert len(mm.recall("rockets")) == 3
+    assert added == []  # nothing of A was re-read, though B's writes moved the counter
