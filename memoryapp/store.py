@@ -6,15 +6,18 @@ the admin or the facade. Multi-row writes run in one transaction.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connections, transaction
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from . import guards
 from .fields import now
-from .models import Memory, MemoryEvent, Source
+from .models import Memory, MemoryEvent, Source, new_id
 
 
 @dataclass(frozen=True)
@@ -110,65 +113,92 @@ def write(
     (the partial unique index) falls back to updating the winner's row.
     """
     p = prepared
-    fields = {
-        "type": p.type,
-        "title": p.title,
-        "content": p.content,
-        "tags_json": _dump(p.tags),
-        "keywords_json": _dump(p.keywords),
-        "source": p.source,
-        "confidence": p.confidence,
-        "subject": subject,
-    }
-    with transaction.atomic(using=using):
-        live = (
-            Memory.objects.using(using)
-            .live()
-            .filter(namespace=namespace, scope=p.scope, key_normalized=p.key_normalized)
-        )
-        existing = live.select_for_update().first()
+    connection = connections[using]
+    stamp = now()
+    # The hot path of every save: plain SQL, not the ORM, whose per-query
+    # overhead was most of an upsert's cost (a few statements per call).
+    values = [p.type, p.title, p.content, _dump(p.tags), _dump(p.keywords), p.source,
+              p.confidence]  # fmt: skip
+    sql_stamp = _STAMP_FIELD.get_db_prep_value(stamp, connection)
+    lock = " FOR UPDATE" if connection.vendor == "postgresql" else ""
+    find = _FIND_LIVE + lock
+    key = [namespace, p.scope, p.key_normalized]
+    with transaction.atomic(using=using), connection.cursor() as cursor:
+        cursor.execute(find, key)
+        found = cursor.fetchone()
         created = False
-        if existing is None:
-            row = Memory(
-                namespace=namespace, scope=p.scope, key_normalized=p.key_normalized, **fields
-            )
-            row.created_at = row.updated_at = now()
+        if found is None:
+            memory_id = new_id()
             try:
                 # A savepoint, so losing the race to a concurrent insert of the
                 # same key (PostgreSQL) leaves the transaction usable.
                 with transaction.atomic(using=using):
-                    row.save(using=using, force_insert=True)
-                created = True
+                    cursor.execute(
+                        _INSERT, [memory_id, namespace, subject, p.scope, p.key_normalized,
+                                  *values, sql_stamp, sql_stamp],
+                    )  # fmt: skip
+                created, created_at, row_subject = True, stamp, subject
             except IntegrityError:
-                existing = live.select_for_update().first()
-                if existing is None:
+                cursor.execute(find, key)
+                found = cursor.fetchone()
+                if found is None:
                     raise
-        if existing is not None:
-            if subject is None:
-                # A session without a user key does not erase the provenance of
-                # the user who wrote the row first (erasure by subject needs it).
-                fields["subject"] = existing.subject
-            for name, val in fields.items():
-                setattr(existing, name, val)
-            existing.updated_at = now()
-            existing.save(using=using, update_fields=[*fields, "updated_at"])
-            row = existing
-        log_event(
-            using,
-            row.id,
-            "create" if created else "update",
-            namespace=namespace,
-            actor=actor,
-            scope=p.scope,
-            type=p.type,
-            source=p.source,
+        if found is not None:
+            memory_id, created_at, old_subject = found
+            created_at = _aware(created_at)
+            # A session without a user key does not erase the provenance of the
+            # user who wrote the row first (erasure by subject needs it).
+            row_subject = subject if subject is not None else old_subject
+            cursor.execute(_UPDATE, [*values, row_subject, sql_stamp, memory_id])
+        detail = json.dumps({"scope": p.scope, "source": p.source, "type": p.type}, sort_keys=True)
+        cursor.execute(
+            _INSERT_EVENT,
+            [memory_id, "create" if created else "update", sql_stamp, detail, namespace, actor],
         )
+        row = Memory(
+            id=memory_id, namespace=namespace, subject=row_subject, scope=p.scope,
+            key_normalized=p.key_normalized, type=p.type, title=p.title, content=p.content,
+            tags_json=values[3], keywords_json=values[4], source=p.source,
+            confidence=p.confidence, sensitivity="normal", created_at=created_at,
+            updated_at=stamp, deleted_at=None,
+        )  # fmt: skip
+        row._state.adding, row._state.db = False, using
         capped = (
             enforce_auto_cap(using, namespace, p.scope, actor=actor)
             if p.source == Source.AUTO
             else []
         )
     return UpsertResult(row, created, tuple(capped))
+
+
+_FIND_LIVE = (
+    "SELECT id, created_at, subject FROM memories "
+    "WHERE namespace = %s AND scope = %s AND key_normalized = %s AND deleted_at IS NULL"
+)
+_INSERT = (
+    "INSERT INTO memories (id, namespace, subject, scope, key_normalized, type, title, content, "
+    "tags_json, keywords_json, source, confidence, sensitivity, created_at, updated_at) "
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 'normal', %s, %s)"
+)
+_UPDATE = (
+    "UPDATE memories SET type = %s, title = %s, content = %s, tags_json = %s, "
+    "keywords_json = %s, source = %s, confidence = %s, subject = %s, updated_at = %s "
+    "WHERE id = %s"
+)
+_INSERT_EVENT = (
+    "INSERT INTO memory_events (memory_id, event_type, timestamp, detail, namespace, actor) "
+    "VALUES (%s, %s, %s, %s, %s, %s)"
+)
+_STAMP_FIELD = Memory._meta.get_field("updated_at")
+
+
+def _aware(value) -> dt.datetime:
+    """A timestamp read by raw SQL as an aware UTC datetime (SQLite gives naive or text)."""
+    if isinstance(value, str):
+        value = parse_datetime(value)
+    if timezone.is_naive(value):
+        value = value.replace(tzinfo=dt.UTC)
+    return value
 
 
 def enforce_auto_cap(using: str, namespace: str, scope: str, *, actor: str = "") -> list[str]:
