@@ -256,29 +256,6 @@ class ReadOnlyAdmin(StyledAdmin):
 
 
 # ------------------------------------------------------------ downloads
-def memory_as_dict(m: Memory) -> dict:
-    """A memory as exported (the shape of ``memoryapp.erasure.export``)."""
-    return {
-        "id": m.id,
-        "namespace": m.namespace,
-        "subject": m.subject,
-        "scope": m.scope,
-        "type": m.type,
-        "key_normalized": m.key_normalized,
-        "title": m.title,
-        "content": m.content,
-        "tags": m.tags,
-        "keywords": m.keywords,
-        "source": m.source,
-        "confidence": m.confidence,
-        "sensitivity": m.sensitivity,
-        "created_at": m.created_at.isoformat(),
-        "updated_at": m.updated_at.isoformat(),
-        "deleted_at": m.deleted_at.isoformat() if m.deleted_at else None,
-        "state": "live" if m.deleted_at is None else "soft-deleted",
-    }
-
-
 def event_as_dict(e: MemoryEvent) -> dict:
     """An audit event as exported."""
     try:

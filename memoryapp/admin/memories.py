@@ -12,6 +12,7 @@ from django.utils.text import Truncator
 
 from .. import guards, store
 from ..erasure import ErasureRequestError, erase, preview
+from ..erasure.export import memory_as_dict
 from ..fields import now
 from ..models import Memory, MemoryEvent
 from .common import (
@@ -26,7 +27,6 @@ from .common import (
     event_as_dict,
     event_rows,
     json_download,
-    memory_as_dict,
     namespace_label,
     short_time,
     two_lines,

@@ -24,7 +24,8 @@ def _iso(value) -> str | None:
     return value.isoformat() if isinstance(value, dt.datetime) else value
 
 
-def _memory(m: Memory) -> dict:
+def memory_as_dict(m: Memory) -> dict:
+    """A memory as an export document lists it (soft-deleted ones included)."""
     return {
         "id": m.id,
         "namespace": m.namespace,
@@ -156,7 +157,12 @@ def export(
     total = sum(model.objects.using(a).filter(q).count() for _, a, model, q in plan)
     done = 0
     rows: dict[str, list[dict]] = {MEMORIES: [], "authored": [], SUMMARIES: [], REVIEW: []}
-    shape = {MEMORIES: _memory, "authored": _memory, SUMMARIES: _summary, REVIEW: _review}
+    shape = {
+        MEMORIES: memory_as_dict,
+        "authored": memory_as_dict,
+        SUMMARIES: _summary,
+        REVIEW: _review,
+    }
     for part, alias, model, q in plan:
         qs = model.objects.using(alias).filter(q).order_by("created_at", "id")
         for obj in qs.iterator(chunk_size=CHUNK):
