@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from django.db import transaction
+from django.db import connections, transaction
 
 from . import guards, store
 from .fields import now
@@ -111,8 +111,23 @@ def import_records(
                     progress(report.total)
             for scope in {p.scope for p in rows if p.source == Source.AUTO}:
                 store.enforce_auto_cap(using, namespace, scope, actor=actor)
+        _refresh_statistics(using)
     report.written = True
     return report
+
+
+def _refresh_statistics(using: str) -> None:
+    """After a bulk load, give PostgreSQL's planner statistics for the new rows.
+
+    Without them (autovacuum off, or not yet run) the planner scans the whole
+    namespace for every upsert lookup and stable-block query: 107 ms instead of
+    0.09 ms per upsert at 100,000 memories in bench/RESULTS.md.
+    """
+    connection = connections[using]
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE memories")
+            cursor.execute("ANALYZE memory_events")
 
 
 def _prepare(guard: guards.MemoryGuard, record: dict) -> store.Prepared:
