@@ -16,7 +16,7 @@ from django.db import connections, transaction
 
 from . import guards, store
 from .fields import now
-from .models import Memory, MemoryEvent, Source, new_id
+from .models import Memory, MemoryEvent, Source, dump_list, new_id
 
 CHUNK = 2000  # rows per bulk statement: bounded memory, few round trips
 
@@ -163,8 +163,8 @@ def _write_chunk(rows, using, namespace, subject, actor) -> tuple[int, int]:
             "type": p.type,
             "title": p.title,
             "content": p.content,
-            "tags_json": json.dumps(list(p.tags), ensure_ascii=False),
-            "keywords_json": json.dumps(list(p.keywords), ensure_ascii=False),
+            "tags_json": dump_list(p.tags),
+            "keywords_json": dump_list(p.keywords),
             "source": p.source,
             "confidence": p.confidence,
             "subject": subject,

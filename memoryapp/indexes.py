@@ -15,19 +15,18 @@ Indexes are bounded by an LRU with a byte cap (``MEMORYAPP_RECALL_CACHE_BYTES``)
 from __future__ import annotations
 
 import datetime as dt
-import json
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from django.db import connections, transaction
+from django.db import transaction
 
 from .conf import recall_cache_bytes
-from .db.meta import CHANGE_KEY
+from .db.meta import read_change_counter
 from .fields import now
-from .models import Confidence, Memory
+from .models import Confidence, Memory, json_list
 from .recall import IndexRecord, RecallIndex
 
 # A delta re-reads the rows stamped up to this long before the previous sync
@@ -57,23 +56,9 @@ def change_window(using: str):
     """
     window = ChangeWindow(using)
     with transaction.atomic(using=using):
-        window.before = _read_counter(using, lock=True)
+        window.before = read_change_counter(using, lock=True)
         yield window
-        window.after = _read_counter(using)
-
-
-def _read_counter(using: str, lock: bool = False) -> int:
-    connection = connections[using]
-    sql = "SELECT value FROM schema_meta WHERE key = %s"
-    if lock and connection.vendor == "postgresql":
-        sql += " FOR UPDATE"
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [CHANGE_KEY])
-        row = cursor.fetchone()
-    try:
-        return int(row[0]) if row else 0
-    except (TypeError, ValueError):
-        return 0
+        window.after = read_change_counter(using)
 
 
 def to_record(
@@ -90,8 +75,8 @@ def to_record(
         id=memory_id,
         title=title,
         content=content,
-        tags=tuple(_json_list(tags_json)),
-        keywords=tuple(_json_list(keywords_json)),
+        tags=tuple(json_list(tags_json)),
+        keywords=tuple(json_list(keywords_json)),
         updated_at=_timestamp(updated_at),
         explicit=confidence == Confidence.EXPLICIT_USER,
     )
@@ -221,14 +206,6 @@ class RecallIndexes:
         while total > cap and len(self._entries) > 1:
             _, dropped = self._entries.popitem(last=False)
             total -= dropped.nbytes
-
-
-def _json_list(text: str | None) -> list[str]:
-    try:
-        value = json.loads(text or "[]")
-    except (TypeError, ValueError):
-        return []
-    return [str(v) for v in value] if isinstance(value, list) else []
 
 
 def _timestamp(value: dt.datetime) -> float:

@@ -68,7 +68,8 @@ class ReviewStatus(models.TextChoices):
     REJECTED = "rejected", "rejected"
 
 
-def _json_list(text: str | None) -> list[str]:
+def json_list(text: str | None) -> list[str]:
+    """The list stored in a ``*_json`` column ([] for anything unreadable)."""
     try:
         value = json.loads(text or "[]")
     except (TypeError, ValueError):
@@ -76,7 +77,8 @@ def _json_list(text: str | None) -> list[str]:
     return [str(v) for v in value] if isinstance(value, list) else []
 
 
-def _dump_list(values) -> str:
+def dump_list(values) -> str:
+    """A list as stored in a ``*_json`` column."""
     # ensure_ascii=False keeps CJK tags searchable as text in the column itself.
     return json.dumps(list(values or ()), ensure_ascii=False)
 
@@ -86,11 +88,11 @@ class _TagsMixin:
 
     @property
     def tags(self) -> list[str]:
-        return _json_list(self.tags_json)
+        return json_list(self.tags_json)
 
     @tags.setter
     def tags(self, values) -> None:
-        self.tags_json = _dump_list(values)
+        self.tags_json = dump_list(values)
 
 
 class Memory(_TagsMixin, models.Model):
@@ -159,11 +161,11 @@ class Memory(_TagsMixin, models.Model):
     @property
     def keywords(self) -> list[str]:
         """The recall keywords (SPEC §2) as a list."""
-        return _json_list(self.keywords_json)
+        return json_list(self.keywords_json)
 
     @keywords.setter
     def keywords(self, values) -> None:
-        self.keywords_json = _dump_list(values)
+        self.keywords_json = dump_list(values)
 
     @property
     def is_live(self) -> bool:

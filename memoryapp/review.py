@@ -5,14 +5,13 @@ Purging is erasure: :func:`memoryapp.erasure.erase_review_items`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 
 from django.db import IntegrityError, transaction
 
 from .crystallizer import Proposal
 from .fields import now
-from .models import Confidence, ReviewItem, ReviewStatus
+from .models import Confidence, ReviewItem, ReviewStatus, dump_list
 
 # Occurrences from which a folded candidate counts as inferred (SPEC §6).
 INFERRED_FROM = 2
@@ -56,7 +55,7 @@ def _fold_one(p: Proposal, using, namespace, subject, session_id) -> ReviewItem:
             key_normalized=p.key_normalized,
             title=p.title,
             content=p.content,
-            tags_json=json.dumps(list(p.tags), ensure_ascii=False),
+            tags_json=dump_list(p.tags),
             evidence=p.evidence,
             source_session=session_id,
             occurrences=p.occurrences,

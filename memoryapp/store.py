@@ -17,7 +17,7 @@ from django.utils.dateparse import parse_datetime
 
 from . import guards
 from .fields import now
-from .models import Memory, MemoryEvent, Source, new_id
+from .models import Memory, MemoryEvent, Source, dump_list, new_id
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,7 @@ def write(
     stamp = now()
     # The hot path of every save: plain SQL, not the ORM, whose per-query
     # overhead was most of an upsert's cost (a few statements per call).
-    values = [p.type, p.title, p.content, _dump(p.tags), _dump(p.keywords), p.source,
+    values = [p.type, p.title, p.content, dump_list(p.tags), dump_list(p.keywords), p.source,
               p.confidence]  # fmt: skip
     sql_stamp = _STAMP_FIELD.get_db_prep_value(stamp, connection)
     lock = " FOR UPDATE" if connection.vendor == "postgresql" else ""
@@ -285,10 +285,6 @@ def restore(using: str, memory_id: str, *, actor: str = "") -> Memory:
         row.save(using=using, update_fields=["deleted_at", "updated_at"])
         log_event(using, row.id, "restore", namespace=row.namespace, actor=actor)
     return row
-
-
-def _dump(values: list[str]) -> str:
-    return json.dumps(values, ensure_ascii=False)
 
 
 __all__ = [

@@ -30,10 +30,19 @@ def ensure_meta_rows(sender=None, using: str = DEFAULT_DB_ALIAS, **kwargs) -> No
     )
 
 
-def read_change_counter(using: str = DEFAULT_DB_ALIAS) -> int:
-    """Current value of ``schema_meta.memories_change`` on one database (0 when absent)."""
-    with connections[using].cursor() as cursor:
-        cursor.execute("SELECT value FROM schema_meta WHERE key = %s", [CHANGE_KEY])
+def read_change_counter(using: str = DEFAULT_DB_ALIAS, *, lock: bool = False) -> int:
+    """Current value of ``schema_meta.memories_change`` on one database (0 when absent).
+
+    ``lock`` (inside a transaction) also locks the counter row on PostgreSQL,
+    so no other writer can move it until commit; SQLite's IMMEDIATE
+    transactions already exclude other writers.
+    """
+    connection = connections[using]
+    sql = "SELECT value FROM schema_meta WHERE key = %s"
+    if lock and connection.vendor == "postgresql":
+        sql += " FOR UPDATE"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [CHANGE_KEY])
         row = cursor.fetchone()
     try:
         return int(row[0]) if row else 0
