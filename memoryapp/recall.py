@@ -387,6 +387,12 @@ class RecallIndex:
         with self._lock:
             return set(self._slot_of)
 
+    def updated_at(self, id: str) -> float | None:
+        """The indexed ``updated_at`` (POSIX seconds) of ``id``, or None when not indexed."""
+        with self._lock:
+            slot = self._slot_of.get(id)
+            return None if slot is None else float(self._updated[slot])
+
     @property
     def nbytes(self) -> int:
         """Approximate memory footprint in bytes: numpy data plus Python object overhead."""
@@ -444,22 +450,36 @@ class RecallIndex:
                 self._compact()
             return True
 
+    def remove_many(self, ids: Iterable[str]) -> int:
+        """Drop the records with these ids, compacting at most once.
+
+        Args:
+            ids: Memory ids (unknown ones are ignored).
+
+        Returns:
+            How many were indexed.
+        """
+        with self._lock:
+            removed = sum(map(self._kill, ids))
+            if self._needs_compaction():
+                self._compact()
+            return removed
+
     def bulk_load(self, records: Iterable[IndexRecord]) -> None:
         """Insert many records at once; a record replaces any earlier one with its id.
 
-        Postings are built with vector operations rather than per-entry appends.
+        Postings are built with vector operations rather than per-entry appends. ``records``
+        is consumed once, in order, so a generator streams the build.
 
         Args:
-            records: The records.
+            records: The records (any iterable, including a generator).
         """
-        records = list(records)
-        if not records:
-            return
         token_ids = _TokenIds()
         tids, codes, counts = array("i"), array("b"), array("i")
         with self._lock:
-            self._reserve(len(self._ids) + len(records))
             first = len(self._ids)
+            # One pass over an iterable: a streamed build never holds all the records
+            # at once (at 100,000 memories they would outweigh the index several times).
             for record in records:
                 fields = _fields(record)
                 self._new_slot(record, fields)
@@ -467,6 +487,8 @@ class RecallIndex:
                 tids.extend(map(token_ids.__getitem__, record_codes))
                 codes.extend(record_codes.values())
                 counts.append(len(record_codes))
+            if len(self._ids) == first:
+                return
             entries = np.repeat(
                 np.arange(first, len(self._ids), dtype=np.int32), np.frombuffer(counts, np.int32)
             )

@@ -339,6 +339,24 @@ class TestRecallIndexExactness:
         assert index.ids() == set(live)
         assert_same(index, live, rng)
 
+    def test_remove_many_and_a_streamed_bulk_load_stay_exact(self):
+        rng = random.Random(11)
+        records = [random_record(rng, f"r{i:03d}") for i in range(300)]
+        index = RecallIndex()
+        index.bulk_load(r for r in records)  # a generator: consumed once
+        live = {r.id: r for r in records}
+        victims = rng.sample(sorted(live), 200) + ["never-indexed"]
+        assert index.remove_many(victims) == 200
+        for victim in victims[:-1]:
+            del live[victim]
+        assert index.ids() == set(live)
+        assert 4 * index._dead < max(len(index._ids), 1)
+        assert_same(index, live, rng)
+        assert index.remove_many(list(live)) == len(live)
+        assert len(index) == 0 and index.query("anything at all", top_k=5) == []
+        index.bulk_load(iter(()))  # an empty stream is a no-op
+        assert len(index) == 0
+
     def test_pruning_path_is_exercised_and_exact(self, monkeypatch):
         calls = []
         original = recall._survivors
