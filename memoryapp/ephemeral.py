@@ -64,11 +64,11 @@ def _settings_for(alias: str) -> dict:
 def _ensure_schema(alias: str) -> None:
     """Create the memory tables and the counter triggers unless they exist (no migrations:
     the database lives only as long as the process)."""
-    from .models import Memory, MemoryEvent, ReviewItem, SchemaMeta, SessionSummary
+    from .models import Memory, MemoryEvent, ReviewItem, SchemaMeta, SessionSummary, SliceChange
 
     connection = connections[alias]
     existing = set(connection.introspection.table_names())
-    models = [Memory, SessionSummary, ReviewItem, MemoryEvent, SchemaMeta]
+    models = [Memory, SessionSummary, ReviewItem, MemoryEvent, SchemaMeta, SliceChange]
     if all(m._meta.db_table in existing for m in models):
         return
     with connection.schema_editor() as editor:
@@ -76,6 +76,7 @@ def _ensure_schema(alias: str) -> None:
             if model._meta.db_table not in existing:
                 editor.create_model(model)
         # The same frozen trigger SQL the migration installs.
-        triggers = import_module("memoryapp.migrations.0002_change_counter_triggers")
-        for statement in triggers.FORWARDS["sqlite"]:
-            editor.execute(statement, params=None)
+        for migration in ("0002_change_counter_triggers", "0004_slice_change_counters"):
+            triggers = import_module(f"memoryapp.migrations.{migration}")
+            for statement in triggers.FORWARDS["sqlite"]:
+                editor.execute(statement, params=None)

@@ -1,30 +1,36 @@
-"""Process-wide recall indexes, one per (database, namespace, scope), kept fresh by the counter.
+"""Process-wide recall indexes, one per (database, namespace, scope), kept fresh by counters.
 
 SPEC §1: the ``memories_change`` counter moves on every write by any writer.
-An index remembers the counter value it is current for. When the counter has
-moved, the index catches up with a *delta* (rows of its own namespace updated
-since its watermark) instead of a rebuild, so a write in namespace B costs
-namespace A one small query, and a write in A costs A only the changed rows.
-This manager's own writes are applied directly: the facade records the counter
-before and after its write inside one exclusive transaction (``change_window``),
-so an index that was current before the write is current after it.
+The same triggers keep one counter per (namespace, scope) slice in
+``memory_slice_changes``, and an index remembers the value of *its* slice's
+counter it is current for. A write in namespace B therefore leaves namespace
+A's index untouched (not even a query), and when A's counter has moved (another
+process, raw SQL, an erasure), A catches up with a *delta* — the rows of A
+updated since its watermark — instead of a rebuild. This manager's own writes
+are applied directly: the facade reads the slice counters before and after its
+write inside one exclusive transaction (``change_window``), so an index that was
+current before the write is current after it.
 
 Indexes are bounded by an LRU with a byte cap (``MEMORYAPP_RECALL_CACHE_BYTES``).
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import datetime as dt
+import json
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from django.db import transaction
+from django.db import connections, transaction
+from django.utils.dateparse import parse_datetime
 
 from .conf import recall_cache_bytes
-from .db.meta import read_change_counter
+from .db.meta import SliceKey, read_change_counter, read_slice_counters
 from .fields import now
 from .models import Confidence, Memory, json_list
 from .recall import IndexRecord, RecallIndex
@@ -34,31 +40,38 @@ from .recall import IndexRecord, RecallIndex
 # an older stamp (clock skew between app servers, long transactions).
 DELTA_SLACK = dt.timedelta(seconds=5)
 _FIELDS = ("id", "title", "content", "tags_json", "keywords_json", "updated_at", "confidence")
+_FETCH = 2000  # rows per fetch while streaming a build
+_IN_CHUNK = 500  # ids per "IN (...)" list, well under every vendor's parameter limit
+_EXPLICIT = str(Confidence.EXPLICIT_USER)
 
 
 @dataclass
 class ChangeWindow:
-    """The counter before and after a write made in one exclusive transaction."""
+    """The slice counters before and after a write made in one exclusive transaction."""
 
     using: str
-    before: int = -1
-    after: int = -1
+    before: dict[SliceKey, int] = field(default_factory=dict)
+    after: dict[SliceKey, int] = field(default_factory=dict)
 
 
 @contextmanager
-def change_window(using: str):
-    """A transaction that owns the change counter from start to end.
+def change_window(using: str, slices: Iterable[SliceKey]):
+    """A transaction that owns the change counters from start to end.
 
-    On PostgreSQL the counter row is locked first (every writer's trigger needs
-    it, so nobody else can move it until commit); on SQLite the IMMEDIATE
-    transaction already excludes other writers. ``before``/``after`` therefore
-    bracket exactly this transaction's changes.
+    On PostgreSQL the ``memories_change`` row is locked first (every writer's
+    trigger updates it before any slice row, so nobody else can move a counter
+    until commit); on SQLite the IMMEDIATE transaction already excludes other
+    writers. ``before``/``after`` therefore bracket exactly this transaction's
+    changes to ``slices``.
     """
     window = ChangeWindow(using)
+    slices = list(slices)
     with transaction.atomic(using=using):
-        window.before = read_change_counter(using, lock=True)
+        if connections[using].vendor != "sqlite":
+            read_change_counter(using, lock=True)
+        window.before = read_slice_counters(using, slices)
         yield window
-        window.after = read_change_counter(using)
+        window.after = read_slice_counters(using, slices)
 
 
 def to_record(
@@ -119,7 +132,7 @@ class RecallIndexes:
             self._entries.clear()
 
     def get(self, using: str, namespace: str, scope: str, counter: int) -> RecallIndex:
-        """The index of one store slice, current for ``counter``."""
+        """The index of one store slice, current for its slice counter value ``counter``."""
         key = (using, namespace, scope)
         with self._lock:
             entry = self._entries.get(key)
@@ -148,20 +161,22 @@ class RecallIndexes:
         """Fold this process's own write into a cached index without a query.
 
         Only when the index was current right before the write (its counter
-        equals ``window.before``); otherwise the next :meth:`get` catches up.
+        equals the slice's ``window.before``); otherwise the next :meth:`get`
+        catches up.
         """
         with self._lock:
             entry = self._entries.get((window.using, namespace, scope))
         if entry is None:
             return
+        slice_key = (namespace, scope)
         with entry.lock:
-            if entry.counter != window.before:
+            if slice_key not in window.before or entry.counter != window.before[slice_key]:
                 return
             for memory in upserted:
                 entry.index.add(record_of(memory))
-            for memory_id in removed:
-                entry.index.remove(memory_id)
-            entry.counter = window.after
+            entry.index.remove_many(removed)
+            entry.counter = window.after[slice_key]
+            entry.nbytes = entry.index.nbytes
 
     # ---------------------------------------------------------------- internals
     def _rows(self, using: str, namespace: str, scope: str):
@@ -170,34 +185,42 @@ class RecallIndexes:
     def _build(self, using: str, namespace: str, scope: str, counter: int) -> _Entry:
         index = RecallIndex()
         watermark = now()
-        rows = self._rows(using, namespace, scope).live().values_list(*_FIELDS)
-        index.bulk_load(to_record(*row) for row in rows.iterator(chunk_size=5000))
+        index.bulk_load(live_records(using, namespace, scope))
         self.builds += 1
+        _release_free_memory()
         return _Entry(index, counter, watermark, index.nbytes)
 
     def _delta(self, entry: _Entry, using: str, namespace: str, scope: str, counter: int) -> None:
         started = now()
-        rows = self._rows(using, namespace, scope).filter(
+        index = entry.index
+        changed = self._rows(using, namespace, scope).filter(
             updated_at__gte=entry.watermark - DELTA_SLACK
         )
-        for row in rows.values_list(*_FIELDS, "deleted_at"):
-            if row[7] is None:
-                entry.index.add(to_record(*row[:7]))
-            else:
-                entry.index.remove(row[0])
+        stale: list[str] = []
+        for memory_id, updated_at, deleted_at in changed.values_list(
+            "id", "updated_at", "deleted_at"
+        ):
+            if deleted_at is not None:
+                index.remove(memory_id)
+            elif index.updated_at(memory_id) != _timestamp(updated_at):
+                # Rows the slack re-reads but that have not changed since they were
+                # indexed (the common case) cost no re-tokenising.
+                stale.append(memory_id)
+        for record in live_records(using, namespace, scope, ids=stale):
+            index.add(record)
         # Hard deletes (erasure) and writers with skewed clocks leave no recent
         # row behind; the live count catches them, and the ids reconcile.
         live = self._rows(using, namespace, scope).live()
-        if live.count() != len(entry.index):
+        if live.count() != len(index):
             stored = set(live.values_list("id", flat=True))
-            for memory_id in entry.index.ids() - stored:
-                entry.index.remove(memory_id)
-            missing = stored - entry.index.ids()
-            for row in live.filter(id__in=missing).values_list(*_FIELDS):
-                entry.index.add(to_record(*row))
+            for memory_id in index.ids() - stored:
+                index.remove(memory_id)
+            missing = list(stored - index.ids())
+            for record in live_records(using, namespace, scope, ids=missing):
+                index.add(record)
         entry.counter = counter
         entry.watermark = started
-        entry.nbytes = entry.index.nbytes
+        entry.nbytes = index.nbytes
         self.deltas += 1
 
     def _evict(self) -> None:
@@ -212,6 +235,109 @@ def _timestamp(value: dt.datetime) -> float:
     if value.tzinfo is None:
         value = value.replace(tzinfo=dt.UTC)
     return value.timestamp()
+
+
+def _text_timestamp(value: object) -> float:
+    """POSIX seconds of a timestamp column read without Django's converters.
+
+    SQLite hands back text (ours: ISO with ``T``, naive UTC; other writers may add an
+    offset or use a space), PostgreSQL an aware ``datetime``.
+    """
+    if isinstance(value, dt.datetime):
+        return _timestamp(value)
+    if isinstance(value, str):
+        try:
+            return _timestamp(dt.datetime.fromisoformat(value))
+        except ValueError:
+            parsed = parse_datetime(value)
+            if parsed is not None:
+                return _timestamp(parsed)
+    return 0.0
+
+
+def _json_tuple(text: object) -> tuple[str, ...]:
+    """A ``*_json`` column as a tuple, as :func:`~memoryapp.models.json_list` reads it."""
+    try:
+        value = json.loads(text)  # the hot path: our own writers store lists of strings
+    except (TypeError, ValueError):
+        return ()
+    if type(value) is list:
+        try:
+            "".join(value)  # a C-speed check that every item is a string
+        except TypeError:
+            pass
+        else:
+            return tuple(value)
+    return tuple(json_list(text))  # anything else: the model's lenient reading
+
+
+def live_records(
+    using: str, namespace: str, scope: str, ids: Iterable[str] | None = None
+) -> Iterator[IndexRecord]:
+    """Stream the live rows of one slice (or of ``ids`` within it) as index records.
+
+    Plain SQL on a chunked (server-side on PostgreSQL) cursor: the ORM's per-row
+    converters and model machinery cost about as much as tokenising, and a build
+    should never hold every row at once. Tag lists repeat across rows, so each
+    distinct ``tags_json`` text is parsed once.
+
+    Args:
+        using: The database alias.
+        namespace: The namespace.
+        scope: ``user`` or ``project``.
+        ids: Only these ids (None: the whole slice).
+    """
+    columns = ", ".join(_FIELDS)
+    where = "namespace = %s AND scope = %s AND deleted_at IS NULL"
+    if ids is None:
+        batches: Iterable[list[str]] = [[]]
+    else:
+        wanted = list(ids)
+        batches = [wanted[i : i + _IN_CHUNK] for i in range(0, len(wanted), _IN_CHUNK)]
+    tags_of: dict[str, tuple[str, ...]] = {}
+    connection = connections[using]
+    for batch in batches:
+        sql, params = f"SELECT {columns} FROM memories WHERE {where}", [namespace, scope]
+        if ids is not None:
+            sql += " AND id IN (" + ", ".join(["%s"] * len(batch)) + ")"
+            params += batch
+        with connection.chunked_cursor() as cursor:
+            cursor.execute(sql, params)
+            while rows := cursor.fetchmany(_FETCH):
+                for memory_id, title, content, tags_json, kw_json, updated, conf in rows:
+                    tags = tags_of.get(tags_json)
+                    if tags is None:
+                        tags = tags_of[tags_json] = _json_tuple(tags_json)
+                    yield IndexRecord(
+                        id=memory_id,
+                        title=title,
+                        content=content,
+                        tags=tags,
+                        keywords=_json_tuple(kw_json),
+                        updated_at=_text_timestamp(updated),
+                        explicit=conf == _EXPLICIT,
+                    )
+
+
+def _load_malloc_trim():
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return libc.malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return None
+
+
+_MALLOC_TRIM = _load_malloc_trim()
+
+
+def _release_free_memory() -> None:
+    """Hand the heap freed by a build back to the OS (glibc keeps it otherwise).
+
+    A 100,000-row build frees ~100 MB of temporaries that glibc would keep mapped
+    for the life of the process.
+    """
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
 
 
 #: The process-wide indexes.

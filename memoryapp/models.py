@@ -143,10 +143,18 @@ class Memory(_TagsMixin, models.Model):
             ),
         ]
         indexes = [
+            # The id (and created_at) tie-breakers match the newest-first orderings
+            # of the stable block, so ties (one stamp per import chunk) need no sort;
+            # type and deleted_at let its filter run on the index alone (one table
+            # read per row returned, not per row scanned).
             models.Index(
-                fields=["namespace", "scope", "created_at"], name="ix_memories_ns_created"
+                fields=["namespace", "scope", "created_at", "id", "type", "deleted_at"],
+                name="ix_memories_ns_created",
             ),
-            models.Index(fields=["namespace", "updated_at"], name="ix_memories_ns_updated"),
+            models.Index(
+                fields=["namespace", "updated_at", "created_at", "id"],
+                name="ix_memories_ns_updated",
+            ),
             models.Index(fields=["subject"], name="ix_memories_subject"),
         ]
         permissions = [
@@ -291,6 +299,30 @@ class SchemaMeta(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key}={self.value}"
+
+
+class SliceChange(models.Model):
+    """A change counter per (namespace, scope), bumped by triggers beside ``memories_change``.
+
+    The recall index of one slice is current for its slice's value, so writes in
+    other namespaces cost it nothing (not even a delta query); the database-wide
+    ``memories_change`` row stays for Agentao and SPEC §1. A slice without a row
+    has never been written since this table was installed: its value is 0.
+    """
+
+    namespace = models.CharField(max_length=255)
+    scope = models.CharField(max_length=16)
+    value = models.BigIntegerField(default=0)
+
+    class Meta:
+        db_table = "memory_slice_changes"
+        verbose_name = "slice change counter"
+        constraints = [
+            models.UniqueConstraint(fields=["namespace", "scope"], name="uix_memory_slice_changes"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.scope}={self.value}"
 
 
 def new_request_id() -> str:

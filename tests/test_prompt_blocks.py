@@ -126,10 +126,44 @@ def test_own_writes_update_the_index_without_a_rebuild(mm):
 def test_a_write_in_another_namespace_does_not_rebuild(mm):
     mm.upsert("alpha", "rockets")
     mm.recall("rockets")
-    builds = INDEXES.builds
+    builds, deltas = INDEXES.builds, INDEXES.deltas
     MemoryManager(project="globex").upsert("beta", "rockets too")
     assert [h.title for h in mm.recall("rockets")] == ["alpha"]
-    assert INDEXES.builds == builds
+    # Not even a delta: A's slice counter did not move.
+    assert (INDEXES.builds, INDEXES.deltas) == (builds, deltas)
+
+
+def test_a_raw_write_in_another_namespace_costs_no_delta(mm, raw_sql):
+    mm.upsert("alpha", "rockets")
+    mm.recall("rockets")
+    deltas = INDEXES.deltas
+    _raw_insert(raw_sql, "rawb", "beta", "beta", "rockets", namespace="globex")
+    assert [h.title for h in mm.recall("rockets")] == ["alpha"]
+    assert INDEXES.deltas == deltas
+    _raw_insert(raw_sql, "rawa", "gamma", "gamma", "rockets")
+    assert {h.title for h in mm.recall("rockets")} == {"alpha", "gamma"}
+    assert INDEXES.deltas == deltas + 1
+
+
+def test_a_delta_re_tokenises_only_rows_that_changed(mm, raw_sql, monkeypatch):
+    from memoryapp.recall import RecallIndex
+
+    for i in range(3):
+        mm.upsert(f"rockets {i}", "rockets")  # all inside the delta slack
+    assert len(mm.recall("rockets")) == 3
+    added = []
+    real_add = RecallIndex.add
+    monkeypatch.setattr(RecallIndex, "add", lambda self, r: (added.append(r.id), real_add(self, r)))
+    _raw_insert(raw_sql, "rawc", "rockets raw", "rockets raw", "rockets")
+    later = (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=1)).replace(tzinfo=None)
+    first = Memory.objects.get(key_normalized="rockets_0")
+    raw_sql(
+        "UPDATE memories SET content = 'rockets changed', updated_at = %s WHERE id = %s",
+        [later.isoformat(timespec="microseconds"), first.id],
+    )
+    hits = mm.recall("rockets changed")
+    assert sorted(added) == sorted(["rawc", first.id])
+    assert hits[0].memory_id == first.id and hits[0].excerpt == "rockets changed"
 
 
 def test_hard_deletes_by_others_are_noticed(mm, raw_sql):
@@ -186,3 +220,17 @@ def test_a_delta_reads_only_rows_changed_since_the_last_sync(mm, raw_sql, monkey
         other.upsert(f"b {i}", "elsewhere")
         assert len(mm.recall("rockets")) == 3
     assert added == []  # nothing of A was re-read, though B's writes moved the counter
+
+
+def test_stable_block_filtered_reads_equal_rendering_the_whole_selection(mm):
+    """Newest facts that leave a remainder no recent fact fits: an old small one still shows."""
+    for i in range(6):
+        mm.upsert(f"user_pref tiny {i}", f"t{i}")
+    for i in range(140):
+        mm.upsert(f"user_pref big {i:03d} " + "k" * 40, "v" * 300, ["x" * 30])
+    block = mm.render_stable_block()
+    facts = [_fact(m) for m in mm.get_stable_entries()]
+    expected, ids = render_mod.render_stable_block(facts, mm.get_cross_session_tail())
+    assert block == expected
+    assert "user_pref_tiny_5" in block and "user_pref_big_139" in block
+    assert "user_pref_big_000" not in block

@@ -181,3 +181,74 @@ def test_migration_operation_refuses_an_unknown_vendor(monkeypatch):
     with pytest.raises(NotSupportedError, match="oracle"):
         op.database_forwards("memoryapp", editor, None, None)
     assert executed == []
+
+
+def _slices() -> dict[tuple[str, str], int]:
+    with connection.cursor() as c:
+        c.execute("SELECT namespace, scope, value FROM memory_slice_changes")
+        return {(ns, scope): int(value) for ns, scope, value in c.fetchall()}
+
+
+def test_slice_counters_move_only_for_the_slices_a_statement_touches(raw_sql):
+    from memoryapp.db.meta import read_slice_counters
+
+    insert = (
+        "INSERT INTO memories (id, namespace, scope, key_normalized, title, content, "
+        "created_at, updated_at) VALUES (%s, %s, %s, %s, 't', 'c', %s, %s)"
+    )
+    raw_sql(insert, ["s1", "acme", "project", "k1", NOW, NOW])
+    first = _slices()
+    assert first[("acme", "project")] >= 1 and ("globex", "project") not in first
+    raw_sql(insert, ["s2", "globex", "project", "k2", NOW, NOW])
+    second = _slices()
+    assert second[("acme", "project")] == first[("acme", "project")]
+    assert second[("globex", "project")] >= 1
+    # An update that moves a row to another slice moves both counters.
+    raw_sql("UPDATE memories SET namespace = 'initech' WHERE id = 's1'")
+    third = _slices()
+    assert third[("acme", "project")] > second[("acme", "project")]
+    assert third[("initech", "project")] >= 1
+    assert third[("globex", "project")] == second[("globex", "project")]
+    raw_sql("DELETE FROM memories WHERE id = 's2'")
+    fourth = _slices()
+    assert fourth[("globex", "project")] > third[("globex", "project")]
+    assert fourth[("initech", "project")] == third[("initech", "project")]
+    counters = read_slice_counters("default", [("globex", "project"), ("nobody", "user")])
+    assert counters == {("globex", "project"): fourth[("globex", "project")], ("nobody", "user"): 0}
+
+
+def test_one_bulk_statement_moves_each_touched_slice(raw_sql):
+    raw_sql(
+        "INSERT INTO memories (id, namespace, scope, key_normalized, title, content, "
+        "created_at, updated_at) VALUES "
+        "('b1', 'acme', 'project', 'k1', 't', 'c', %s, %s), "
+        "('b2', 'acme', 'project', 'k2', 't', 'c', %s, %s), "
+        "('b3', 'acme', 'user', 'k3', 't', 'c', %s, %s)",
+        [NOW] * 6,
+    )
+    after = _slices()
+    assert after[("acme", "project")] >= 1 and after[("acme", "user")] >= 1
+    raw_sql("UPDATE memories SET content = 'x' WHERE namespace = 'acme'")
+    moved = _slices()
+    assert moved[("acme", "project")] > after[("acme", "project")]
+    assert moved[("acme", "user")] > after[("acme", "user")]
+
+
+@pytest.mark.postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_truncate_moves_every_slice_on_postgresql(raw_sql):
+    Memory.objects.create(
+        namespace="a", scope="project", key_normalized="k", title="k", content="x"
+    )
+    before = _slices()
+    raw_sql("TRUNCATE memories")
+    after = _slices()
+    assert after[("a", "project")] > before[("a", "project")]
+
+
+def test_slice_counter_triggers_exist():
+    assert {
+        "trg_memory_slice_change_ins",
+        "trg_memory_slice_change_upd",
+        "trg_memory_slice_change_del",
+    } <= _trigger_names()

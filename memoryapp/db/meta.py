@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from django.db import DEFAULT_DB_ALIAS, connections, router
 
 CHANGE_KEY = "memories_change"
@@ -48,3 +50,24 @@ def read_change_counter(using: str = DEFAULT_DB_ALIAS, *, lock: bool = False) ->
         return int(row[0]) if row else 0
     except (TypeError, ValueError):
         return 0
+
+
+SliceKey = tuple[str, str]  # (namespace, scope)
+
+
+def read_slice_counters(using: str, slices: Iterable[SliceKey]) -> dict[SliceKey, int]:
+    """The ``memory_slice_changes`` value of each (namespace, scope); 0 for a slice without a row.
+
+    One statement for all the slices a manager reads on one database.
+    """
+    wanted = list(dict.fromkeys(slices))
+    if not wanted:
+        return {}
+    where = " OR ".join(["(namespace = %s AND scope = %s)"] * len(wanted))
+    params = [part for pair in wanted for part in pair]
+    with connections[using].cursor() as cursor:
+        cursor.execute(
+            f"SELECT namespace, scope, value FROM memory_slice_changes WHERE {where}", params
+        )
+        found = {(ns, scope): int(value) for ns, scope, value in cursor.fetchall()}
+    return {pair: found.get(pair, 0) for pair in wanted}

@@ -6,19 +6,33 @@ import logging
 import time
 from collections.abc import Iterable
 
-from django.db import DatabaseError
-from django.db.models import Q
+from django.db import DatabaseError, connections
+from django.db.models import Q, Value
+from django.db.models.functions import Least, Length
 
 from .. import render
-from ..db.meta import read_change_counter
+from ..db.meta import read_slice_counters
 from ..indexes import INDEXES
-from ..models import Memory, Scope
+from ..models import Memory, Scope, json_list
 from ..recall import Scored, path_hints, query_tokens, rank_key
 from .types import RecallCandidate, StoreSlice
 
 logger = logging.getLogger("memoryapp.manager")
 
 EXCERPT_CHARS = 200  # of a recall candidate's content (SPEC §5)
+FIRST_BATCH = 32  # newest stable facts read before the budget is known
+_FACT_COLUMNS = (
+    "scope",
+    "type",
+    "confidence",
+    "key_normalized",
+    "title",
+    "content",
+    "tags_json",
+    "created_at",
+    "updated_at",
+    "id",
+)
 
 
 class PromptBlocks:
@@ -54,12 +68,36 @@ class PromptBlocks:
 
         return self._guarded_read(self._stores(), read, [])
 
-    def _newest_stable(self, limit: int) -> list[Memory]:
-        rows = [
-            m for qs in self._stable_querysets() for m in qs.order_by("-created_at", "-id")[:limit]
-        ]
-        rows.sort(key=lambda m: (m.created_at, m.id), reverse=True)
-        return rows[:limit]
+    def _admissible_facts(self, tail: str) -> list[render.Fact]:
+        """The part of the stable selection that can decide the block, read newest first.
+
+        Facts are admitted newest first and what remains of the budget only falls, so
+        once less than the cheapest possible fact remains, no older fact matters. Reads
+        grow ×4 from :data:`FIRST_BATCH` rows. From the third read on, they are filtered
+        in SQL by a lower bound of each fact's cost — the cheapest fact's fixed text plus
+        its key, title and first 240 content characters (escaping only lengthens) — against
+        the budget left after the previous read, so a namespace whose newest facts leave a
+        small remainder that few older facts fit is not read row by row to the end.
+        """
+        querysets = self._stable_querysets()
+        facts: list[render.Fact] = []
+        limit, reads = FIRST_BATCH, querysets
+        while True:
+            batch = _newest_facts(reads, limit)
+            facts = list({f.id: f for f in (*facts, *batch)}.values())
+            left = _budget_left(facts, tail)
+            if len(batch) < limit or left < render.min_fact_cost():
+                return facts
+            if limit >= 4 * FIRST_BATCH:
+                # Rows passing the bound are a superset of the admissible older ones.
+                bound = left - (render.min_fact_cost() - 3)  # the cheapest fact's fields are 1
+                cost = (
+                    Length("key_normalized")
+                    + Length("title")
+                    + Least(Length("content"), Value(render.VALUE_CHARS))
+                )
+                reads = [qs.alias(_cost=cost).filter(_cost__lte=bound) for qs in querysets]
+            limit *= 4
 
     def _stable_block(self) -> tuple[str, list[str]]:
         """``(block, ids shown)``, rebuilt only when this manager has written since."""
@@ -68,17 +106,8 @@ class PromptBlocks:
             return cached[1], cached[2]
         problems_before = dict(self._problems)
         tail = self.get_cross_session_tail()
-        # Facts are admitted newest first; once what remains of the budget is
-        # below the cheapest possible fact, no older one can be admitted, so
-        # only a newest-first prefix of the selection is ever read.
-        limit = 32
-        while True:
-            rows = self._guarded_read(self._stores(), lambda n=limit: self._newest_stable(n), [])
-            text, ids = render.render_stable_block([_fact(m) for m in rows], tail)
-            used = len(text) + 1 if text else 0
-            if len(rows) < limit or render.STABLE_BLOCK_MAX_CHARS - used < render.min_fact_cost():
-                break
-            limit *= 4
+        facts = self._guarded_read(self._stores(), lambda: self._admissible_facts(tail), [])
+        text, ids = render.render_stable_block(facts, tail)
         if self._problems == problems_before or not self._problems:
             # A block built while a store was unreadable is not kept: it would
             # hide that store's facts until the next write.
@@ -137,33 +166,54 @@ class PromptBlocks:
         if not qtokens and not hints:
             return []
         now = time.time()
-        counters: dict[str, int] = {}
+        stores = self._stores()
+        counters: dict[tuple[str, str, str], int] = {}
+        for alias in dict.fromkeys(s.using for s in stores):
+            slices = [(s.namespace, s.scope) for s in stores if s.using == alias]
+            for (namespace, scope), value in read_slice_counters(alias, slices).items():
+                counters[alias, namespace, scope] = value
         hits: list[tuple[Scored, StoreSlice]] = []
-        for s in self._stores():
-            if s.using not in counters:
-                counters[s.using] = read_change_counter(s.using)
-            index = INDEXES.get(s.using, s.namespace, s.scope, counters[s.using])
+        for s in stores:
+            index = INDEXES.get(
+                s.using, s.namespace, s.scope, counters[s.using, s.namespace, s.scope]
+            )
             found = index.query_tokenized(qtokens, hints, top_k, exclude, now)
             hits.extend((hit, s) for hit in found)
         hits.sort(key=lambda pair: rank_key(pair[0]))
         hits = hits[:top_k]
-        rows: dict[str, Memory] = {}
+        rows: dict[str, tuple[str, str, str, str]] = {}
         for alias in {s.using for _, s in hits}:
-            ids = [h.id for h, s in hits if s.using == alias]
-            rows.update((m.id, m) for m in Memory.objects.using(alias).live().filter(id__in=ids))
+            rows.update(_shown_columns(alias, [h.id for h, s in hits if s.using == alias]))
         return [
             RecallCandidate(
                 memory_id=h.id,
-                scope=rows[h.id].scope,
-                type=rows[h.id].type,
-                title=rows[h.id].title,
-                excerpt=rows[h.id].content[:EXCERPT_CHARS],
+                scope=rows[h.id][0],
+                type=rows[h.id][1],
+                title=rows[h.id][2],
+                excerpt=rows[h.id][3][:EXCERPT_CHARS],
                 score=h.score,
                 reasons=list(h.reasons),
             )
             for h, _ in hits
             if h.id in rows
         ]
+
+
+def _shown_columns(using: str, ids: list[str]) -> dict[str, tuple[str, str, str, str]]:
+    """id → (scope, type, title, content) of the live rows among ``ids``.
+
+    One plain statement: on the recall hot path the ORM's queryset and model
+    building cost several times the query itself (~1.2 ms against ~0.1 ms for
+    five rows on SQLite at 100,000 memories).
+    """
+    marks = ", ".join(["%s"] * len(ids))
+    sql = (
+        "SELECT id, scope, type, title, content FROM memories"
+        f" WHERE deleted_at IS NULL AND id IN ({marks})"
+    )
+    with connections[using].cursor() as cursor:
+        cursor.execute(sql, ids)
+        return {row[0]: row[1:] for row in cursor.fetchall()}
 
 
 def _fact(m: Memory) -> render.Fact:
@@ -179,3 +229,42 @@ def _fact(m: Memory) -> render.Fact:
         updated_at=m.updated_at.timestamp(),
         id=m.id,
     )
+
+
+def _newest_facts(querysets: list, limit: int) -> list[render.Fact]:
+    """The newest ``limit`` rows (by ``created_at``, then id) across ``querysets``, as facts."""
+    facts = [
+        render.Fact(
+            scope=scope,
+            type=type_,
+            confidence=confidence,
+            key=key,
+            title=title,
+            content=content,
+            tags=tuple(json_list(tags_json)),
+            created_at=created_at.timestamp(),
+            updated_at=updated_at.timestamp(),
+            id=memory_id,
+        )
+        for qs in querysets
+        for (
+            scope,
+            type_,
+            confidence,
+            key,
+            title,
+            content,
+            tags_json,
+            created_at,
+            updated_at,
+            memory_id,
+        ) in qs.order_by("-created_at", "-id").values_list(*_FACT_COLUMNS)[:limit]
+    ]
+    facts.sort(key=lambda f: (f.created_at, f.id), reverse=True)
+    return facts[:limit]
+
+
+def _budget_left(facts: list[render.Fact], tail: str) -> int:
+    """What the stable block's budget leaves after admitting from ``facts``."""
+    text, _ = render.render_stable_block(facts, tail)
+    return render.STABLE_BLOCK_MAX_CHARS - (len(text) + 1 if text else 0)

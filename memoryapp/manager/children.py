@@ -39,7 +39,7 @@ class ChildManager(MemoryManager):
         """A sub-agent's stable block is empty."""
         return []
 
-    def _newest_stable(self, limit: int) -> list[Memory]:
+    def _stable_querysets(self) -> list:
         return []
 
     def recall(self, query, messages=None, top_k=5, exclude_ids=None) -> list[RecallCandidate]:

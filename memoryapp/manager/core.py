@@ -188,13 +188,14 @@ class MemoryManager(PromptBlocks, ReviewQueue):
         """:meth:`upsert`, also telling whether the row was created (the API's 201 vs 200)."""
         prepared = self._downgrade(store.prepare(self.guard, key, value, tags, scope, type, source))
         target = self._store_for(prepared.scope)
-        with change_window(target.using) as window:
+        with change_window(target.using, [(target.namespace, target.scope)]) as window:
             result = store.write(
                 prepared,
                 using=target.using,
                 namespace=target.namespace,
                 subject=self.user,
                 actor=actor,
+                savepoint=False,  # change_window rolls back on any error
             )
         INDEXES.apply_own_write(
             window, target.namespace, target.scope, [result.memory], result.capped
@@ -311,7 +312,7 @@ class MemoryManager(PromptBlocks, ReviewQueue):
         """Soft-delete ids of one store; keeps a cached recall index current."""
         if not ids:
             return 0
-        with change_window(s.using) as window:
+        with change_window(s.using, [(s.namespace, s.scope)]) as window:
             victims = store.soft_delete_ids(s.using, s.namespace, ids, actor=actor, reason=reason)
         INDEXES.apply_own_write(window, s.namespace, s.scope, removed=victims)
         return len(victims)
@@ -334,7 +335,7 @@ class MemoryManager(PromptBlocks, ReviewQueue):
         """Soft-delete every live memory of a scope (None = both); raises on storage failure."""
         total = 0
         for s in self._stores(scope):
-            with change_window(s.using) as window:
+            with change_window(s.using, [(s.namespace, s.scope)]) as window:
                 removed = store.clear(s.using, s.namespace, [s.scope], actor=actor)
             INDEXES.apply_own_write(window, s.namespace, s.scope, removed=removed)
             total += len(removed)
