@@ -213,8 +213,10 @@ class RecallIndexes:
         live = self._rows(using, namespace, scope).live()
         if live.count() != len(index):
             stored = set(live.values_list("id", flat=True))
-            for memory_id in index.ids() - stored:
-                index.remove(memory_id)
+            if index.remove_many(index.ids() - stored):
+                # Rows gone from the table were erased: their tokens leave this
+                # process's index now, not at some later compaction.
+                index.compact()
             missing = list(stored - index.ids())
             for record in live_records(using, namespace, scope, ids=missing):
                 index.add(record)

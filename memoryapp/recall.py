@@ -465,6 +465,16 @@ class RecallIndex:
                 self._compact()
             return removed
 
+    def compact(self) -> None:
+        """Drop every dead slot's entries now, and the tokens no live record holds.
+
+        Used after an erasure: until a compaction, a removed record's tokens stay
+        in the index's token table.
+        """
+        with self._lock:
+            if self._dead or self._pending:
+                self._compact()
+
     def bulk_load(self, records: Iterable[IndexRecord]) -> None:
         """Insert many records at once; a record replaces any earlier one with its id.
 

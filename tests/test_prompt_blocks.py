@@ -172,6 +172,9 @@ def test_hard_deletes_by_others_are_noticed(mm, raw_sql):
     assert len(mm.recall("rockets")) == 2
     raw_sql("DELETE FROM memories WHERE id = %s", [a.id])
     assert [h.title for h in mm.recall("rockets")] == ["beta"]
+    # The erased row's tokens left this process's index at once (a compaction).
+    index = INDEXES._entries["default", "acme/web", "project"].index
+    assert "alpha" not in index._postings and "beta" in index._postings
 
 
 def test_auto_cap_removals_leave_the_index(mm):
