@@ -224,6 +224,8 @@ class RecallIndexes:
         entry.watermark = started
         entry.nbytes = index.nbytes
         self.deltas += 1
+        with self._lock:
+            self._evict()  # the slice may have grown past the cap
 
     def _evict(self) -> None:
         cap = recall_cache_bytes()
