@@ -54,11 +54,14 @@ _SENSITIVE_MESSAGE = "content appears to contain sensitive credentials"
 # Every boundary str.splitlines() honours: a title is rendered on one line of the
 # prompt, so a vertical tab or U+2028 would break it just like "\n" or "\r".
 _LINE_BREAKS = frozenset("\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029")
+_LINE_BREAK_CHAR = re.compile("[" + re.escape("".join(sorted(_LINE_BREAKS))) + "]")
 
 _UNDERSCORE_RUN = re.compile(r"_+")
 _TITLE_WORD = re.compile(r"\w+")
 _PATH_RUN = re.compile(r"[\w/]+")
 _PATH_SUFFIX = re.compile(r"\.\w{2,4}")
+_PATH_SUFFIX_PROBE = re.compile(r"\.\w{2}")
+_ASCII_NON_ALNUM_RUN = re.compile(r"[^a-z0-9]+")
 _LOWER_WORD = re.compile(r"\b[a-z_]{3,}\b")
 
 
@@ -167,8 +170,127 @@ SECRET_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 
+# --- The prefilter: a cheap necessary condition per pattern -------------------------
+# Running the 11 patterns costs ~40 µs on a 220-character memory: their leading
+# look-behinds keep ``re`` from skipping ahead to a literal, so each one tries every
+# position. Plain substring tests (``in`` on ``str``, a C scan) are ~20× cheaper, and
+# almost every memory fails all of them. ``_prefilter_mask`` names the patterns whose
+# literal necessary condition holds; only those are run. Each condition below is
+# *implied by* a match of its pattern (argued next to it), so skipping a pattern whose
+# condition fails never changes the result: ``find_secret_family`` names the same
+# family as running every pattern in order (tests/test_guard_prefilter.py checks it
+# by enumeration and by property tests against the unfiltered loop).
+#
+# The case-sensitive patterns (no ``(?i)``) are tested on the text itself. The three
+# ``(?i)`` patterns (bearer, authorization, credential assignment) are tested on the
+# text folded by ``_fold_for_prefilter``: a letter of ``re``'s case-insensitive match
+# of an ASCII word is that ASCII letter, its upper case, or one of four non-ASCII
+# letters (U+0130 İ and U+0131 ı match ``i``, U+017F ſ matches ``s``, U+212A KELVIN
+# SIGN matches ``k``: the complete list for CPython's ``re``, enumerated over every
+# code point in the test). The fold maps the first three to ASCII and then lower-cases;
+# ``str.lower`` maps A-Z to a-z and the Kelvin sign to ``k``, and is applied character
+# by character (only the Greek sigma looks at its neighbours, and only to choose its
+# own lower case), so every character that ``re`` matched against ``L`` becomes exactly
+# ``L``, one character for one, and the matched word appears, contiguous, in the fold.
+# Characters that lower-case to ASCII letters elsewhere only make a condition hold more
+# often, which is safe. ``_`` and ``-`` inside names are caseless: ``re`` matches them
+# literally, and the fold keeps them.
+_PREFILTER_FOLD = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s"})
+
+# Every name of CREDENTIAL_ASSIGNMENT_RE contains one of these (after the fold):
+# password/passwd/passphrase contain "pass"; "pwd"; "secret" (also in secret[_-]?key);
+# "token"; api[_-]?key is one of "apikey"/"api_key"/"api-key"; access[_-]?key is one of
+# "accesskey"/"access_key"/"access-key".
+_CREDENTIAL_NAME_PARTS = (
+    "pass", "pwd", "secret", "token",
+    "apikey", "api_key", "api-key", "accesskey", "access_key", "access-key",
+)  # fmt: skip
+
+
+def _fold_for_prefilter(text: str) -> str:
+    """Lower-case ``text`` so that every ``(?i)`` match of an ASCII word shows as that word."""
+    if not text.isascii():
+        text = text.translate(_PREFILTER_FOLD)
+    return text.lower()
+
+
+# One bit per default pattern.
+_BITS = {name: 1 << i for i, (name, _) in enumerate(SECRET_PATTERNS)}
+_ANTHROPIC = _BITS["anthropic_api_key"]
+_OPENAI = _BITS["openai_api_key"]
+_GOOGLE = _BITS["google_api_key"]
+_AWS = _BITS["aws_access_key_id"]
+_GITHUB = _BITS["github_token"]
+_SLACK = _BITS["slack_token"]
+_JWT = _BITS["jwt"]
+_BEARER = _BITS["bearer_token"]
+_AUTHORIZATION = _BITS["authorization_header"]
+_PRIVATE_KEY = _BITS["private_key"]
+_CREDENTIAL_ASSIGNMENT = _BITS["credential_assignment"]
+
+
+def _prefilter_mask(text: str) -> int:
+    """The bits of the default patterns whose necessary literal condition holds in ``text``."""
+    mask = 0
+    if "sk-" in text:
+        # ANTHROPIC_KEY_RE matches the literal "sk-ant-", OPENAI_KEY_RE the literal "sk-"
+        # (case-sensitive patterns); "sk-ant-" contains "sk-".
+        mask |= _OPENAI
+        if "sk-ant-" in text:
+            mask |= _ANTHROPIC
+    if "AIza" in text:  # GOOGLE_API_KEY_RE: the literal "AIza".
+        mask |= _GOOGLE
+    if "AKIA" in text or "ASIA" in text:  # AWS_ACCESS_KEY_RE: the literal "AKIA" or "ASIA".
+        mask |= _AWS
+    if "_" in text and (
+        "ghp_" in text
+        or "gho_" in text
+        or "ghu_" in text
+        or "ghs_" in text
+        or "ghr_" in text
+        or "github_pat_" in text
+    ):
+        # GITHUB_TOKEN_RE: "gh" + one of p/o/u/s/r + "_", or the literal "github_pat_";
+        # each contains "_".
+        mask |= _GITHUB
+    if "xox" in text:  # SLACK_TOKEN_RE: the literal "xox" (then [baprs]-).
+        mask |= _SLACK
+    if ".eyJ" in text:  # JWT_RE: its second segment starts with the literal ".eyJ".
+        mask |= _JWT
+    if "-----BEGIN " in text:  # PRIVATE_KEY_RE: the literal "-----BEGIN " (then …KEY).
+        mask |= _PRIVATE_KEY
+    folded = _fold_for_prefilter(text)
+    if "bearer" in folded:  # BEARER_TOKEN_RE: "bearer" in any case (see the fold above).
+        mask |= _BEARER
+    if ":" in text or "=" in text:
+        # AUTHORIZATION_HEADER_RE: "authorization" in any case, then ":" or "=".
+        if "authorization" in folded:
+            mask |= _AUTHORIZATION
+        # CREDENTIAL_ASSIGNMENT_RE: a name in any case (see _CREDENTIAL_NAME_PARTS), then
+        # ":=", ":" or "=" (each contains ":" or "=").
+        for part in _CREDENTIAL_NAME_PARTS:
+            if part in folded:
+                mask |= _CREDENTIAL_ASSIGNMENT
+                break
+    return mask
+
+
+#: SECRET_PATTERNS as defined here, with each pattern's prefilter bit.
+_DEFAULT_SECRET_PATTERNS = SECRET_PATTERNS
+_DEFAULT_ENTRIES: tuple[tuple[int, str, re.Pattern[str]], ...] = tuple(
+    (1 << i, name, pattern) for i, (name, pattern) in enumerate(SECRET_PATTERNS)
+)
+# By identity (a compiled pattern's own hash digests its whole program on every call).
+_PREFILTER_BITS: dict[int, int] = {id(pattern): bit for bit, _, pattern in _DEFAULT_ENTRIES}
+
+
 def find_secret_family(text: str) -> str | None:
     """Name the first default secret family found in ``text``.
+
+    The same answer as searching every pattern of :data:`SECRET_PATTERNS` in order;
+    a default pattern is skipped only when a literal it needs is absent from ``text``
+    (``_prefilter_mask``). Patterns that other code put into :data:`SECRET_PATTERNS`
+    are always searched.
 
     Args:
         text: Any text.
@@ -177,8 +299,16 @@ def find_secret_family(text: str) -> str | None:
         The family name from :data:`SECRET_PATTERNS`, or ``None`` when nothing matches.
         The matched text itself is never returned, so callers cannot leak it.
     """
+    mask = _prefilter_mask(text)
+    if SECRET_PATTERNS is _DEFAULT_SECRET_PATTERNS:
+        if mask:
+            for bit, name, pattern in _DEFAULT_ENTRIES:
+                if mask & bit and pattern.search(text):
+                    return name
+        return None
     for name, pattern in SECRET_PATTERNS:
-        if pattern.search(text):
+        bit = _PREFILTER_BITS.get(id(pattern))
+        if (bit is None or mask & bit) and pattern.search(text):
             return name
     return None
 
@@ -221,7 +351,17 @@ def normalize_key(key: str) -> str:
     Raises:
         MemoryValidationError: ``key`` is not a string, or nothing is left.
     """
-    text = unicodedata.normalize("NFC", _require_str(key, "Memory key").strip().lower())
+    text = _require_str(key, "Memory key").strip().lower()
+    if text.isascii():
+        # The same result, without the loop: NFC leaves ASCII alone, an ASCII
+        # character is alphanumeric exactly when it is [a-z0-9] once lower-cased,
+        # and ASCII has no combining marks, so each maximal run of other characters
+        # becomes one "_" (what the loop's "_" per character and the collapse give).
+        normalized = _ASCII_NON_ALNUM_RUN.sub("_", text).strip("_")
+        if not normalized:
+            raise MemoryValidationError("Memory key is empty after normalization")
+        return normalized[:MAX_KEY_CHARS]
+    text = unicodedata.normalize("NFC", text)
     out: list[str] = []
     after_word_char = False
     for char in text:
@@ -360,17 +500,41 @@ def _path_tokens(content: str) -> list[str]:
     The plain ``findall`` retries from every character of a long ``[\\w/]`` run that
     is not followed by ``.xx`` (quadratic: 0.15 s on 4000 characters). Every start
     inside one maximal run reaches the same run end, so they all succeed or fail
-    together: after a failure the scan jumps to the run's end.
+    together: the scan ``findall`` performs is, equivalently, "take the next run of
+    ``[\\w/]`` (from the end of the last token, or from the start of a maximal run),
+    and keep it with the ``\\.\\w{2,4}`` at its end if there is one".
+
+    This walks the suffixes instead of the runs (most memories have none, and a
+    memory has far fewer suffixes than words): every token ends with a suffix match
+    ``\\.\\w{2,4}`` (``finditer`` finds each of them, with the same greedy extent:
+    a suffix holds one ``.``, at its start, so they never overlap), and a suffix at
+    ``k`` makes a token exactly when ``content[k - 1]`` is in ``[\\w/]`` at or after
+    the end of the last token; the token then starts where that run of ``[\\w/]``,
+    read backwards from ``k - 1``, stops — at a character outside ``[\\w/]`` or at the
+    end of the last token. Read backwards by matching ``[\\w/]+`` forwards in the
+    reversed text; no character is read backwards twice (a suffix's ``.`` stops the
+    next one), so the whole scan stays linear.
     """
+    if "." not in content:  # every token contains ".": the common case, at C speed
+        return []
+    first = _PATH_SUFFIX_PROBE.search(content)
+    if first is None:  # every token contains a match of \.\w{2}
+        return []
     tokens: list[str] = []
-    pos = 0
-    while run := _PATH_RUN.search(content, pos):
-        suffix = _PATH_SUFFIX.match(content, run.end())
-        if suffix is None:
-            pos = run.end()
-        else:
-            tokens.append(content[run.start() : suffix.end()])
-            pos = suffix.end()
+    size = len(content)
+    reverse = content[::-1]
+    last_end = 0
+    for suffix in _PATH_SUFFIX.finditer(content, first.start()):
+        dot = suffix.start()
+        if dot <= last_end:  # the run before it would be empty (or inside the last token)
+            continue
+        # content[j] is reverse[size - 1 - j]: the run ending at content[dot - 1],
+        # not reaching back before content[last_end].
+        run = _PATH_RUN.match(reverse, size - dot, size - last_end)
+        if run is None:
+            continue
+        tokens.append(content[dot - (run.end() - run.start()) : suffix.end()])
+        last_end = suffix.end()
     return tokens
 
 
@@ -429,7 +593,7 @@ class MemoryGuard:
                 anywhere, even at an end.
         """
         _require_str(key, "Memory key")
-        if any(char in _LINE_BREAKS for char in key):
+        if _LINE_BREAK_CHAR.search(key):
             raise MemoryValidationError("Memory key/title must be single-line")
         return key.strip()[:MAX_TITLE_CHARS]
 
