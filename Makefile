@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 TEST_POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/memoryapp
 PYTEST_ARGS ?=
 
-.PHONY: run test test-sqlite test-postgres lint install bench clean
+.PHONY: run test test-sqlite test-postgres lint install bench bench-api clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -51,6 +51,12 @@ test-postgres: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/recall.py
+
+## HTTP API load: gunicorn (2 workers) on PostgreSQL, 100 namespaces x 10,000 memories.
+## BENCH_API_ARGS="--quick" for a smoke run (see bench/api_load.py --help).
+BENCH_API_ARGS ?=
+bench-api: $(STAMP)
+	$(PY) bench/api_load.py $(BENCH_API_ARGS)
 
 clean:
 	rm -rf $(VENV) var/test_db.sqlite3*
