@@ -99,6 +99,11 @@ def _database(url: str) -> dict:
         test_name = str(VAR_DIR / f"test_db{_TEST_SUFFIX}.sqlite3")
         db.setdefault("TEST", {}).setdefault("NAME", test_name)
     elif db["ENGINE"].startswith("django.db.backends.postgresql"):
+        # Persistent connections (checked before reuse): a new connection per
+        # request roughly halved the API's recall throughput in bench/API_RESULTS.md.
+        # "?conn_max_age=0" in the URL restores one connection per request.
+        db.setdefault("CONN_MAX_AGE", 60)
+        db.setdefault("CONN_HEALTH_CHECKS", True)
         db.setdefault("TEST", {}).setdefault("NAME", f"test_{db['NAME']}{_TEST_SUFFIX}")
     return db
 
