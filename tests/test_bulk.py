@@ -83,3 +83,17 @@ def test_import_command(tmp_path):
     bad.write_text('{"key": "x"}\n')
     with pytest.raises(CommandError, match="1 invalid line"):
         call_command("memory", "import", str(bad), stdout=io.StringIO())
+
+
+@pytest.mark.postgres_only
+def test_an_import_gives_postgresql_planner_statistics(raw_sql):
+    # pg_class.reltuples is -1 until a table is first analysed (PostgreSQL 14+); ANALYZE
+    # sets it at once, inside the transaction (unlike the cumulative statistics views).
+    def reltuples(table):
+        return raw_sql("SELECT reltuples FROM pg_class WHERE relname = %s", [table])[0][0]
+
+    before = reltuples("memories")
+    mm = MemoryManager(project="p")
+    report = _import(mm, *({"key": f"fact {i}", "value": f"value {i}"} for i in range(37)))
+    assert report.created == 37 and before != 37
+    assert reltuples("memories") == 37 and reltuples("memory_events") == 37
