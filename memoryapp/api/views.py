@@ -52,6 +52,20 @@ def validated(serializer_class, data) -> dict:
     return serializer.validated_data
 
 
+def bound_manager(request, serializer_class, permission, data=None) -> tuple[dict, MemoryManager]:
+    """Validate the input, check ``permission`` on the namespaces it names, bind a facade.
+
+    ``data`` defaults to the request body. The input names ``project`` and ``user``
+    (and may name ``session_id``); a namespace the caller may not use is a 404.
+    """
+    data = validated(serializer_class, request.data if data is None else data)
+    access_for(request).require([data["project"], data["user"]], permission)
+    mm = MemoryManager(
+        project=data["project"], user=data["user"], session_id=data.get("session_id")
+    )
+    return data, mm
+
+
 def manager_for(row) -> MemoryManager:
     """A facade bound to the namespace and scope that own ``row`` (a memory)."""
     return MemoryManager(
@@ -187,9 +201,9 @@ class MemoryViewSet(
         },
     )
     def create(self, request, *args, **kwargs):
-        data = validated(serializers.MemoryWriteSerializer, request.data)
-        access_for(request).require([data["project"], data["user"]], permissions.MEMORY_WRITE)
-        mm = MemoryManager(project=data["project"], user=data["user"])
+        data, mm = bound_manager(
+            request, serializers.MemoryWriteSerializer, permissions.MEMORY_WRITE
+        )
         result = mm.upsert_result(
             data["key"],
             data["value"],
@@ -243,10 +257,8 @@ class RecallView(MemoryAPIMixin, APIView):
         responses={200: serializers.RecallOutputSerializer},
     )
     def post(self, request):
-        data = validated(serializers.RecallInputSerializer, request.data)
-        access_for(request).require([data["project"], data["user"]], permissions.MEMORY_READ)
-        mm = MemoryManager(
-            project=data["project"], user=data["user"], session_id=data["session_id"]
+        data, mm = bound_manager(
+            request, serializers.RecallInputSerializer, permissions.MEMORY_READ
         )
         query, messages = data["query"], data["messages"]
         body = {
@@ -280,10 +292,8 @@ class SessionSummaryViewSet(mixins.ListModelMixin, NamespacedViewSet):
         responses={201: serializers.SessionSummarySerializer},
     )
     def create(self, request, *args, **kwargs):
-        data = validated(serializers.SessionSummaryWriteSerializer, request.data)
-        access_for(request).require([data["project"], data["user"]], permissions.SUMMARY_WRITE)
-        mm = MemoryManager(
-            project=data["project"], user=data["user"], session_id=data["session_id"]
+        data, mm = bound_manager(
+            request, serializers.SessionSummaryWriteSerializer, permissions.SUMMARY_WRITE
         )
         row = mm.save_session_summary(
             data["summary"], data["tokens_before"], data["messages_summarized"]
@@ -311,10 +321,8 @@ class CrystallizeView(MemoryAPIMixin, APIView):
         responses={200: serializers.CrystallizeOutputSerializer},
     )
     def post(self, request):
-        data = validated(serializers.CrystallizeInputSerializer, request.data)
-        access_for(request).require([data["project"], data["user"]], permissions.CRYSTALLIZE)
-        mm = MemoryManager(
-            project=data["project"], user=data["user"], session_id=data["session_id"]
+        data, mm = bound_manager(
+            request, serializers.CrystallizeInputSerializer, permissions.CRYSTALLIZE
         )
         items = mm.crystallize_user_messages(data["messages"])
         return Response(serializers.CrystallizeOutputSerializer({"items": items}).data)
@@ -446,11 +454,8 @@ class WipeAllView(MemoryAPIMixin, APIView):
         responses={200: serializers.WipeOutputSerializer},
     )
     def post(self, request):
-        data = validated(serializers.BoundInput, request.data)
-        access_for(request).require([data["project"], data["user"]], permissions.WIPE)
-        result = MemoryManager(project=data["project"], user=data["user"]).wipe_all(
-            actor=actor_of(request)
-        )
+        _, mm = bound_manager(request, serializers.BoundInput, permissions.WIPE)
+        result = mm.wipe_all(actor=actor_of(request))
         return Response(serializers.WipeOutputSerializer(result.as_dict()).data)
 
 
@@ -542,9 +547,12 @@ class StoreProblemsView(MemoryAPIMixin, APIView):
         responses={200: serializers.StoreProblemsSerializer},
     )
     def get(self, request):
-        data = validated(serializers.StoreProblemsQuerySerializer, request.query_params)
-        access_for(request).require([data["project"], data["user"]], permissions.MEMORY_READ)
-        mm = MemoryManager(project=data["project"], user=data["user"])
+        _, mm = bound_manager(
+            request,
+            serializers.StoreProblemsQuerySerializer,
+            permissions.MEMORY_READ,
+            data=request.query_params,
+        )
         # The prompt-path reads are the ones that record problems instead of raising.
         mm.get_all_entries()
         mm.get_cross_session_tail()
