@@ -146,10 +146,16 @@ class Memory(_TagsMixin, models.Model):
             # The id (and created_at) tie-breakers match the newest-first orderings
             # of the stable block, so ties (one stamp per import chunk) need no sort;
             # type and deleted_at let its filter run on the index alone (one table
-            # read per row returned, not per row scanned).
+            # read per row returned, not per row passed over).
             models.Index(
                 fields=["namespace", "scope", "created_at", "id", "type", "deleted_at"],
                 name="ix_memories_ns_created",
+            ),
+            # The stable block's filtered reads take one type at a time, newest first:
+            # a range of this index each, not a walk through every row of the slice.
+            models.Index(
+                fields=["namespace", "scope", "type", "created_at", "id", "deleted_at"],
+                name="ix_memories_ns_type",
             ),
             models.Index(
                 fields=["namespace", "updated_at", "created_at", "id"],

@@ -237,3 +237,61 @@ def test_stable_block_filtered_reads_equal_rendering_the_whole_selection(mm):
     assert block == expected
     assert "user_pref_tiny_5" in block and "user_pref_big_139" in block
     assert "user_pref_big_000" not in block
+
+
+def test_fresh_managers_share_the_rendered_stable_block_until_a_slice_changes(mm, raw_sql):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    mm.upsert("user_pref editor", "vim")
+    mm.upsert("deploy rule", "ship on fridays", ["constraint"])
+    first = MemoryManager(project="acme/web", user="acme/alice").render_stable_block()
+    with CaptureQueriesContext(connection) as queries:
+        again = MemoryManager(project="acme/web", user="acme/alice").render_stable_block()
+    assert again == first
+    # The summaries (for the tail) and one counter read: no memory rows selected.
+    assert not any('FROM "memories"' in q["sql"] for q in queries.captured_queries)
+    assert len(queries.captured_queries) == 2
+    old = MemoryManager(project="acme/web", user="acme/alice")
+    assert old.render_stable_block() == first
+    raw_sql(
+        "INSERT INTO memories (id, namespace, scope, type, key_normalized, title, content, "
+        "tags_json, keywords_json, created_at, updated_at) "
+        "VALUES ('rawrule', 'acme/web', 'project', 'constraint', 'raw_rule', 'raw rule', "
+        "'no deploys at night', '[]', '[]', %s, %s)",
+        [NOW, NOW],
+    )
+    fresh = MemoryManager(project="acme/web", user="acme/alice").render_stable_block()
+    assert "raw_rule" in fresh and "raw_rule" not in old.render_stable_block()
+    # Another namespace's write leaves the shared block of this one in place.
+    MemoryManager(project="globex").upsert("their rule", "x", ["constraint"])
+    with CaptureQueriesContext(connection) as queries:
+        MemoryManager(project="acme/web", user="acme/alice").render_stable_block()
+    assert not any('FROM "memories"' in q["sql"] for q in queries.captured_queries)
+
+
+def test_the_shared_stable_block_follows_the_sessions_tail(mm):
+    mm.upsert("deploy rule", "ship on fridays", ["constraint"])
+    MemoryManager(project="acme/web", session_id="s1").save_session_summary("first session", 10, 2)
+    in_s1 = MemoryManager(project="acme/web", session_id="s1").render_stable_block()
+    in_s2 = MemoryManager(project="acme/web", session_id="s2").render_stable_block()
+    assert "first session" not in in_s1 and "first session" in in_s2
+
+
+def test_project_stable_block_filtered_reads_equal_rendering_the_whole_selection():
+    mm = MemoryManager(project="acme/web")
+    for i in range(4):
+        mm.upsert(f"tiny rule {i}", f"r{i}", ["constraint"])
+    mm.upsert("old note", "n")  # a note: shown only while among the 3 most recent
+    for i in range(140):
+        kind = ("decision", "workflow", "preference")[i % 3]
+        mm.upsert(f"big {kind} {i:03d} " + "k" * 20, "v" * 300, [kind, "x" * 30])
+    for i in range(2):
+        mm.upsert(f"fresh note {i}", "short")
+    block = MemoryManager(project="acme/web").render_stable_block()
+    facts = [_fact(m) for m in mm.get_stable_entries()]
+    expected, _ = render_mod.render_stable_block(facts, mm.get_cross_session_tail())
+    assert block == expected
+    # The newest big facts leave a remainder only an old tiny rule fits.
+    assert "tiny_rule_3" in block and "fresh_note_1" in block
+    assert "big_decision_000" not in block

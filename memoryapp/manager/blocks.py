@@ -39,32 +39,51 @@ class PromptBlocks:
     """Mixin of :class:`~memoryapp.manager.MemoryManager`: recall, stable and context blocks."""
 
     # ----------------------------------------------------------- prompt blocks
-    def _stable_querysets(self) -> list:
-        """Per database alias, the live rows of the stable selection (SPEC §5)."""
+    def _stable_querysets(self, *, by_type: bool = False) -> list:
+        """The live rows of the stable selection (SPEC §5), as querysets to merge.
+
+        One queryset per database alias by default (one statement reads the newest
+        facts of every slice through ``ix_memories_ns_created``). ``by_type``: a user
+        store whole, a project store one queryset per stable type — each a range of
+        ``ix_memories_ns_type``, so a filtered read never walks the slice's notes and
+        project facts — plus its 3 most recently updated project facts and notes.
+        """
         by_alias: dict[str, Q] = {}
+        querysets = []
         for s in self._stores():
             if s.scope == Scope.USER:
                 q = Q(namespace=s.namespace, scope=s.scope)
+                if by_type:
+                    querysets.append(s.rows().live())
             else:
+                live = s.rows().live()
                 recent = list(
-                    s.rows()
-                    .live()
-                    .filter(type__in=render.RECENT_PROJECT_TYPES)
+                    live.filter(type__in=sorted(render.RECENT_PROJECT_TYPES))
                     .order_by("-updated_at", "-created_at", "-id")
                     .values_list("id", flat=True)[: render.RECENT_PROJECT_LIMIT]
                 )
                 q = Q(namespace=s.namespace, scope=s.scope) & (
-                    Q(type__in=render.STABLE_PROJECT_TYPES) | Q(id__in=recent)
+                    Q(type__in=sorted(render.STABLE_PROJECT_TYPES)) | Q(id__in=recent)
                 )
+                if by_type:
+                    types = sorted(render.STABLE_PROJECT_TYPES)
+                    querysets += [live.filter(type=type_) for type_ in types]
+                    if recent:
+                        # By primary key alone: with the slice's columns in the filter
+                        # too, SQLite walks ix_memories_ns_created for the ORDER BY.
+                        rows = Memory.objects.using(s.using).live()
+                        querysets.append(rows.filter(id__in=recent))
             by_alias[s.using] = by_alias[s.using] | q if s.using in by_alias else q
+        if by_type:
+            return querysets
         return [Memory.objects.using(alias).live().filter(q) for alias, q in by_alias.items()]
 
     def get_stable_entries(self) -> list[Memory]:
         """The memories the stable block selects from, ordered by ``created_at`` (SPEC §5)."""
 
         def read():
-            rows = [m for qs in self._stable_querysets() for m in qs.order_by("created_at", "id")]
-            return sorted(rows, key=lambda m: (m.created_at, m.id))
+            rows = {m.id: m for qs in self._stable_querysets() for m in qs}
+            return sorted(rows.values(), key=lambda m: (m.created_at, m.id))
 
         return self._guarded_read(self._stores(), read, [])
 
@@ -79,9 +98,8 @@ class PromptBlocks:
         the budget left after the previous read, so a namespace whose newest facts leave a
         small remainder that few older facts fit is not read row by row to the end.
         """
-        querysets = self._stable_querysets()
         facts: list[render.Fact] = []
-        limit, reads = FIRST_BATCH, querysets
+        limit, reads = FIRST_BATCH, self._stable_querysets()
         while True:
             batch = _newest_facts(reads, limit)
             facts = list({f.id: f for f in (*facts, *batch)}.values())
@@ -96,8 +114,34 @@ class PromptBlocks:
                     + Length("title")
                     + Least(Length("content"), Value(render.VALUE_CHARS))
                 )
-                reads = [qs.alias(_cost=cost).filter(_cost__lte=bound) for qs in querysets]
+                reads = [
+                    qs.alias(_cost=cost).filter(_cost__lte=bound)
+                    for qs in self._stable_querysets(by_type=True)
+                ]
             limit *= 4
+
+    def _shared_stable_block(self, tail: str) -> tuple[str, list[str]]:
+        """The block any manager of these slices would render now, shared in the process.
+
+        Reused while the slices' change counters and the tail are unchanged (one
+        counter read), else selected, rendered and kept for the next manager.
+        """
+        key = (tail, *self._slice_versions(self._stores()))
+        found = INDEXES.stable_blocks.get(key)
+        if found is None:
+            text, ids = render.render_stable_block(self._admissible_facts(tail), tail)
+            INDEXES.stable_blocks.put(key, text, ids)
+            return text, ids
+        return found[0], list(found[1])
+
+    def _slice_versions(self, stores: list[StoreSlice]) -> list[tuple[str, str, str, int]]:
+        """``(alias, namespace, scope, change counter)`` of each store, one query per alias."""
+        versions = []
+        for alias in dict.fromkeys(s.using for s in stores):
+            slices = [(s.namespace, s.scope) for s in stores if s.using == alias]
+            for (namespace, scope), value in read_slice_counters(alias, slices).items():
+                versions.append((alias, namespace, scope, value))
+        return versions
 
     def _stable_block(self) -> tuple[str, list[str]]:
         """``(block, ids shown)``, rebuilt only when this manager has written since."""
@@ -106,8 +150,8 @@ class PromptBlocks:
             return cached[1], cached[2]
         problems_before = dict(self._problems)
         tail = self.get_cross_session_tail()
-        facts = self._guarded_read(self._stores(), lambda: self._admissible_facts(tail), [])
-        text, ids = render.render_stable_block(facts, tail)
+        block = self._guarded_read(self._stores(), lambda: self._shared_stable_block(tail), None)
+        text, ids = block if block is not None else render.render_stable_block([], tail)
         if self._problems == problems_before or not self._problems:
             # A block built while a store was unreadable is not kept: it would
             # hide that store's facts until the next write.
@@ -167,11 +211,10 @@ class PromptBlocks:
             return []
         now = time.time()
         stores = self._stores()
-        counters: dict[tuple[str, str, str], int] = {}
-        for alias in dict.fromkeys(s.using for s in stores):
-            slices = [(s.namespace, s.scope) for s in stores if s.using == alias]
-            for (namespace, scope), value in read_slice_counters(alias, slices).items():
-                counters[alias, namespace, scope] = value
+        counters = {
+            (alias, namespace, scope): value
+            for alias, namespace, scope, value in self._slice_versions(stores)
+        }
         hits: list[tuple[Scored, StoreSlice]] = []
         for s in stores:
             index = INDEXES.get(
@@ -240,7 +283,7 @@ def _newest_facts(querysets: list, limit: int) -> list[render.Fact]:
             confidence=confidence,
             key=key,
             title=title,
-            content=content,
+            content=content[: render.VALUE_CHARS],  # all the block shows
             tags=tuple(json_list(tags_json)),
             created_at=created_at.timestamp(),
             updated_at=updated_at.timestamp(),

@@ -42,6 +42,9 @@ class ChildManager(MemoryManager):
     def _stable_querysets(self) -> list:
         return []
 
+    def _shared_stable_block(self, tail: str) -> tuple[str, list[str]]:
+        return "", []  # never the parent's block from the shared cache
+
     def recall(self, query, messages=None, top_k=5, exclude_ids=None) -> list[RecallCandidate]:
         """A sub-agent recalls nothing."""
         return []

@@ -1,4 +1,4 @@
-"""Per-slice change counters and the stable block's tie-breaking, covering indexes.
+"""Per-slice change counters and the stable block's indexes (tie-breakers, one range per type).
 
 ``memory_slice_changes`` holds one counter per (namespace, scope), advanced by
 triggers beside the database-wide ``memories_change`` ones (0002), so a recall
@@ -141,6 +141,13 @@ class Migration(migrations.Migration):
             index=models.Index(
                 fields=["namespace", "scope", "created_at", "id", "type", "deleted_at"],
                 name="ix_memories_ns_created",
+            ),
+        ),
+        migrations.AddIndex(
+            model_name="memory",
+            index=models.Index(
+                fields=["namespace", "scope", "type", "created_at", "id", "deleted_at"],
+                name="ix_memories_ns_type",
             ),
         ),
         migrations.AddIndex(
