@@ -64,6 +64,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchlib import code_version, load_corpus_module  # bench/ is sys.path[0]
+
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = ROOT / ".venv" / "bin" / "python"
 GUNICORN = ROOT / ".venv" / "bin" / "gunicorn"
@@ -96,18 +98,6 @@ def ns_name(i: int) -> str:
 
 
 # ============================================================================ corpus
-def load_corpus_module() -> Any:
-    """Import ``shared/bench/corpus.py`` by path, as bench/recall.py does (not a package)."""
-    for shared in (ROOT.parent / "shared", Path("/work/shared")):
-        path = shared / "bench" / "corpus.py"
-        if path.is_file():
-            spec = importlib.util.spec_from_file_location("shared_bench_corpus", path)
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            return module
-    sys.exit("shared/bench/corpus.py not found beside the repository")
-
-
 def prepare_corpus(n: int) -> tuple[Path, dict[str, Any]]:
     """The import file (JSON lines) and {queries, tail} for ``n`` memories per namespace.
 
@@ -1002,21 +992,6 @@ def machine_info() -> dict[str, Any]:
         "ram_gib": round(mem_kb / 2**20, 1),
         "os": platform.platform(),
     }
-
-
-def code_version() -> dict[str, Any]:
-    """The commit measured and the files under memoryapp/ and project/ that differ from it."""
-
-    def git(*command: str) -> str:
-        try:
-            return subprocess.run(
-                ["git", *command], cwd=ROOT, capture_output=True, text=True, check=True
-            ).stdout.rstrip("\n")
-        except (OSError, subprocess.CalledProcessError):
-            return ""
-
-    dirty = git("status", "--porcelain", "--", "memoryapp", "project").splitlines()
-    return {"commit": git("rev-parse", "--short", "HEAD"), "uncommitted": dirty}
 
 
 def load() -> list[float]:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import cProfile
-import importlib.util
 import io
 import json
 import os
@@ -32,6 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from benchlib import load_corpus_module  # bench/ is sys.path[0]
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "out"
@@ -45,18 +46,6 @@ NAMESPACE = "bench/import"
 
 def log(message: str) -> None:
     print(message, flush=True)
-
-
-def load_corpus_module() -> Any:
-    """Import ``shared/bench/corpus.py`` by path (it is not part of this repository)."""
-    for shared in (ROOT.parent / "shared", Path("/work/shared")):
-        path = shared / "bench" / "corpus.py"
-        if path.is_file():
-            spec = importlib.util.spec_from_file_location("shared_bench_corpus", path)
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            return module
-    sys.exit("shared/bench/corpus.py not found beside the repository")
 
 
 def corpus_file(n: int) -> Path:

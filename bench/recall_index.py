@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import importlib.util
 import json
 import os
 import platform
@@ -29,24 +28,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
+from benchlib import load_corpus_module  # noqa: E402  (bench/ is sys.path[0])
 
 from memoryapp.recall import IndexRecord, RecallIndex  # noqa: E402
 
 DAY = 86400.0
 WARM_QUERIES = 200
 WRITE_ITERATIONS = 60
-
-
-def load_corpus_module() -> Any:
-    """Import ``shared/bench/corpus.py`` by path (it is not part of this repository)."""
-    for shared in (ROOT.parent / "shared", Path("/work/shared")):
-        path = shared / "bench" / "corpus.py"
-        if path.is_file():
-            spec = importlib.util.spec_from_file_location("shared_bench_corpus", path)
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            return module
-    sys.exit("shared/bench/corpus.py not found beside the repository")
 
 
 def reference_guard() -> Any:
