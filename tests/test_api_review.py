@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from memoryapp import MemoryManager
 from memoryapp.api.testing import token_client
-from memoryapp.models import ErasureReceipt, Memory, ReviewItem
+from memoryapp.models import ErasureReceipt, Memory, MemoryEvent, ReviewItem
 
 pytestmark = pytest.mark.django_db
 
@@ -99,6 +101,10 @@ def test_approve_makes_a_memory_and_a_second_approve_is_409(acme, queued):
     again = acme.post(f"/api/review-items/{item.id}/approve/")
     assert again.status_code == 409 and "approved" in again.json()["detail"]
     assert acme.post(f"/api/review-items/{item.id}/reject/").status_code == 409
+    # The decision is audited once, with the API client as the actor (as in the admin).
+    (event,) = MemoryEvent.objects.filter(memory_id=item.id)
+    assert (event.event_type, event.actor) == ("review_approve", "api:acme-app")
+    assert json.loads(event.detail) == {"memory": memory["id"]}
 
 
 def test_reject(acme, queued):
@@ -107,6 +113,8 @@ def test_reject(acme, queued):
     assert r.status_code == 200 and r.json()["status"] == "rejected"
     assert acme.post(f"/api/review-items/{item.id}/approve/").status_code == 409
     assert not Memory.objects.exists()
+    (event,) = MemoryEvent.objects.filter(memory_id=item.id)
+    assert (event.event_type, event.actor) == ("review_reject", "api:acme-app")
 
 
 def test_decisions_need_write_and_the_subject_namespace(queued):

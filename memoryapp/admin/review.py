@@ -188,17 +188,8 @@ class ReviewItemAdmin(StyledAdmin):
             except (guards.MemoryValidationError, guards.SensitiveMemoryError) as exc:
                 failed.append((item, str(exc)))
                 continue
-            if memory is None:
-                continue
-            approved += 1
-            store.log_event(
-                db_for(MemoryEvent),
-                item.pk,
-                "review_approve",
-                namespace=item.namespace,
-                actor=who,
-                memory=memory.pk,
-            )
+            if memory is not None:
+                approved += 1  # the facade logged the review_approve event
         if approved:
             self.message_user(
                 request,
@@ -229,15 +220,8 @@ class ReviewItemAdmin(StyledAdmin):
         who = actor(request)
         rejected = 0
         for item in pending:
-            if MemoryManager(project=item.namespace).reject_review_item(item.pk):
-                rejected += 1
-                store.log_event(
-                    db_for(MemoryEvent),
-                    item.pk,
-                    "review_reject",
-                    namespace=item.namespace,
-                    actor=who,
-                )
+            if MemoryManager(project=item.namespace).reject_review_item(item.pk, actor=who):
+                rejected += 1  # the facade logged the review_reject event
         self.message_user(
             request,
             f"Rejected {_plural(rejected, 'review item', 'review items')}.",

@@ -393,7 +393,9 @@ class ReviewItemViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Namesp
     @action(detail=True, methods=["post"])
     def reject(self, request, *args, **kwargs):
         item = self.get_object()
-        rejected = MemoryManager(project=item.namespace).reject_review_item(item.id)
+        rejected = MemoryManager(project=item.namespace).reject_review_item(
+            item.id, actor=actor_of(request)
+        )
         item.refresh_from_db()
         if not rejected:
             raise Conflict(

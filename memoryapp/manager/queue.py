@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from .. import crystallizer, guards, review
+from .. import crystallizer, guards, review, store
 from ..models import Memory, ReviewItem, ReviewStatus, Source
 
 
@@ -37,12 +37,16 @@ class ReviewQueue:
         )
 
     def approve_review_item(self, item_id: str, *, actor: str = "") -> Memory | None:
-        """Promote a pending item to a memory (source ``crystallized``); None if not pending."""
+        """Promote a pending item to a memory (source ``crystallized``); None if not pending.
+
+        Logs a ``review_approve`` event (the item's id, the memory's id, ``actor``) in the
+        same transaction as the decision, whoever calls: admin, API or an agent.
+        """
         with transaction.atomic(using=self.using):
             item = review.decide(self.using, self.project, item_id, ReviewStatus.APPROVED)
             if item is None:
                 return None
-            return self.upsert(
+            memory = self.upsert(
                 item.key_normalized,
                 item.content,
                 item.tags,
@@ -51,13 +55,29 @@ class ReviewQueue:
                 source=Source.CRYSTALLIZED,
                 actor=actor,
             )
-
-    def reject_review_item(self, item_id: str) -> bool:
-        """Mark a pending item rejected; False if it is not pending (or not ours)."""
-        with transaction.atomic(using=self.using):
-            return (
-                review.decide(self.using, self.project, item_id, ReviewStatus.REJECTED) is not None
+            store.log_event(
+                self.using,
+                item.pk,
+                "review_approve",
+                namespace=self.project,
+                actor=actor,
+                memory=memory.pk,
             )
+            return memory
+
+    def reject_review_item(self, item_id: str, *, actor: str = "") -> bool:
+        """Mark a pending item rejected; False if it is not pending (or not ours).
+
+        Logs a ``review_reject`` event with ``actor`` in the same transaction.
+        """
+        with transaction.atomic(using=self.using):
+            item = review.decide(self.using, self.project, item_id, ReviewStatus.REJECTED)
+            if item is None:
+                return False
+            store.log_event(
+                self.using, item.pk, "review_reject", namespace=self.project, actor=actor
+            )
+            return True
 
     def purge_review_queue(self, status: str | None = None, *, actor: str = "") -> int:
         """Erase this namespace's review items (optionally one status); the count.
