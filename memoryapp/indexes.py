@@ -25,6 +25,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from itertools import chain
 
 from django.db import connections, transaction
 from django.utils.dateparse import parse_datetime
@@ -43,6 +44,7 @@ _FIELDS = ("id", "title", "content", "tags_json", "keywords_json", "updated_at",
 _FETCH = 2000  # rows per fetch while streaming a build
 _IN_CHUNK = 500  # ids per "IN (...)" list, well under every vendor's parameter limit
 _EXPLICIT = str(Confidence.EXPLICIT_USER)
+_STAMP = Memory._meta.get_field("updated_at")
 
 
 @dataclass
@@ -84,15 +86,29 @@ def to_record(
     confidence: str,
 ) -> IndexRecord:
     """An :class:`IndexRecord` from the stored columns."""
+    stamp = _timestamp(updated_at)
     return IndexRecord(
         id=memory_id,
         title=title,
         content=content,
         tags=tuple(json_list(tags_json)),
         keywords=tuple(json_list(keywords_json)),
-        updated_at=_timestamp(updated_at),
+        updated_at=stamp,
         explicit=confidence == Confidence.EXPLICIT_USER,
+        fingerprint=row_fingerprint(title, content, tags_json, keywords_json, confidence, stamp),
     )
+
+
+def row_fingerprint(
+    title: str, content: str, tags_json: str, keywords_json: str, confidence: str, stamp: float
+) -> int:
+    """What a delta compares to tell a re-read row from the indexed one (this process only).
+
+    Every column the index reads, not ``updated_at`` alone: a writer with one-second
+    stamps (Agentao) or raw SQL can change a row without moving it.
+    """
+    # str(): a TextChoices member hashes by its name, the column's text by its value.
+    return hash((title, content, tags_json, keywords_json, str(confidence), stamp))
 
 
 def record_of(memory: Memory) -> IndexRecord:
@@ -115,6 +131,19 @@ class _Entry:
     watermark: dt.datetime  # when the last build or delta started reading (this clock)
     nbytes: int = 0
     lock: threading.RLock = field(default_factory=threading.RLock)
+    # Ids this process changed in the index from inside a transaction that had not
+    # committed yet: if it rolled back, the next delta must read them again (their
+    # rows may be older than the delta's window).
+    unsettled: set[str] = field(default_factory=set)
+
+
+# Past this many unsettled ids an entry is dropped (rebuilt on its next use) rather
+# than re-reading them at every delta.
+MAX_UNSETTLED = 10_000
+
+
+def _in_transaction(using: str) -> bool:
+    return connections[using].in_atomic_block
 
 
 class StableBlocks:
@@ -208,6 +237,7 @@ class RecallIndexes:
         if entry is None:
             return
         slice_key = (namespace, scope)
+        upserted, removed = list(upserted), list(removed)
         with entry.lock:
             if slice_key not in window.before or entry.counter != window.before[slice_key]:
                 return
@@ -216,6 +246,11 @@ class RecallIndexes:
             entry.index.remove_many(removed)
             entry.counter = window.after[slice_key]
             entry.nbytes = entry.index.nbytes
+            if _in_transaction(window.using):
+                # An enclosing transaction may still roll this write back.
+                entry.unsettled.update(m.id for m in upserted)
+                entry.unsettled.update(removed)
+                self._limit_unsettled(window.using, namespace, scope, entry)
 
     # ---------------------------------------------------------------- internals
     def _rows(self, using: str, namespace: str, scope: str):
@@ -232,39 +267,58 @@ class RecallIndexes:
     def _delta(self, entry: _Entry, using: str, namespace: str, scope: str, counter: int) -> None:
         started = now()
         index = entry.index
-        changed = self._rows(using, namespace, scope).filter(
-            updated_at__gte=entry.watermark - DELTA_SLACK
-        )
-        stale: list[str] = []
-        for memory_id, updated_at, deleted_at in changed.values_list(
-            "id", "updated_at", "deleted_at"
-        ):
-            if deleted_at is not None:
-                index.remove(memory_id)
-            elif index.updated_at(memory_id) != _timestamp(updated_at):
-                # Rows the slack re-reads but that have not changed since they were
-                # indexed (the common case) cost no re-tokenising.
-                stale.append(memory_id)
-        for record in live_records(using, namespace, scope, ids=stale):
-            index.add(record)
+        since = entry.watermark - DELTA_SLACK
+        changed: set[str] = set()
+        # The rows stamped since the last sync, and any this process touched inside a
+        # transaction that may have rolled back; a row read again that matches the
+        # indexed one (its fingerprint) costs no re-tokenising.
+        rows = _slice_rows(using, namespace, scope, since=since)
+        if entry.unsettled:
+            rows = chain(rows, _slice_rows(using, namespace, scope, ids=list(entry.unsettled)))
+        seen_unsettled: set[str] = set()
+        for record, deleted in rows:
+            seen_unsettled.add(record.id)
+            if deleted:
+                if index.remove(record.id):
+                    changed.add(record.id)
+            elif index.fingerprint(record.id) != record.fingerprint:
+                index.add(record)
+                changed.add(record.id)
+        for memory_id in entry.unsettled - seen_unsettled:  # gone from the table
+            if index.remove(memory_id):
+                changed.add(memory_id)
         # Hard deletes (erasure) and writers with skewed clocks leave no recent
         # row behind; the live count catches them, and the ids reconcile.
         live = self._rows(using, namespace, scope).live()
         if live.count() != len(index):
             stored = set(live.values_list("id", flat=True))
-            if index.remove_many(index.ids() - stored):
+            gone = index.ids() - stored
+            if index.remove_many(gone):
                 # Rows gone from the table were erased: their tokens leave this
                 # process's index now, not at some later compaction.
                 index.compact()
+                changed |= gone
             missing = list(stored - index.ids())
             for record in live_records(using, namespace, scope, ids=missing):
                 index.add(record)
+                changed.add(record.id)
         entry.counter = counter
         entry.watermark = started
         entry.nbytes = index.nbytes
+        if _in_transaction(using):
+            entry.unsettled |= changed  # read inside a transaction: maybe uncommitted
+            self._limit_unsettled(using, namespace, scope, entry)
+        else:
+            entry.unsettled.clear()  # what this delta read is committed
         self.deltas += 1
         with self._lock:
             self._evict()  # the slice may have grown past the cap
+
+    def _limit_unsettled(self, using: str, namespace: str, scope: str, entry: _Entry) -> None:
+        if len(entry.unsettled) > MAX_UNSETTLED:
+            with self._lock:
+                if self._entries.get((using, namespace, scope)) is entry:
+                    del self._entries[(using, namespace, scope)]
 
     def _evict(self) -> None:
         cap = recall_cache_bytes()
@@ -347,19 +401,57 @@ def live_records(
         with connection.chunked_cursor() as cursor:
             cursor.execute(sql, params)
             while rows := cursor.fetchmany(_FETCH):
-                for memory_id, title, content, tags_json, kw_json, updated, conf in rows:
+                for row in rows:
+                    tags_json = row[3]
                     tags = tags_of.get(tags_json)
                     if tags is None:
                         tags = tags_of[tags_json] = _json_tuple(tags_json)
-                    yield IndexRecord(
-                        id=memory_id,
-                        title=title,
-                        content=content,
-                        tags=tags,
-                        keywords=_json_tuple(kw_json),
-                        updated_at=_text_timestamp(updated),
-                        explicit=conf == _EXPLICIT,
-                    )
+                    yield _record(*row, tags=tags)
+
+
+def _slice_rows(
+    using: str,
+    namespace: str,
+    scope: str,
+    *,
+    since: dt.datetime | None = None,
+    ids: list[str] | None = None,
+) -> Iterator[tuple[IndexRecord, bool]]:
+    """``(record, soft-deleted?)`` of the slice's rows updated at or after ``since``, or of
+    ``ids`` — live and soft-deleted alike (a delta removes the latter)."""
+    connection = connections[using]
+    columns = ", ".join((*_FIELDS, "deleted_at"))
+    base = f"SELECT {columns} FROM memories WHERE namespace = %s AND scope = %s"
+    if since is not None:
+        statements = [
+            (base + " AND updated_at >= %s", [_STAMP.get_db_prep_value(since, connection)])
+        ]
+    else:
+        wanted = ids or []
+        statements = [
+            (base + " AND id IN (" + ", ".join(["%s"] * len(chunk)) + ")", chunk)
+            for chunk in (wanted[i : i + _IN_CHUNK] for i in range(0, len(wanted), _IN_CHUNK))
+        ]
+    for sql, extra in statements:
+        with connection.chunked_cursor() as cursor:
+            cursor.execute(sql, [namespace, scope, *extra])
+            while rows := cursor.fetchmany(_FETCH):
+                for *row, deleted_at in rows:
+                    yield _record(*row), deleted_at is not None
+
+
+def _record(memory_id, title, content, tags_json, kw_json, updated, conf, tags=None):
+    stamp = _text_timestamp(updated)
+    return IndexRecord(
+        id=memory_id,
+        title=title,
+        content=content,
+        tags=_json_tuple(tags_json) if tags is None else tags,
+        keywords=_json_tuple(kw_json),
+        updated_at=stamp,
+        explicit=conf == _EXPLICIT,
+        fingerprint=row_fingerprint(title, content, tags_json, kw_json, conf, stamp),
+    )
 
 
 def _load_malloc_trim():

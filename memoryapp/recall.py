@@ -54,6 +54,9 @@ class IndexRecord:
         keywords: The stored keywords (each one lower-cased, plus its tokens).
         updated_at: Last update, POSIX seconds (UTC).
         explicit: Whether the confidence is ``explicit_user`` (the ``explicit`` reason).
+        fingerprint: Any 64-bit value that changes with the stored row (kept per record
+            and returned by :meth:`RecallIndex.fingerprint`, so a caller can tell
+            whether a row it reads again is the one indexed); 0 when unused.
     """
 
     id: str
@@ -63,6 +66,7 @@ class IndexRecord:
     keywords: tuple[str, ...] = ()
     updated_at: float = 0.0
     explicit: bool = False
+    fingerprint: int = 0
 
 
 @dataclass(frozen=True)
@@ -357,6 +361,7 @@ class RecallIndex:
         self._ids: list[str | None] = []  # slot -> id, None once dead
         self._dead = 0
         self._updated = np.zeros(0, dtype=np.float64)
+        self._fingerprint = np.zeros(0, dtype=np.int64)
         self._title_len = np.zeros(0, dtype=np.int32)
         self._alive = np.zeros(0, dtype=bool)
         self._explicit = np.zeros(0, dtype=bool)
@@ -387,17 +392,17 @@ class RecallIndex:
         with self._lock:
             return set(self._slot_of)
 
-    def updated_at(self, id: str) -> float | None:
-        """The indexed ``updated_at`` (POSIX seconds) of ``id``, or None when not indexed."""
+    def fingerprint(self, id: str) -> int | None:
+        """The :attr:`IndexRecord.fingerprint` indexed for ``id``, or None when not indexed."""
         with self._lock:
             slot = self._slot_of.get(id)
-            return None if slot is None else float(self._updated[slot])
+            return None if slot is None else int(self._fingerprint[slot])
 
     @property
     def nbytes(self) -> int:
         """Approximate memory footprint in bytes: numpy data plus Python object overhead."""
         with self._lock:
-            per_slot = 8 + 4 + 1 + 1 + 8 + 8 * len(self._acc)
+            per_slot = 8 + 8 + 4 + 1 + 1 + 8 + 8 * len(self._acc)
             return (
                 self._posting_bytes
                 + 4 * self._pending
@@ -522,6 +527,7 @@ class RecallIndex:
             return out
 
         self._updated = grown(self._updated)
+        self._fingerprint = grown(self._fingerprint)
         self._title_len = grown(self._title_len)
         self._alive = grown(self._alive)
         self._explicit = grown(self._explicit)
@@ -538,6 +544,7 @@ class RecallIndex:
         self._ids.append(record.id)
         self._slot_of[record.id] = slot
         self._updated[slot] = record.updated_at
+        self._fingerprint[slot] = record.fingerprint
         self._title_len[slot] = len(fields.title)
         self._alive[slot] = True
         self._explicit[slot] = record.explicit
@@ -565,7 +572,7 @@ class RecallIndex:
         self._ids = [self._ids[slot] for slot in live.tolist()]
         self._slot_of = {id: slot for slot, id in enumerate(self._ids) if id is not None}
         capacity = max(64, 2 * len(live))
-        for name in ("_updated", "_title_len", "_alive", "_explicit", "_bound"):
+        for name in ("_updated", "_fingerprint", "_title_len", "_alive", "_explicit", "_bound"):
             old = getattr(self, name)
             fresh = np.zeros(capacity, dtype=old.dtype)
             fresh[: len(live)] = old[live]

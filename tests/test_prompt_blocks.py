@@ -295,3 +295,43 @@ def test_project_stable_block_filtered_reads_equal_rendering_the_whole_selection
     # The newest big facts leave a remainder only an old tiny rule fits.
     assert "tiny_rule_3" in block and "fresh_note_1" in block
     assert "big_decision_000" not in block
+
+
+def test_a_change_that_keeps_updated_at_is_still_recalled(mm, raw_sql):
+    """Agentao stamps in whole seconds and raw SQL may not touch updated_at at all."""
+    m = mm.upsert("k1", "alpha apple")
+    assert [h.memory_id for h in mm.recall("apple")] == [m.id]
+    raw_sql(
+        "UPDATE memories SET content = 'zebra zulu', title = 'zebra', "
+        'keywords_json = \'["zebra", "zulu"]\' WHERE id = %s',
+        [m.id],
+    )
+    assert [h.memory_id for h in MemoryManager(project="acme/web").recall("zebra")] == [m.id]
+    assert MemoryManager(project="acme/web").recall("apple") == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rolled_back_write_leaves_neither_the_index_nor_the_shared_block_stale(raw_sql):
+    from django.db import transaction
+
+    mm = MemoryManager(project="p")
+    kept = mm.upsert("cherry rule", "cherry pie on fridays", ["decision"])
+    # Older than any delta's window: only the rolled-back write can bring it back.
+    hour_ago = (dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)).replace(tzinfo=None)
+    raw_sql(
+        "UPDATE memories SET updated_at = %s WHERE id = %s",
+        [hour_ago.isoformat(timespec="microseconds"), kept.id],
+    )
+    assert [h.memory_id for h in mm.recall("cherry")] == [kept.id]
+    with pytest.raises(RuntimeError), transaction.atomic():
+        phantom = mm.upsert("phantom rule", "cherry phantom decision", ["decision"])
+        mm.upsert("cherry rule", "cherry tart instead", ["decision"])
+        assert {h.memory_id for h in mm.recall("cherry")} == {kept.id, phantom.id}
+        assert "phantom" in MemoryManager(project="p").render_stable_block()
+        raise RuntimeError("roll back")
+    fresh = MemoryManager(project="p")
+    assert [h.memory_id for h in fresh.recall("cherry")] == [kept.id]
+    assert fresh.recall("cherry")[0].excerpt == "cherry pie on fridays"
+    assert fresh.recall("tart") == []
+    block = fresh.render_stable_block()
+    assert "phantom" not in block and "cherry pie on fridays" in block
