@@ -225,6 +225,12 @@ def test_a_delta_reads_only_rows_changed_since_the_last_sync(mm, raw_sql, monkey
     assert added == []  # nothing of A was re-read, though B's writes moved the counter
 
 
+def _whole_selection_block(mm) -> str:
+    """The stable block rendered from every stable entry at once (no lazy reads)."""
+    facts = [_fact(m) for m in mm.get_stable_entries()]
+    return render_mod.render_stable_block(facts, mm.get_cross_session_tail())[0]
+
+
 def test_stable_block_filtered_reads_equal_rendering_the_whole_selection(mm):
     """Newest facts that leave a remainder no recent fact fits: an old small one still shows."""
     for i in range(6):
@@ -232,9 +238,7 @@ def test_stable_block_filtered_reads_equal_rendering_the_whole_selection(mm):
     for i in range(140):
         mm.upsert(f"user_pref big {i:03d} " + "k" * 40, "v" * 300, ["x" * 30])
     block = mm.render_stable_block()
-    facts = [_fact(m) for m in mm.get_stable_entries()]
-    expected, ids = render_mod.render_stable_block(facts, mm.get_cross_session_tail())
-    assert block == expected
+    assert block == _whole_selection_block(mm)
     assert "user_pref_tiny_5" in block and "user_pref_big_139" in block
     assert "user_pref_big_000" not in block
 
@@ -289,9 +293,7 @@ def test_project_stable_block_filtered_reads_equal_rendering_the_whole_selection
     for i in range(2):
         mm.upsert(f"fresh note {i}", "short")
     block = MemoryManager(project="acme/web").render_stable_block()
-    facts = [_fact(m) for m in mm.get_stable_entries()]
-    expected, _ = render_mod.render_stable_block(facts, mm.get_cross_session_tail())
-    assert block == expected
+    assert block == _whole_selection_block(mm)
     # The newest big facts leave a remainder only an old tiny rule fits.
     assert "tiny_rule_3" in block and "fresh_note_1" in block
     assert "big_decision_000" not in block
