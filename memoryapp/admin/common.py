@@ -92,6 +92,11 @@ def event_rows(events) -> list[dict]:
     ]
 
 
+def plural(n: int, one: str, many: str) -> str:
+    """``"1 memory"``, ``"3 memories"``: a count with its noun, for messages."""
+    return f"{n} {one if n == 1 else many}"
+
+
 def count_rows(counts: Mapping[str, int], tables: Iterable[str] = ()) -> list[dict]:
     """``[{table, label, count}]`` for a counts-per-table dict, every content table included."""
     order = [MEMORIES, SUMMARIES, REVIEW, EVENTS, ADMIN_LOG, *tables]

@@ -28,6 +28,7 @@ from .common import (
     event_rows,
     json_download,
     namespace_label,
+    plural,
     short_time,
     two_lines,
 )
@@ -314,7 +315,7 @@ class MemoryAdmin(StyledAdmin):
         )
         self.message_user(
             request,
-            f"Soft-deleted {len(ids)} memor{'y' if len(ids) == 1 else 'ies'}. "
+            f"Soft-deleted {plural(len(ids), 'memory', 'memories')}. "
             "Find them under the “Deleted” filter to restore them.",
             messages.SUCCESS,
         )
@@ -348,7 +349,7 @@ class MemoryAdmin(StyledAdmin):
         if restored:
             self.message_user(
                 request,
-                f"Restored {restored} memor{'y' if restored == 1 else 'ies'}.",
+                f"Restored {plural(restored, 'memory', 'memories')}.",
                 messages.SUCCESS,
             )
         for obj, reason in refused:
@@ -387,7 +388,7 @@ class MemoryAdmin(StyledAdmin):
         n = receipt.counts.get("memories", 0)
         self.message_user(
             request,
-            f"Erased {n} memor{'y' if n == 1 else 'ies'} permanently. This is the receipt.",
+            f"Erased {plural(n, 'memory', 'memories')} permanently. This is the receipt.",
             messages.SUCCESS,
         )
         return HttpResponseRedirect(

@@ -27,14 +27,17 @@ from .common import (
     count_rows,
     db_for,
     namespace_label,
+    plural,
     short_time,
     two_lines,
 )
 from .forms import PurgeForm
 
 
-def _plural(n: int, one: str, many: str) -> str:
-    return f"{n} {one if n == 1 else many}"
+def _queue_counts(ids) -> list[dict]:
+    """The rows a purge of these review items removes, for its confirmation page."""
+    events = MemoryEvent.objects.filter(memory_id__in=ids).count()
+    return count_rows({"memory_review_queue": len(ids), "memory_events": events})
 
 
 def receipt_link(receipt) -> str:
@@ -193,7 +196,7 @@ class ReviewItemAdmin(StyledAdmin):
         if approved:
             self.message_user(
                 request,
-                f"Approved {_plural(approved, 'review item', 'review items')}; "
+                f"Approved {plural(approved, 'review item', 'review items')}; "
                 "they are memories now.",
                 messages.SUCCESS,
             )
@@ -224,7 +227,7 @@ class ReviewItemAdmin(StyledAdmin):
                 rejected += 1  # the facade logged the review_reject event
         self.message_user(
             request,
-            f"Rejected {_plural(rejected, 'review item', 'review items')}.",
+            f"Rejected {plural(rejected, 'review item', 'review items')}.",
             messages.SUCCESS,
         )
         return None
@@ -233,7 +236,6 @@ class ReviewItemAdmin(StyledAdmin):
     def purge_selected(self, request, queryset):
         ids = list(queryset.values_list("pk", flat=True))
         if not confirmed(request):
-            events = MemoryEvent.objects.filter(memory_id__in=ids).count()
             return confirmation(
                 self,
                 request,
@@ -246,26 +248,31 @@ class ReviewItemAdmin(StyledAdmin):
                     "text cannot be recovered. A receipt records the counts.",
                 ],
                 warning="This cannot be undone.",
-                counts=count_rows({"memory_review_queue": len(ids), "memory_events": events}),
+                counts=_queue_counts(ids),
                 submit="Yes, purge them permanently",
                 danger=True,
             )
+        self._purge(request, lambda: erase(ids=ids, actor=actor(request)))
+        return None
+
+    def _purge(self, request, run) -> bool:
+        """Run one purge (``run()`` returns its receipt) and tell the user; True if it ran."""
         try:
-            receipt = erase(ids=ids, actor=actor(request))
+            receipt = run()
         except ErasureRequestError as exc:
             self.message_user(request, f"Nothing was purged: {exc}", messages.ERROR)
-            return None
+            return False
         n = receipt.counts.get("memory_review_queue", 0)
         self.message_user(
             request,
             format_html(
                 "Purged {} permanently ({}).",
-                _plural(n, "review item", "review items"),
+                plural(n, "review item", "review items"),
                 receipt_link(receipt),
             ),
             messages.SUCCESS,
         )
-        return None
+        return True
 
     # ------------------------------------------------------ purge by status
     def purge_view(self, request):
@@ -293,32 +300,18 @@ class ReviewItemAdmin(StyledAdmin):
                     step="confirm",
                     status_label=status or "any status",
                     namespace_label=namespace_label(namespace) if namespace is not None else None,
-                    counts=count_rows(
-                        {
-                            "memory_review_queue": len(ids),
-                            "memory_events": MemoryEvent.objects.filter(memory_id__in=ids).count(),
-                        }
-                    ),
+                    counts=_queue_counts(ids),
                     total=len(ids),
                 )
                 return TemplateResponse(request, "memoryapp/admin/purge_review.html", context)
-            try:
-                receipt = erase_review_items(
-                    status=status, namespace=namespace, actor=actor(request)
-                )
-            except ErasureRequestError as exc:
-                self.message_user(request, f"Nothing was purged: {exc}", messages.ERROR)
-                return HttpResponseRedirect(request.path)
-            n = receipt.counts.get("memory_review_queue", 0)
-            self.message_user(
+            purged = self._purge(
                 request,
-                format_html(
-                    "Purged {} permanently ({}).",
-                    _plural(n, "review item", "review items"),
-                    receipt_link(receipt),
+                lambda: erase_review_items(
+                    status=status, namespace=namespace, actor=actor(request)
                 ),
-                messages.SUCCESS,
             )
+            if not purged:
+                return HttpResponseRedirect(request.path)
             return HttpResponseRedirect(reverse("admin:memoryapp_reviewitem_changelist"))
         context["step"] = "form"
         return TemplateResponse(request, "memoryapp/admin/purge_review.html", context)
