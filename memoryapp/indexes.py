@@ -82,19 +82,25 @@ def to_record(
     content: str,
     tags_json: str,
     keywords_json: str,
-    updated_at: dt.datetime,
+    updated_at: object,
     confidence: str,
+    *,
+    tags: tuple[str, ...] | None = None,
 ) -> IndexRecord:
-    """An :class:`IndexRecord` from the stored columns."""
-    stamp = _timestamp(updated_at)
+    """An :class:`IndexRecord` from the stored columns.
+
+    ``updated_at`` is a datetime or a timestamp column's text (see
+    :func:`_text_timestamp`); ``tags``, when given, is ``tags_json`` already parsed.
+    """
+    stamp = _text_timestamp(updated_at)
     return IndexRecord(
         id=memory_id,
         title=title,
         content=content,
-        tags=tuple(json_list(tags_json)),
-        keywords=tuple(json_list(keywords_json)),
+        tags=_json_tuple(tags_json) if tags is None else tags,
+        keywords=_json_tuple(keywords_json),
         updated_at=stamp,
-        explicit=confidence == Confidence.EXPLICIT_USER,
+        explicit=str(confidence) == _EXPLICIT,
         fingerprint=row_fingerprint(title, content, tags_json, keywords_json, confidence, stamp),
     )
 
@@ -275,16 +281,16 @@ class RecallIndexes:
         rows = _slice_rows(using, namespace, scope, since=since)
         if entry.unsettled:
             rows = chain(rows, _slice_rows(using, namespace, scope, ids=list(entry.unsettled)))
-        seen_unsettled: set[str] = set()
+        seen: set[str] = set()
         for record, deleted in rows:
-            seen_unsettled.add(record.id)
+            seen.add(record.id)
             if deleted:
                 if index.remove(record.id):
                     changed.add(record.id)
             elif index.fingerprint(record.id) != record.fingerprint:
                 index.add(record)
                 changed.add(record.id)
-        for memory_id in entry.unsettled - seen_unsettled:  # gone from the table
+        for memory_id in entry.unsettled - seen:  # gone from the table
             if index.remove(memory_id):
                 changed.add(memory_id)
         # Hard deletes (erasure) and writers with skewed clocks leave no recent
@@ -373,40 +379,14 @@ def live_records(
 ) -> Iterator[IndexRecord]:
     """Stream the live rows of one slice (or of ``ids`` within it) as index records.
 
-    Plain SQL on a chunked (server-side on PostgreSQL) cursor: the ORM's per-row
-    converters and model machinery cost about as much as tokenising, and a build
-    should never hold every row at once. Tag lists repeat across rows, so each
-    distinct ``tags_json`` text is parsed once.
-
     Args:
         using: The database alias.
         namespace: The namespace.
         scope: ``user`` or ``project``.
         ids: Only these ids (None: the whole slice).
     """
-    columns = ", ".join(_FIELDS)
-    where = "namespace = %s AND scope = %s AND deleted_at IS NULL"
-    if ids is None:
-        batches: Iterable[list[str]] = [[]]
-    else:
-        wanted = list(ids)
-        batches = [wanted[i : i + _IN_CHUNK] for i in range(0, len(wanted), _IN_CHUNK)]
-    tags_of: dict[str, tuple[str, ...]] = {}
-    connection = connections[using]
-    for batch in batches:
-        sql, params = f"SELECT {columns} FROM memories WHERE {where}", [namespace, scope]
-        if ids is not None:
-            sql += " AND id IN (" + ", ".join(["%s"] * len(batch)) + ")"
-            params += batch
-        with connection.chunked_cursor() as cursor:
-            cursor.execute(sql, params)
-            while rows := cursor.fetchmany(_FETCH):
-                for row in rows:
-                    tags_json = row[3]
-                    tags = tags_of.get(tags_json)
-                    if tags is None:
-                        tags = tags_of[tags_json] = _json_tuple(tags_json)
-                    yield _record(*row, tags=tags)
+    for record, _ in _slice_rows(using, namespace, scope, ids=ids, live=True):
+        yield record
 
 
 def _slice_rows(
@@ -415,43 +395,44 @@ def _slice_rows(
     scope: str,
     *,
     since: dt.datetime | None = None,
-    ids: list[str] | None = None,
+    ids: Iterable[str] | None = None,
+    live: bool = False,
 ) -> Iterator[tuple[IndexRecord, bool]]:
-    """``(record, soft-deleted?)`` of the slice's rows updated at or after ``since``, or of
-    ``ids`` — live and soft-deleted alike (a delta removes the latter)."""
+    """``(record, soft-deleted?)`` of one slice's rows: all, those updated at or after
+    ``since``, or ``ids``; with ``live``, only the live ones.
+
+    Plain SQL on a chunked (server-side on PostgreSQL) cursor: the ORM's per-row
+    converters and model machinery cost about as much as tokenising, and a build
+    should never hold every row at once. Tag lists repeat across rows, so each
+    distinct ``tags_json`` text is parsed once.
+    """
     connection = connections[using]
     columns = ", ".join((*_FIELDS, "deleted_at"))
     base = f"SELECT {columns} FROM memories WHERE namespace = %s AND scope = %s"
-    if since is not None:
-        statements = [
-            (base + " AND updated_at >= %s", [_STAMP.get_db_prep_value(since, connection)])
-        ]
-    else:
-        wanted = ids or []
+    if live:
+        base += " AND deleted_at IS NULL"
+    if ids is not None:
+        wanted = list(ids)
         statements = [
             (base + " AND id IN (" + ", ".join(["%s"] * len(chunk)) + ")", chunk)
             for chunk in (wanted[i : i + _IN_CHUNK] for i in range(0, len(wanted), _IN_CHUNK))
         ]
+    elif since is not None:
+        stamp = _STAMP.get_db_prep_value(since, connection)
+        statements = [(base + " AND updated_at >= %s", [stamp])]
+    else:
+        statements = [(base, [])]
+    tags_of: dict[str, tuple[str, ...]] = {}
     for sql, extra in statements:
         with connection.chunked_cursor() as cursor:
             cursor.execute(sql, [namespace, scope, *extra])
             while rows := cursor.fetchmany(_FETCH):
                 for *row, deleted_at in rows:
-                    yield _record(*row), deleted_at is not None
-
-
-def _record(memory_id, title, content, tags_json, kw_json, updated, conf, tags=None):
-    stamp = _text_timestamp(updated)
-    return IndexRecord(
-        id=memory_id,
-        title=title,
-        content=content,
-        tags=_json_tuple(tags_json) if tags is None else tags,
-        keywords=_json_tuple(kw_json),
-        updated_at=stamp,
-        explicit=conf == _EXPLICIT,
-        fingerprint=row_fingerprint(title, content, tags_json, kw_json, conf, stamp),
-    )
+                    tags_json = row[3]
+                    tags = tags_of.get(tags_json)
+                    if tags is None:
+                        tags = tags_of[tags_json] = _json_tuple(tags_json)
+                    yield to_record(*row, tags=tags), deleted_at is not None
 
 
 def _load_malloc_trim():
