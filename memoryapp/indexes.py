@@ -17,7 +17,6 @@ Indexes are bounded by an LRU with a byte cap (``MEMORYAPP_RECALL_CACHE_BYTES``)
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import datetime as dt
 import json
 import threading
@@ -25,6 +24,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cache
 from itertools import chain
 
 from django.db import connections, transaction
@@ -435,15 +435,16 @@ def _slice_rows(
                     yield to_record(*row, tags=tags), deleted_at is not None
 
 
-def _load_malloc_trim():
+@cache
+def _malloc_trim():
+    """glibc's ``malloc_trim``, or None elsewhere; looked up at the first build.
+
+    Not at import: ``ctypes.util.find_library`` may run ``ldconfig`` in a subprocess.
+    """
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return libc.malloc_trim
+        return ctypes.CDLL("libc.so.6").malloc_trim
     except (OSError, AttributeError):  # not glibc
         return None
-
-
-_MALLOC_TRIM = _load_malloc_trim()
 
 
 def _release_free_memory() -> None:
@@ -452,8 +453,9 @@ def _release_free_memory() -> None:
     A 100,000-row build frees ~100 MB of temporaries that glibc would keep mapped
     for the life of the process.
     """
-    if _MALLOC_TRIM is not None:
-        _MALLOC_TRIM(0)
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
 
 
 #: The process-wide indexes.
