@@ -19,7 +19,7 @@ import pytest
 from django.db import DataError, IntegrityError, connection
 from django.test.utils import CaptureQueriesContext
 
-from memoryapp import MemoryManager, bulk, guards, store
+from memoryapp import MemoryManager, bulk, guards, store, validation
 from memoryapp.models import Memory, MemoryEvent, dump_list
 
 from .test_guard_prefilter import unfiltered_find_secret_family
@@ -320,7 +320,7 @@ class UnfilteredGuard(guards.MemoryGuard):
     """The default guard with the secret scan as defined (no prefilter)."""
 
     def detect_sensitive(self, content: str) -> None:
-        if unfiltered_find_secret_family(guards._require_str(content, "Memory content")):
+        if unfiltered_find_secret_family(validation.require_str(content, "Memory content")):
             raise guards.SensitiveMemoryError()
 
 

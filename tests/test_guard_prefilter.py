@@ -1,7 +1,7 @@
 """The guard's fast paths give the answers of the plain definitions (pure Python, no database).
 
 ``find_secret_family`` runs a default secret pattern only when a literal it needs
-is present (``guards._prefilter_mask``). These tests check that each condition is
+is present (``secret_scan._prefilter_mask``). These tests check that each condition is
 necessary — every match of a pattern has its bit set — on generated matches of
 every pattern (by hand-written generators and by Hypothesis' ``from_regex``), on
 every sample of tests/test_guards.py, and on random text mixing the trigger
@@ -25,7 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memoryapp import guards
+from memoryapp import classify, guards, secret_scan, validation
 from memoryapp.guards import SECRET_PATTERNS, MemoryValidationError, find_secret_family
 
 from .test_guards import NEAR_MISSES, PROSE, SECRET_SAMPLES
@@ -86,13 +86,13 @@ def _outcome(function, *args):
         return ("error", str(exc))
 
 
-BIT = {name: bit for bit, name, _ in guards._DEFAULT_ENTRIES}
+BIT = {name: bit for bit, name, _ in secret_scan._DEFAULT_ENTRIES}
 
 
 def assert_prefilter_sound(text: str) -> None:
     """Every default pattern that matches ``text`` has its bit set; same family either way."""
-    mask = guards._prefilter_mask(text)
-    for bit, name, pattern in guards._DEFAULT_ENTRIES:
+    mask = secret_scan._prefilter_mask(text)
+    for bit, name, pattern in secret_scan._DEFAULT_ENTRIES:
         if pattern.search(text):
             assert mask & bit, (name, text)
     assert find_secret_family(text) == unfiltered_find_secret_family(text), text
@@ -102,7 +102,7 @@ def assert_prefilter_sound(text: str) -> None:
 
 
 def test_default_entries_are_the_secret_patterns() -> None:
-    assert [(name, pattern) for _, name, pattern in guards._DEFAULT_ENTRIES] == list(
+    assert [(name, pattern) for _, name, pattern in secret_scan._DEFAULT_ENTRIES] == list(
         SECRET_PATTERNS
     )
     assert len(set(BIT.values())) == len(SECRET_PATTERNS)
@@ -114,12 +114,12 @@ def test_fold_maps_every_case_insensitive_match_of_a_letter_to_that_letter() -> 
     # that letter. Enumerated over every code point (surrogates cannot be in a str
     # that reaches the guard from JSON or the ORM, but are checked too).
     every_char = "".join(map(chr, range(sys.maxunicode + 1)))
-    words = ["bearer", "authorization", *guards._CREDENTIAL_NAME_PARTS]
+    words = ["bearer", "authorization", *secret_scan._CREDENTIAL_NAME_PARTS]
     letters = sorted({c for word in words for c in word if c.isalpha()})
     specials = set()
     for letter in letters:
         for char in re.findall("(?i)" + letter, every_char):
-            assert guards._fold_for_prefilter(char) == letter, (letter, hex(ord(char)))
+            assert secret_scan._fold_for_prefilter(char) == letter, (letter, hex(ord(char)))
             if char not in (letter, letter.upper()):
                 specials.add(char)
     # The four non-ASCII letters named in the comment of guards.py, no others.
@@ -127,17 +127,17 @@ def test_fold_maps_every_case_insensitive_match_of_a_letter_to_that_letter() -> 
     # Caseless characters of the names are matched literally by re and kept by the fold.
     for char in "_-":
         assert re.findall("(?i)" + re.escape(char), every_char) == [char]
-        assert guards._fold_for_prefilter(char) == char
+        assert secret_scan._fold_for_prefilter(char) == char
 
 
 def test_fold_keeps_words_contiguous() -> None:
     # One character in, one character out for these (str.lower maps per character).
     for text in ["PAſſWORD", "\u0130\u0131", "TOKEN", "to\u212aen", "ß api_KEY", "Ab-_:="]:
-        folded = guards._fold_for_prefilter(text)
-        assert folded == "".join(guards._fold_for_prefilter(c) for c in text)
-    assert "password" in guards._fold_for_prefilter("PAſſWORD")
-    assert "token" in guards._fold_for_prefilter("Σ to\u212aen Σ")
-    assert "authorization" in guards._fold_for_prefilter("AUTHOR\u0130ZAT\u0131ON")
+        folded = secret_scan._fold_for_prefilter(text)
+        assert folded == "".join(secret_scan._fold_for_prefilter(c) for c in text)
+    assert "password" in secret_scan._fold_for_prefilter("PAſſWORD")
+    assert "token" in secret_scan._fold_for_prefilter("Σ to\u212aen Σ")
+    assert "authorization" in secret_scan._fold_for_prefilter("AUTHOR\u0130ZAT\u0131ON")
 
 
 # --- generated matches of every pattern -------------------------------------------
@@ -257,7 +257,7 @@ def test_every_generated_match_passes_the_prefilter(family: str) -> None:
     for _ in range(3000):
         text = rng.choice(LEFT) + GENERATORS[family](rng) + rng.choice(RIGHT)
         assert pattern.search(text), text  # the generator makes matches
-        assert guards._prefilter_mask(text) & BIT[family], text
+        assert secret_scan._prefilter_mask(text) & BIT[family], text
         assert find_secret_family(text) == unfiltered_find_secret_family(text) is not None
 
 
@@ -289,7 +289,7 @@ def test_hypothesis_matches_of_each_pattern_pass_the_prefilter(family, pattern) 
             if pattern.search(swapped):
                 text = swapped
         assert pattern.search(text)
-        assert guards._prefilter_mask(text) & BIT[family]
+        assert secret_scan._prefilter_mask(text) & BIT[family]
         assert_prefilter_sound(text)
 
     check()
@@ -344,11 +344,13 @@ def test_hypothesis_mixtures_agree_with_the_unfiltered_loop() -> None:
 
 def test_patterns_added_by_other_code_are_always_run(monkeypatch) -> None:
     extra = ("internal_token", re.compile(r"ACME-[0-9]{6}"))
-    monkeypatch.setattr(guards, "SECRET_PATTERNS", (*guards._DEFAULT_SECRET_PATTERNS, extra))
+    monkeypatch.setattr(
+        secret_scan, "SECRET_PATTERNS", (*secret_scan._DEFAULT_SECRET_PATTERNS, extra)
+    )
     assert find_secret_family("ticket ACME-123456") == "internal_token"
     assert find_secret_family(f"x {SECRET_SAMPLES[0][1]}") == SECRET_SAMPLES[0][0]
     assert find_secret_family("plain prose") is None
-    monkeypatch.setattr(guards, "SECRET_PATTERNS", (extra,))
+    monkeypatch.setattr(secret_scan, "SECRET_PATTERNS", (extra,))
     assert find_secret_family(SECRET_SAMPLES[0][1]) is None
     assert find_secret_family("ACME-654321") == "internal_token"
 
@@ -387,7 +389,7 @@ def test_path_tokens_equal_the_original_on_the_corpus(corpus_texts) -> None:
     with_paths = 0
     for text in corpus_texts + PATH_EDGES:
         expected = reference_path_tokens(text)
-        assert guards._path_tokens(text) == expected, text
+        assert classify._path_tokens(text) == expected, text
         if len(text) < 1000:
             assert expected == findall(text)
         with_paths += bool(expected)
@@ -399,7 +401,7 @@ def test_path_tokens_equal_the_original_on_random_text() -> None:
     alphabet = "ab_/..  xé中1\n-Ⅻ٣A"
     for _ in range(40000):
         text = _run(rng, alphabet, 0, 40)
-        assert guards._path_tokens(text) == reference_path_tokens(text), text
+        assert classify._path_tokens(text) == reference_path_tokens(text), text
 
 
 def test_keywords_on_the_corpus_are_unchanged(corpus_texts) -> None:
@@ -432,9 +434,9 @@ def test_normalize_key_equals_the_original(corpus_texts) -> None:
 
 def test_title_line_breaks_equal_the_original() -> None:
     every_char = "".join(map(chr, range(sys.maxunicode + 1)))
-    assert set(guards._LINE_BREAK_CHAR.findall(every_char)) == guards._LINE_BREAKS
+    assert set(validation._LINE_BREAK_CHAR.findall(every_char)) == validation._LINE_BREAKS
     guard = guards.MemoryGuard()
-    for char in sorted(guards._LINE_BREAKS):
+    for char in sorted(validation._LINE_BREAKS):
         for key in (f"a{char}b", char, f"key{char}"):
             assert _outcome(guard.validate_title, key) == (
                 "error",

@@ -10,7 +10,7 @@ import unicodedata
 
 import pytest
 
-from memoryapp import guards
+from memoryapp import classify, guards
 from memoryapp.guards import (
     AUTO_SOURCE_CAP,
     MAX_CONTENT_CHARS,
@@ -440,7 +440,7 @@ def test_path_tokens_match_plain_findall() -> None:
         "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))) for _ in range(500)
     ]
     for sample in samples:
-        assert guards._path_tokens(sample) == pattern.findall(sample), sample
+        assert classify._path_tokens(sample) == pattern.findall(sample), sample
 
 
 # --- secrets ---------------------------------------------------------------------

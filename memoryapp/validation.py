@@ -1,0 +1,181 @@
+"""Input validation of memories: limits, key normalisation, tag cleaning.
+
+Pure Python over plain values; every refusal is a
+:class:`memoryapp.errors.MemoryValidationError` whose message says what is wrong.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable
+
+from .errors import MemoryValidationError
+
+__all__ = [
+    "AUTO_SOURCE_CAP",
+    "MAX_CONTENT_CHARS",
+    "MAX_KEY_CHARS",
+    "MAX_TITLE_CHARS",
+    "SCOPES",
+    "TYPES",
+    "clean_tags",
+    "normalize_key",
+    "require_str",
+]
+
+MAX_KEY_CHARS = 80
+MAX_TITLE_CHARS = 120
+MAX_CONTENT_CHARS = 4000
+AUTO_SOURCE_CAP = 50
+
+SCOPES = ("user", "project")
+TYPES = ("preference", "profile", "project_fact", "workflow", "decision", "constraint", "note")
+
+# Every boundary str.splitlines() honours: a title is rendered on one line of the
+# prompt, so a vertical tab or U+2028 would break it just like "\n" or "\r".
+_LINE_BREAKS = frozenset("\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029")
+_LINE_BREAK_CHAR = re.compile("[" + re.escape("".join(sorted(_LINE_BREAKS))) + "]")
+
+_UNDERSCORE_RUN = re.compile(r"_+")
+_ASCII_NON_ALNUM_RUN = re.compile(r"[^a-z0-9]+")
+
+
+def require_str(value: object, what: str) -> str:
+    if not isinstance(value, str):
+        raise MemoryValidationError(f"{what} must be a string")
+    return value
+
+
+def _is_mark(char: str) -> bool:
+    return unicodedata.category(char).startswith("M")
+
+
+def normalize_key(key: str) -> str:
+    """Normalise a memory key into its identity form (SPEC §2).
+
+    Strip, lower-case, turn every run of characters that are not letters, digits or
+    ``_`` (whitespace included) into one ``_``, collapse ``_`` runs, strip ``_`` at
+    both ends, then keep the first 80 characters.
+
+    "Letters and digits" are those of every script: a character is kept when
+    ``str.isalnum()`` is true (the same set as ``[^\\W_]`` in CPython). Unicode
+    combining marks (categories M*) are not alphanumeric, yet they are part of words
+    in many scripts (Devanagari vowel signs, decomposed accents), so a mark is kept
+    when it follows a kept letter, digit or mark. The text is NFC-composed after
+    lower-casing so that a decomposed "Café" and a precomposed one give one key.
+    ASCII keys normalise exactly as Agentao's do: in particular a trailing ``_`` left
+    by the 80-character cut is kept, as Agentao keeps it.
+
+    Args:
+        key: The key as given by the caller.
+
+    Returns:
+        The normalised key, 1 to 80 characters.
+
+    Raises:
+        MemoryValidationError: ``key`` is not a string, or nothing is left.
+    """
+    text = require_str(key, "Memory key").strip().lower()
+    if text.isascii():
+        # The same result, without the loop: NFC leaves ASCII alone, an ASCII
+        # character is alphanumeric exactly when it is [a-z0-9] once lower-cased,
+        # and ASCII has no combining marks, so each maximal run of other characters
+        # becomes one "_" (what the loop's "_" per character and the collapse give).
+        normalized = _ASCII_NON_ALNUM_RUN.sub("_", text).strip("_")
+        if not normalized:
+            raise MemoryValidationError("Memory key is empty after normalization")
+        return normalized[:MAX_KEY_CHARS]
+    text = unicodedata.normalize("NFC", text)
+    out: list[str] = []
+    after_word_char = False
+    for char in text:
+        if char.isalnum() or (after_word_char and _is_mark(char)):
+            out.append(char)
+            after_word_char = True
+        else:
+            out.append("_")
+            after_word_char = False
+    normalized = _UNDERSCORE_RUN.sub("_", "".join(out)).strip("_")
+    if not normalized:
+        raise MemoryValidationError("Memory key is empty after normalization")
+    return normalized[:MAX_KEY_CHARS]
+
+
+def clean_tags(tags: Iterable[str] | None) -> list[str]:
+    """Clean a tag list: strip each tag, drop empties, drop repeats.
+
+    Case is kept as given and repeats are exact (case-sensitive) repeats; the first
+    occurrence wins its position.
+
+    Args:
+        tags: ``None`` or an iterable of strings. A bare string is refused rather than
+            split into characters.
+
+    Returns:
+        The cleaned tags, in first-occurrence order.
+
+    Raises:
+        MemoryValidationError: ``tags`` is a string or not iterable, or an item is not
+            a string.
+    """
+    if tags is None:
+        return []
+    if isinstance(tags, str | bytes):
+        raise MemoryValidationError("Memory tags must be a list of strings, not a string")
+    try:
+        items = list(tags)
+    except TypeError:
+        raise MemoryValidationError("Memory tags must be a list of strings") from None
+    seen: set[str] = set()
+    cleaned: list[str] = []
+    for item in items:
+        if not isinstance(item, str):
+            raise MemoryValidationError("Memory tags must be strings")
+        tag = item.strip()
+        if tag and tag not in seen:
+            seen.add(tag)
+            cleaned.append(tag)
+    return cleaned
+
+
+def explicit_choice(value: object, allowed: tuple[str, ...], what: str) -> str | None:
+    """Canonicalise an explicit scope/type; ``None`` or blank means "not given"."""
+    if value is None:
+        return None
+    text = require_str(value, what).strip().lower()
+    if not text:
+        return None
+    if text not in allowed:
+        raise MemoryValidationError(f"{what} must be one of: {', '.join(allowed)}")
+    return text
+
+
+def check_title(key: str) -> str:
+    """The title derived from ``key``: stripped and cut to 120 characters.
+
+    Raises:
+        MemoryValidationError: ``key`` is not a string, or contains a line break
+            (``\\n``, ``\\r`` or any other boundary ``str.splitlines`` honours),
+            anywhere, even at an end.
+    """
+    require_str(key, "Memory key")
+    if _LINE_BREAK_CHAR.search(key):
+        raise MemoryValidationError("Memory key/title must be single-line")
+    return key.strip()[:MAX_TITLE_CHARS]
+
+
+def check_content(content: str) -> str:
+    """The content stripped; refused when empty or over 4000 characters (never cut).
+
+    Raises:
+        MemoryValidationError: Not a string, empty after stripping, or too long.
+    """
+    text = require_str(content, "Memory content").strip()
+    if not text:
+        raise MemoryValidationError("Memory content is empty")
+    if len(text) > MAX_CONTENT_CHARS:
+        raise MemoryValidationError(
+            f"Memory content exceeds max length ({len(text)} > {MAX_CONTENT_CHARS})"
+        )
+    return text
