@@ -18,6 +18,7 @@ from django.db.models import Q
 from rest_framework.exceptions import NotFound, PermissionDenied
 from rest_framework.permissions import BasePermission
 
+from ..db.lookups import prefix_q
 from .models import NamespaceGrant
 
 READ, WRITE, ERASE = "read", "write", "erase"
@@ -147,7 +148,7 @@ def _covering_q(grants: Iterable[NamespaceGrant], field: str) -> Q:
     exact: list[str] = []
     for g in grants:
         if g.is_prefix:
-            q |= Q(**{f"{field}__startswith": g.namespace})
+            q |= prefix_q(field, g.namespace)
         else:
             exact.append(g.namespace)
     if exact:
