@@ -49,8 +49,10 @@ test-postgres: $(STAMP)
 		echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"; \
 	fi
 
+## Recall benchmark against Agentao; BENCH_ARGS="--quick" for a smoke run.
+BENCH_ARGS ?=
 bench: $(STAMP)
-	$(PY) bench/recall.py
+	$(PY) bench/recall.py $(BENCH_ARGS)
 
 ## HTTP API load: gunicorn (2 workers) on PostgreSQL, 100 namespaces x 10,000 memories.
 ## BENCH_API_ARGS="--quick" for a smoke run (see bench/api_load.py --help).

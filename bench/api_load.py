@@ -7,7 +7,7 @@ Usage: .venv/bin/python bench/api_load.py [--namespaces 100] [--per-namespace 10
 
 What one run does, in order:
 
-1. Builds (and caches under bench/out/api_corpus/) the corpus of ``shared/bench/corpus.py``:
+1. Builds (and caches under bench/out/api_corpus/) the corpus of ``bench/corpus.py``:
    ``make_corpus(per_namespace + tail, seed=1234)``, whose first ``per_namespace`` triples
    are ``make_corpus(per_namespace)``'s corpus (the prefix property, asserted once) and whose
    tail supplies fresh keys for the upserts; its 260 queries (with path hints) drive recall.

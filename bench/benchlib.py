@@ -5,9 +5,7 @@ Each script runs as ``python bench/<script>.py``, so this folder is on ``sys.pat
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,15 +13,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def load_corpus_module() -> Any:
-    """Import ``shared/bench/corpus.py`` by path (it is not part of this repository)."""
-    for shared in (ROOT.parent / "shared", Path("/work/shared")):
-        path = shared / "bench" / "corpus.py"
-        if path.is_file():
-            spec = importlib.util.spec_from_file_location("shared_bench_corpus", path)
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            return module
-    sys.exit("shared/bench/corpus.py not found beside the repository")
+    """The benchmark corpus generator, ``bench/corpus.py`` (``make_corpus(n, seed)``)."""
+    import corpus  # bench/ is sys.path[0] for every script here
+
+    return corpus
 
 
 def code_version() -> dict[str, Any]:

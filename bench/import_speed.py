@@ -7,7 +7,7 @@ The path measured is the one of ``manage.py memory import FILE``: the file is re
 line through ``memoryapp.bulk.parse_json_lines`` and imported into a fresh, migrated
 database (a file under bench/out/ for SQLite, with project/settings.py's options; a fresh
 database on postgres://postgres@127.0.0.1:5432 for PostgreSQL). Each (vendor, N, run) runs
-in its own interpreter. The corpus is ``shared/bench/corpus.py`` ``make_corpus(n,
+in its own interpreter. The corpus is ``bench/corpus.py`` ``make_corpus(n,
 seed=1234)``, cached as JSON lines (the format of bench/recall.py) under
 bench/out/import_corpus/. Prints the figures and writes them to bench/out/import_speed.json
 (one entry per label, so a "before" and an "after" run sit side by side). ``--profile``

@@ -7,7 +7,7 @@ Every (system, vendor, N, run) is measured in a fresh interpreter (clean peak RS
 this file re-runs itself with ``--worker``. SQLite runs use a fresh file under bench/out/ with
 project/settings.py's options (WAL, IMMEDIATE transactions); PostgreSQL runs use a fresh
 database on postgres://postgres@127.0.0.1:5432, created and dropped here. The corpus is
-``shared/bench/corpus.py`` (``make_corpus(n, seed=1234)``), imported by path and cached as JSON
+``bench/corpus.py`` (``make_corpus(n, seed=1234)``), imported by path and cached as JSON
 lines under bench/out/corpus/. Figures are medians over the runs; raw figures go to
 bench/out/recall.json and the summary to bench/RESULTS.md (the block between the
 ``analysis`` markers in RESULTS.md is kept when the file is rewritten).
@@ -1234,7 +1234,7 @@ def write_results(report: dict[str, Any]) -> None:
         "",
         "## What is measured",
         "",
-        "- Corpus: `shared/bench/corpus.py`, `make_corpus(N, seed=1234)`, all in one project "
+        "- Corpus: `bench/corpus.py`, `make_corpus(N, seed=1234)`, all in one project "
         f"namespace (`{NS_A}`), no user scope; imported with `MemoryManager.import_memories` "
         "from JSON lines (the `manage.py memory import FILE` path, JSON parsing included).",
         "- Queries: the corpus's 200 warm queries, each with its path hints as one user message "

@@ -2,7 +2,7 @@
 
 # Usage: .venv/bin/python bench/recall_index.py [--sizes 1000,10000,100000]
 #        [--reference-sizes 1000,10000] [--out bench/out/recall_index.json]
-# The corpus is shared/bench/corpus.py (make_corpus(n, seed=1234)), found beside the
+# The corpus is bench/corpus.py (make_corpus(n, seed=1234)), found beside the
 # repository; keywords come from the installed reference runtime's own keyword function. The
 # reference retriever (agentao 0.5.17) is measured at the smaller sizes for a ratio.
 

@@ -359,14 +359,11 @@ def test_patterns_added_by_other_code_are_always_run(monkeypatch) -> None:
 
 
 def _load_corpus():
-    for shared in (Path(__file__).resolve().parents[2] / "shared", Path("/work/shared")):
-        path = shared / "bench" / "corpus.py"
-        if path.is_file():
-            spec = importlib.util.spec_from_file_location("shared_bench_corpus_tests", path)
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            return module.make_corpus(2000, seed=1234)
-    pytest.skip("shared/bench/corpus.py is not beside the repository")
+    path = Path(__file__).resolve().parents[1] / "bench" / "corpus.py"
+    spec = importlib.util.spec_from_file_location("bench_corpus_tests", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.make_corpus(2000, seed=1234)
 
 
 @pytest.fixture(scope="module")

@@ -428,20 +428,14 @@ class TestRecallIndexExactness:
 
 
 # --------------------------------------------------------------------------- parity with agentao
-def _find_corpus() -> Path | None:
-    repo = Path(__file__).resolve().parents[1]
-    for shared in (repo.parent / "shared", Path("/work/shared")):
-        path = shared / "bench" / "corpus.py"
-        if path.is_file():
-            return path
-    return None
+def _find_corpus() -> Path:
+    """The benchmark corpus generator, ``bench/corpus.py``."""
+    return Path(__file__).resolve().parents[1] / "bench" / "corpus.py"
 
 
 @pytest.fixture(scope="module")
 def bench_corpus():
     path = _find_corpus()
-    if path is None:
-        pytest.skip("the shared benchmark corpus is not available")
     spec = importlib.util.spec_from_file_location("shared_bench_corpus", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
