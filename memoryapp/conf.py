@@ -54,6 +54,16 @@ def recall_cache_bytes() -> int:
     return int(getattr(settings, "MEMORYAPP_RECALL_CACHE_BYTES", 256 * 1024 * 1024))
 
 
+def recall_snapshots() -> bool:
+    """``MEMORYAPP_RECALL_SNAPSHOTS``: persist recall indexes so cold processes load them.
+
+    On (the default), a process that builds a slice's index stores it in
+    ``memory_recall_snapshots`` and any other process, on any machine, loads it
+    and applies the rows changed since; off, every process builds its own.
+    """
+    return bool(getattr(settings, "MEMORYAPP_RECALL_SNAPSHOTS", True))
+
+
 def ephemeral_database() -> str:
     """``MEMORYAPP_EPHEMERAL_DATABASE``: alias of the in-memory store of ephemeral managers.
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import datetime as dt
+import hashlib
 import json
 import threading
 from collections import OrderedDict
@@ -30,7 +31,9 @@ from itertools import chain
 from django.db import connections, transaction
 from django.utils.dateparse import parse_datetime
 
-from .conf import recall_cache_bytes
+from . import recall_snapshot
+from .conf import recall_cache_bytes, recall_snapshots
+from .db import snapshots as stored_snapshots
 from .db.meta import SliceKey, read_change_counter, read_slice_counters
 from .fields import now
 from .models import Confidence, Memory, json_list
@@ -108,13 +111,19 @@ def to_record(
 def row_fingerprint(
     title: str, content: str, tags_json: str, keywords_json: str, confidence: str, stamp: float
 ) -> int:
-    """What a delta compares to tell a re-read row from the indexed one (this process only).
+    """What a delta compares to tell a re-read row from the indexed one.
 
     Every column the index reads, not ``updated_at`` alone: a writer with one-second
-    stamps (Agentao) or raw SQL can change a row without moving it.
+    stamps (Agentao) or raw SQL can change a row without moving it. A keyed-free
+    BLAKE2b digest rather than ``hash()``: snapshots carry fingerprints from one
+    process to another, and ``hash()`` of a string differs between processes.
+    Each column is length-prefixed, so no two different rows join to the same text.
     """
-    # str(): a TextChoices member hashes by its name, the column's text by its value.
-    return hash((title, content, tags_json, keywords_json, str(confidence), stamp))
+    # str(): a TextChoices member's str() is its value, as the column's text is.
+    parts = (title, content, tags_json, keywords_json, str(confidence), repr(float(stamp)))
+    text = "".join(f"{len(part)}:{part}" for part in parts)
+    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return int.from_bytes(digest, "little", signed=True)
 
 
 def record_of(memory: Memory) -> IndexRecord:
@@ -141,11 +150,17 @@ class _Entry:
     # committed yet: if it rolled back, the next delta must read them again (their
     # rows may be older than the delta's window).
     unsettled: set[str] = field(default_factory=set)
+    # Rows changed since the stored snapshot (None: none is stored for this state):
+    # past a threshold the snapshot is rewritten, so other processes' catch-up stays short.
+    drift: int | None = None
 
 
 # Past this many unsettled ids an entry is dropped (rebuilt on its next use) rather
 # than re-reading them at every delta.
 MAX_UNSETTLED = 10_000
+# A stored snapshot is rewritten once this many of its rows changed (or a tenth of
+# them, whichever is more): a cold loader then replays a short delta.
+SNAPSHOT_DRIFT = 64
 
 
 def _in_transaction(using: str) -> bool:
@@ -197,6 +212,8 @@ class RecallIndexes:
         self._lock = threading.Lock()
         self.builds = 0  # full builds so far (observability and tests)
         self.deltas = 0  # delta syncs so far
+        self.loads = 0  # indexes loaded from a stored snapshot
+        self.persists = 0  # snapshots written
         self.stable_blocks = StableBlocks()
 
     def clear(self) -> None:
@@ -213,15 +230,20 @@ class RecallIndexes:
             if entry is not None:
                 self._entries.move_to_end(key)
         if entry is None:
-            entry = self._build(using, namespace, scope, counter)
+            entry = self._load(using, namespace, scope, counter)
+            if entry is None:
+                entry = self._build(using, namespace, scope, counter)
             with self._lock:
                 entry = self._entries.setdefault(key, entry)
                 self._entries.move_to_end(key)
                 self._evict()
-            return entry.index
-        with entry.lock:
-            if entry.counter != counter:
-                self._delta(entry, using, namespace, scope, counter)
+        else:
+            with entry.lock:
+                if entry.counter != counter:
+                    changed = self._delta(entry, using, namespace, scope, counter)
+                    if entry.drift is not None:
+                        entry.drift += changed
+        self._maybe_persist(entry, using, namespace, scope)
         return entry.index
 
     def apply_own_write(
@@ -250,6 +272,8 @@ class RecallIndexes:
             for memory in upserted:
                 entry.index.add(record_of(memory))
             entry.index.remove_many(removed)
+            if entry.drift is not None:
+                entry.drift += len(upserted) + len(removed)
             entry.counter = window.after[slice_key]
             entry.nbytes = entry.index.nbytes
             if _in_transaction(window.using):
@@ -270,7 +294,62 @@ class RecallIndexes:
         _release_free_memory()
         return _Entry(index, counter, watermark, index.nbytes)
 
-    def _delta(self, entry: _Entry, using: str, namespace: str, scope: str, counter: int) -> None:
+    def _load(self, using: str, namespace: str, scope: str, counter: int) -> _Entry | None:
+        """The slice's index from its stored snapshot, caught up to ``counter``; None if none."""
+        if not recall_snapshots():
+            return None
+        stored = stored_snapshots.read(using, namespace, scope)
+        if stored is None:
+            return None
+        try:
+            index = recall_snapshot.load(stored.payload)
+        except ValueError:
+            index = None  # corrupt: rebuilt and rewritten below
+        if index is None:  # written under other tokenisation rules
+            return None
+        watermark = dt.datetime.fromtimestamp(stored.watermark, dt.UTC)
+        entry = _Entry(index, stored.counter, watermark, index.nbytes, drift=0)
+        self.loads += 1
+        if stored.counter != counter:
+            entry.drift = self._delta(entry, using, namespace, scope, counter)
+        return entry
+
+    def _maybe_persist(self, entry: _Entry, using: str, namespace: str, scope: str) -> None:
+        """Store the entry's index when none is stored for it, or the stored one drifted.
+
+        Only outside any transaction and with nothing unsettled: a snapshot holds
+        committed rows only. The write is refused if the slice moved meanwhile.
+        """
+        if not recall_snapshots() or _in_transaction(using) or entry.unsettled:
+            return
+        with entry.lock:
+            index = entry.index
+            drift = entry.drift
+            if drift is not None and drift < max(SNAPSHOT_DRIFT, len(index) // 10):
+                return
+            if not len(index) or stored_snapshots.in_memory(using):
+                return
+            # What the bytes describe, taken before they are cut: the write below is
+            # refused if the slice has moved past this counter since.
+            counter, watermark, rows = entry.counter, entry.watermark.timestamp(), len(index)
+            payload = recall_snapshot.dump(index)
+            if payload is None:
+                return
+            entry.nbytes = index.nbytes
+            if stored_snapshots.write_if_current(
+                using,
+                namespace,
+                scope,
+                counter=counter,
+                watermark=watermark,
+                rows=rows,
+                payload=payload,
+            ):
+                entry.drift = 0
+                self.persists += 1
+
+    def _delta(self, entry: _Entry, using: str, namespace: str, scope: str, counter: int) -> int:
+        """Catch the entry up to ``counter``; returns how many of its records changed."""
         started = now()
         index = entry.index
         since = entry.watermark - DELTA_SLACK
@@ -319,6 +398,7 @@ class RecallIndexes:
         self.deltas += 1
         with self._lock:
             self._evict()  # the slice may have grown past the cap
+        return len(changed)
 
     def _limit_unsettled(self, using: str, namespace: str, scope: str, entry: _Entry) -> None:
         if len(entry.unsettled) > MAX_UNSETTLED:

@@ -331,6 +331,39 @@ class SliceChange(models.Model):
         return f"{self.namespace}/{self.scope}={self.value}"
 
 
+class RecallSnapshot(models.Model):
+    """A slice's recall index as bytes, so that a cold process loads it instead of rebuilding.
+
+    ``counter`` is the slice's change-counter value the index was current for and
+    ``watermark`` (POSIX seconds, the writer's clock) when it began reading rows; a
+    loader whose slice counter differs catches up with the rows changed since, as a
+    warm process does. The payload holds tokens of memory text, so it is personal
+    data: a trigger deletes a slice's snapshot whenever a row of the slice is
+    hard-deleted (erasure, raw SQL, another writer), and the erasure purge and byte
+    scan cover this table. See :mod:`memoryapp.snapshots`.
+    """
+
+    namespace = models.CharField(max_length=255)
+    scope = models.CharField(max_length=16)
+    counter = models.BigIntegerField()
+    watermark = models.FloatField()
+    rows = models.IntegerField()
+    payload = models.BinaryField()
+    written_at = models.FloatField()
+
+    class Meta:
+        db_table = "memory_recall_snapshots"
+        verbose_name = "recall snapshot"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["namespace", "scope"], name="uix_memory_recall_snapshots"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.scope}@{self.counter} ({self.rows} rows)"
+
+
 def new_request_id() -> str:
     """An erasure request id: 32 random hex digits."""
     return secrets.token_hex(16)

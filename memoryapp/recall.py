@@ -407,9 +407,19 @@ class RecallIndex:
                 self._posting_bytes
                 + 4 * self._pending
                 + per_slot * len(self._updated)
-                + 300 * len(self._postings)  # token string, dict entry, _Posting, ndarray view
+                + 300 * self._token_count()  # token string, dict entry, _Posting, ndarray view
                 + 110 * len(self._ids)  # dict entry, slot int, list slot (ids are shared)
             )
+
+    def _token_count(self) -> int:
+        counted = getattr(self._postings, "token_count", None)  # a loaded snapshot's
+        return len(self._postings) if counted is None else counted()
+
+    def _own_postings(self) -> dict[str, _Posting]:
+        """The postings as a plain dict (a loaded snapshot makes its postings lazily)."""
+        if type(self._postings) is not dict:
+            self._postings = self._postings.unpacked()  # type: ignore[attr-defined]
+        return self._postings
 
     # ------------------------------------------------------------------------------ writes
     def add(self, record: IndexRecord) -> None:
@@ -599,7 +609,7 @@ class RecallIndex:
             remap: old slot → new slot (−1: dropped), to renumber after a compaction.
             new: Bulk entries to add: (tokens by id, token id per entry, entries).
         """
-        tokens = list(self._postings)
+        tokens = list(self._own_postings())
         parts: list[Any] = []
         for token in tokens:
             p = self._postings[token]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import importlib.metadata
 import logging
 import re
 import threading
@@ -73,6 +75,20 @@ def _segmenter() -> Callable[[str], list[str]] | None:
                     jieba.setLogLevel(logging.WARNING)
                     _segment = jieba.lcut
     return _segment
+
+
+@functools.cache
+def rules_id() -> str:
+    """What the token sets depend on besides this code: ``"1"``, plus jieba's version if installed.
+
+    Persisted recall snapshots record it and are ignored when it differs, so a new
+    tokenisation rule (bump the number) or installing jieba never serves old postings.
+    """
+    try:
+        jieba = importlib.metadata.version("jieba")
+    except importlib.metadata.PackageNotFoundError:
+        return "1"
+    return f"1+jieba-{jieba}"
 
 
 def _cjk_words(token: str) -> Iterator[str]:

@@ -197,6 +197,8 @@ MEMORYAPP_GUARD = env("MEMORYAPP_GUARD", default="memoryapp.guards.MemoryGuard")
 # Per-process cap of the recall indexes (an LRU over namespaces); an index takes
 # about 4.7 MiB per 10,000 memories (bench/RESULTS.md: 38 MiB at 100,000).
 MEMORYAPP_RECALL_CACHE_BYTES = env.int("MEMORYAPP_RECALL_CACHE_BYTES", default=256 * 1024 * 1024)
+# Persisted recall indexes: a cold worker loads a tenant's index instead of rebuilding it.
+MEMORYAPP_RECALL_SNAPSHOTS = env.bool("MEMORYAPP_RECALL_SNAPSHOTS", default=True)
 # Erasure receipts and retention (docs/compliance.md). The receipt key defaults
 # to one derived from SECRET_KEY; production sets a dedicated, stable key. The
 # ledger must live on storage that is not restored with the database.

@@ -100,12 +100,14 @@ def test_agentao_opens_a_file_migrated_here(migrated):
     store = SQLiteMemoryStore(str(path))  # runs Agentao's start-up script
     assert _schema(path) == before  # nothing created, nothing replaced
     triggers = {name: sql for kind, name, _, sql in before if kind == "trigger"}
-    assert set(triggers) == {
+    counters = {
         f"trg_{counter}_{e}"
         for counter in ("memories_change", "memory_slice_change")
         for e in ("ins", "upd", "del")
     }
-    assert all("ON CONFLICT" in sql for sql in triggers.values())  # ours, not Agentao's
+    # The counters, and the trigger that forgets a slice's recall snapshot on a delete.
+    assert set(triggers) == counters | {"trg_memory_snapshot_forget"}
+    assert all("ON CONFLICT" in triggers[name] for name in counters)  # ours, not Agentao's
     assert _meta(path) == {"memories_change": "0", "version": "3"}
     assert store.change_version() == read_change_counter(alias) == 0
     assert store.list_memories() == [] and store.list_session_summaries() == []

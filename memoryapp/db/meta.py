@@ -55,10 +55,14 @@ def read_change_counter(using: str = DEFAULT_DB_ALIAS, *, lock: bool = False) ->
 SliceKey = tuple[str, str]  # (namespace, scope)
 
 
-def read_slice_counters(using: str, slices: Iterable[SliceKey]) -> dict[SliceKey, int]:
+def read_slice_counters(
+    using: str, slices: Iterable[SliceKey], *, lock: bool = False
+) -> dict[SliceKey, int]:
     """The ``memory_slice_changes`` value of each (namespace, scope); 0 for a slice without a row.
 
-    One statement for all the slices a manager reads on one database.
+    One statement for all the slices a manager reads on one database. ``lock``
+    (inside a transaction) also locks the rows on PostgreSQL, as
+    :func:`read_change_counter` does.
     """
     wanted = list(dict.fromkeys(slices))
     if not wanted:
@@ -66,8 +70,9 @@ def read_slice_counters(using: str, slices: Iterable[SliceKey]) -> dict[SliceKey
     where = " OR ".join(["(namespace = %s AND scope = %s)"] * len(wanted))
     params = [part for pair in wanted for part in pair]
     with connections[using].cursor() as cursor:
-        cursor.execute(
-            f"SELECT namespace, scope, value FROM memory_slice_changes WHERE {where}", params
-        )
+        sql = f"SELECT namespace, scope, value FROM memory_slice_changes WHERE {where}"
+        if lock and connections[using].vendor == "postgresql":
+            sql += " FOR UPDATE"
+        cursor.execute(sql, params)
         found = {(ns, scope): int(value) for ns, scope, value in cursor.fetchall()}
     return {pair: found.get(pair, 0) for pair in wanted}

@@ -24,6 +24,7 @@ from .selection import (
     SUMMARIES,
     admin_log_available,
     batches,
+    purged_with,
 )
 
 logger = logging.getLogger(__name__)
@@ -63,9 +64,9 @@ def finish(receipts: Sequence[ErasureReceipt], *, using: str) -> list[ErasureRec
         connection = connections[alias]
         covered = [r for r in receipts if alias in r.databases]
         infos = [(r.details or {}).get("aliases", {}).get(alias, {}) for r in covered]
-        tables = [
+        tables = purged_with(
             t for t in (*CONTENT_TABLES, ADMIN_LOG) if any(t in i.get("tables", ()) for i in infos)
-        ]
+        )
         token = _newest_token([i.get("token") or {} for i in infos])
         if tables:
             outcome = vendors[alias].purge(connection, tables, token=token, timeout=timeout)

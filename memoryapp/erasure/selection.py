@@ -14,6 +14,7 @@ from ..models import (
     ErasureTarget,
     Memory,
     MemoryEvent,
+    RecallSnapshot,
     ReviewItem,
     ReviewStatus,
     Scope,
@@ -31,6 +32,19 @@ ROW_MODELS = {MEMORIES: Memory, SUMMARIES: SessionSummary, REVIEW: ReviewItem}
 
 CONTENT_TABLES = (MEMORIES, SUMMARIES, REVIEW, EVENTS)
 """Every table an erasure may delete from (events carry ids only, but describe the rows)."""
+
+SNAPSHOTS = RecallSnapshot._meta.db_table
+"""Persisted recall indexes (tokens of memory text): a trigger deletes a slice's snapshot
+with any row of the slice, so every purge of ``memories`` purges this table too."""
+
+
+def purged_with(tables) -> list[str]:
+    """``tables`` plus those whose rows the deletions in them remove by trigger."""
+    tables = list(tables)
+    if MEMORIES in tables and SNAPSHOTS not in tables:
+        tables.insert(tables.index(MEMORIES) + 1, SNAPSHOTS)
+    return tables
+
 
 TEXT_FIELDS = {
     MEMORIES: ("title", "content", "key_normalized"),

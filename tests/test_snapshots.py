@@ -1,0 +1,191 @@
+"""Persisted recall indexes: a cold process loads a slice's snapshot instead of rebuilding it.
+
+``INDEXES.clear()`` leaves this process as cold as a new worker: nothing cached,
+only what the database holds. Snapshots are written outside transactions only, so
+these tests commit (``transaction=True``).
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+import time
+import zlib
+
+import pytest
+from django.db import connection, transaction
+
+from memoryapp import MemoryManager, recall_snapshot
+from memoryapp.db import purge as vendor_purge
+from memoryapp.erasure import erase
+from memoryapp.indexes import INDEXES, live_records
+from memoryapp.models import RecallSnapshot
+from memoryapp.recall import RecallIndex, query_tokens, rank_key, score
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+NS = "acme/web"
+WORDS = [
+    "deploy",
+    "kernel",
+    "backup",
+    "invoice",
+    "tenant",
+    "schema",
+    "cache",
+    "worker",
+    "queue",
+    "billing",
+    "report",
+]
+
+
+def _fill(mm: MemoryManager, n: int, seed: int = 3) -> None:
+    rng = random.Random(seed)
+    for i in range(n):
+        words = rng.sample(WORDS, 4)
+        mm.upsert(f"{words[0]} {words[1]} {i}", " ".join(words) + f" note {i}", [rng.choice(WORDS)])
+
+
+def _brute_force(query: str) -> list[str]:
+    """The top 5 ids by scoring every live row of the slice directly (no index, no snapshot)."""
+    now = time.time()
+    records = list(live_records("default", NS, "project"))
+    hits = [score(r, query_tokens(query), frozenset(), now) for r in records]
+    ranked = sorted((h for h in hits if h is not None), key=rank_key)
+    return [h.id for h in ranked[:5]]
+
+
+def _recall(query: str) -> list[str]:
+    return [c.memory_id for c in MemoryManager(project=NS).recall(query)]
+
+
+def test_a_cold_process_loads_the_snapshot_the_first_one_wrote():
+    _fill(MemoryManager(project=NS), 60)
+    INDEXES.clear()
+    builds, loads, persists = INDEXES.builds, INDEXES.loads, INDEXES.persists
+    first = _recall("kernel deploy")
+    assert (INDEXES.builds, INDEXES.persists) == (builds + 1, persists + 1)
+    assert RecallSnapshot.objects.filter(namespace=NS, scope="project", rows=60).exists()
+
+    INDEXES.clear()  # a second worker: nothing in memory
+    for query in ("kernel deploy", "billing", "queue worker cache"):
+        assert _recall(query) == _brute_force(query)
+    assert _recall("kernel deploy") == first
+    assert INDEXES.builds == builds + 1  # the second worker built nothing
+    assert INDEXES.loads == loads + 1
+
+
+def test_another_writers_change_is_seen_by_a_process_loading_an_older_snapshot(raw_sql):
+    mm = MemoryManager(project=NS)
+    _fill(mm, 30)
+    _recall("kernel")  # builds and stores the snapshot
+    INDEXES.clear()
+    # Another writer, outside this process's knowledge: a raw update and a new row.
+    row_id = mm.search("note 7")[0].id
+    raw_sql("UPDATE memories SET content = %s WHERE id = %s", ["zebra migration plan", row_id])
+    mm2 = MemoryManager(project=NS)
+    new = mm2.upsert("zebra crossing", "zebras everywhere")
+    INDEXES.clear()
+    hits = _recall("zebra")
+    assert {row_id, new.id} <= set(hits)
+    assert hits == _brute_force("zebra")
+    assert INDEXES.loads >= 1
+
+
+def test_a_rolled_back_write_never_reaches_a_snapshot():
+    mm = MemoryManager(project=NS)
+    _fill(mm, 20)
+    _recall("kernel")
+    stored = RecallSnapshot.objects.get(namespace=NS, scope="project")
+
+    class Rollback(Exception):
+        pass
+
+    with pytest.raises(Rollback), transaction.atomic():
+        mm.upsert("phantom row", "phantom zebra")
+        assert [h for h in _recall("phantom")]  # seen inside the transaction
+        raise Rollback
+    assert RecallSnapshot.objects.get(namespace=NS, scope="project").counter == stored.counter
+    INDEXES.clear()
+    assert _recall("phantom") == [] == _brute_force("phantom")
+
+
+@pytest.mark.sqlite_only
+def test_a_restore_from_backup_brings_its_own_snapshot_back(tmp_path):
+    mm = MemoryManager(project=NS)
+    _fill(mm, 20)
+    _recall("kernel")
+    backup = tmp_path / "backup.sqlite3"
+    connection.ensure_connection()
+    with sqlite3.connect(backup) as target:
+        connection.connection.backup(target)
+    before = _brute_force("zebra kernel")
+    for i in range(80):  # enough to rewrite the stored snapshot
+        mm.upsert(f"zebra {i}", f"zebra kernel {i}")
+    INDEXES.clear()
+    _recall("zebra kernel")
+    assert RecallSnapshot.objects.get(namespace=NS, scope="project").rows == 100
+    with sqlite3.connect(backup) as source:  # restore: the whole file goes back
+        source.backup(connection.connection)
+    INDEXES.clear()  # as after any restore (README): a fresh process
+    assert _recall("zebra kernel") == before == _brute_force("zebra kernel")
+
+
+def test_a_snapshot_is_rewritten_once_its_slice_drifted():
+    mm = MemoryManager(project=NS)
+    _fill(mm, 30)
+    _recall("kernel")
+    first = RecallSnapshot.objects.get(namespace=NS, scope="project")
+    for i in range(70):  # more than SNAPSHOT_DRIFT rows change
+        mm.upsert(f"drift {i}", f"drifting row {i}")
+    _recall("drifting")
+    second = RecallSnapshot.objects.get(namespace=NS, scope="project")
+    assert second.counter != first.counter and second.rows == 100
+    INDEXES.clear()
+    deltas = INDEXES.deltas
+    assert _recall("drifting row") == _brute_force("drifting row")
+    assert INDEXES.deltas == deltas  # current snapshot: loaded, nothing to replay
+
+
+def test_a_snapshot_is_not_written_for_a_slice_that_moved_meanwhile(monkeypatch):
+    mm = MemoryManager(project=NS)
+    _fill(mm, 10)
+    real_dump = recall_snapshot.dump
+
+    def dump_then_someone_writes(index: RecallIndex):
+        data = real_dump(index)
+        MemoryManager(project=NS).upsert("late writer", "written while the snapshot was cut")
+        return data
+
+    monkeypatch.setattr(recall_snapshot, "dump", dump_then_someone_writes)
+    INDEXES.clear()
+    _recall("kernel")
+    assert not RecallSnapshot.objects.filter(namespace=NS).exists()
+
+
+def test_erasure_deletes_the_snapshot_and_purges_its_bytes():
+    mm = MemoryManager(project=NS)
+    _fill(mm, 40)
+    other = MemoryManager(project="globex/web")
+    _fill(other, 10, seed=9)
+    _recall("kernel")
+    MemoryManager(project="globex/web").recall("kernel")
+    payload = RecallSnapshot.objects.get(namespace=NS, scope="project").payload
+    probe = bytes(payload)[40:104]  # compressed postings of acme's text
+    assert len(probe) == 64
+
+    receipt = erase(namespace=NS, actor="test")
+    assert not RecallSnapshot.objects.filter(namespace=NS).exists()
+    assert RecallSnapshot.objects.filter(namespace="globex/web").exists()  # not erased: kept
+    assert receipt.verified, receipt
+
+    vendor = vendor_purge.for_connection(connection)
+    files = vendor.scan_files(connection, ["memory_recall_snapshots", "memories"])
+    assert files.possible, files.note
+    for path in files.paths:
+        with open(path, "rb") as handle:
+            assert probe not in handle.read(), path
+    # A deleted snapshot's zlib stream cannot be split across pages undetected: the
+    # probe is one contiguous run well inside a 4 KiB page of a 2-3 KiB payload.
+    assert len(zlib.decompress(payload)) > len(payload)
