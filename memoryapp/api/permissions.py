@@ -171,3 +171,60 @@ class IsActiveUser(BasePermission):
     def has_permission(self, request, view) -> bool:
         user = request.user
         return bool(user and user.is_authenticated and user.is_active)
+
+
+def declared_rule(view) -> Rule | None:
+    """The :class:`Rule` a view declares for the request being served, or None.
+
+    A viewset declares ``rules`` (action → rule); any other view ``rule`` (one
+    rule for all its methods) or ``rules`` keyed by lower-case HTTP method.
+    """
+    rules = getattr(view, "rules", None)
+    if isinstance(rules, dict):
+        key = getattr(view, "action", None)
+        if key is None and getattr(view, "request", None) is not None:
+            key = view.request.method.lower()
+        found = rules.get(key)
+        if isinstance(found, Rule):
+            return found
+    found = getattr(view, "rule", None)
+    return found if isinstance(found, Rule) else None
+
+
+def _unserved(request, view) -> bool:
+    """Whether no handler of the view runs for this method (DRF answers 405 instead)."""
+    method = request.method.lower()
+    if method == "options":
+        return True
+    action_map = getattr(view, "action_map", None)
+    if action_map is not None:  # a viewset route
+        return method not in action_map
+    return not hasattr(view, method)
+
+
+class DeclaredRule(IsActiveUser):
+    """Fail closed: an active user, on a view that declares the rule of what it is asked to do.
+
+    A view (or a new action of a viewset) without a declared :class:`Rule`
+    refuses every request, so forgetting to authorise is a 403, never an open
+    endpoint. Object routes check the row's namespace (404 when hidden, 403 when
+    the right is missing) in :meth:`has_object_permission`, which DRF's
+    ``get_object`` calls; rows without a namespace are refused.
+    """
+
+    def has_permission(self, request, view) -> bool:
+        if getattr(view, "swagger_fake_view", False):  # schema generation, no request user
+            return True
+        if not super().has_permission(request, view):
+            return False
+        # A method the view does not serve answers 405 (or the view's own 404) as before;
+        # OPTIONS describes the endpoint's shape, never data.
+        return declared_rule(view) is not None or _unserved(request, view)
+
+    def has_object_permission(self, request, view, obj) -> bool:
+        rule = declared_rule(view)
+        namespace = getattr(obj, "namespace", None)
+        if rule is None or not isinstance(namespace, str):
+            return False
+        access_for(request).require([namespace], rule)
+        return True

@@ -32,7 +32,7 @@ from . import erasures, permissions, serializers
 from .exceptions import Conflict, exception_handler
 from .filters import MemoryEventFilter, MemoryFilter, ReviewItemFilter, SessionSummaryFilter
 from .parsers import JSONParser
-from .permissions import IsActiveUser, access_for
+from .permissions import DeclaredRule, access_for, declared_rule
 from .schema import MemoryAutoSchema
 from .throttles import ERASE, RECALL, WRITE, MemoryScopedThrottle
 
@@ -52,14 +52,18 @@ def validated(serializer_class, data) -> dict:
     return serializer.validated_data
 
 
-def bound_manager(request, serializer_class, permission, data=None) -> tuple[dict, MemoryManager]:
-    """Validate the input, check ``permission`` on the namespaces it names, bind a facade.
+def bound_manager(view, serializer_class, data=None) -> tuple[dict, MemoryManager]:
+    """Validate the input, check the view's declared rule on its namespaces, bind a facade.
 
     ``data`` defaults to the request body. The input names ``project`` and ``user``
     (and may name ``session_id``); a namespace the caller may not use is a 404.
     """
+    request = view.request
     data = validated(serializer_class, request.data if data is None else data)
-    access_for(request).require([data["project"], data["user"]], permission)
+    rule = declared_rule(view)
+    if rule is None:  # unreachable behind DeclaredRule; never bind without a rule
+        raise PermissionDenied()
+    access_for(request).require([data["project"], data["user"]], rule)
     mm = MemoryManager(
         project=data["project"], user=data["user"], session_id=data.get("session_id")
     )
@@ -114,7 +118,9 @@ class MemoryAPIMixin:
     """What every API view shares: auth, JSON only, throttling, the error mapping, the schema."""
 
     authentication_classes = [TokenAuthentication, SessionAuthentication]
-    permission_classes = [IsActiveUser]
+    # Fail closed: every view declares the Rule of each thing it does (``rule`` or
+    # ``rules``); one that does not refuses every request.
+    permission_classes = [DeclaredRule]
     throttle_classes = [MemoryScopedThrottle]
     parser_classes = [JSONParser]
     renderer_classes = [JSONRenderer]
@@ -144,7 +150,9 @@ class NamespacedViewSet(MemoryAPIMixin, viewsets.GenericViewSet):
         queryset = self.base_queryset()
         if getattr(self, "swagger_fake_view", False):  # schema generation
             return queryset
-        access, rule = access_for(self.request), self.rules[self.action]
+        access, rule = access_for(self.request), declared_rule(self)
+        if rule is None:  # DeclaredRule has refused the request already; never list anything
+            return queryset.none()
         if self.detail:
             return access.scope_visible(queryset, rule)
         return access.scope(queryset, rule)
@@ -153,9 +161,7 @@ class NamespacedViewSet(MemoryAPIMixin, viewsets.GenericViewSet):
         value = self.kwargs.get(self.lookup_url_kwarg or self.lookup_field, "")
         if len(value) > MAX_LOOKUP_CHARS or "\x00" in value:
             raise NotFound()
-        row = super().get_object()
-        access_for(self.request).require([row.namespace], self.rules[self.action])
-        return row
+        return super().get_object()  # DeclaredRule.has_object_permission checks the namespace
 
     def paginated(self, rows, serializer_class):
         page = self.paginate_queryset(rows)
@@ -201,9 +207,7 @@ class MemoryViewSet(
         },
     )
     def create(self, request, *args, **kwargs):
-        data, mm = bound_manager(
-            request, serializers.MemoryWriteSerializer, permissions.MEMORY_WRITE
-        )
+        data, mm = bound_manager(self, serializers.MemoryWriteSerializer)
         result = mm.upsert_result(
             data["key"],
             data["value"],
@@ -249,6 +253,7 @@ class MemoryViewSet(
 class RecallView(MemoryAPIMixin, APIView):
     """``POST /api/recall/``: candidates and both prompt blocks for one turn."""
 
+    rule = permissions.MEMORY_READ
     throttle_scope = RECALL
 
     @extend_schema(
@@ -257,9 +262,7 @@ class RecallView(MemoryAPIMixin, APIView):
         responses={200: serializers.RecallOutputSerializer},
     )
     def post(self, request):
-        data, mm = bound_manager(
-            request, serializers.RecallInputSerializer, permissions.MEMORY_READ
-        )
+        data, mm = bound_manager(self, serializers.RecallInputSerializer)
         query, messages = data["query"], data["messages"]
         body = {
             "candidates": mm.recall(query, messages=messages, top_k=data["top_k"]),
@@ -292,9 +295,7 @@ class SessionSummaryViewSet(mixins.ListModelMixin, NamespacedViewSet):
         responses={201: serializers.SessionSummarySerializer},
     )
     def create(self, request, *args, **kwargs):
-        data, mm = bound_manager(
-            request, serializers.SessionSummaryWriteSerializer, permissions.SUMMARY_WRITE
-        )
+        data, mm = bound_manager(self, serializers.SessionSummaryWriteSerializer)
         row = mm.save_session_summary(
             data["summary"], data["tokens_before"], data["messages_summarized"]
         )
@@ -313,6 +314,7 @@ class SessionSummaryViewSet(mixins.ListModelMixin, NamespacedViewSet):
 class CrystallizeView(MemoryAPIMixin, APIView):
     """``POST /api/crystallize/``: queue the crystallizer's proposals (never memories)."""
 
+    rule = permissions.CRYSTALLIZE
     throttle_scope = WRITE
 
     @extend_schema(
@@ -321,9 +323,7 @@ class CrystallizeView(MemoryAPIMixin, APIView):
         responses={200: serializers.CrystallizeOutputSerializer},
     )
     def post(self, request):
-        data, mm = bound_manager(
-            request, serializers.CrystallizeInputSerializer, permissions.CRYSTALLIZE
-        )
+        data, mm = bound_manager(self, serializers.CrystallizeInputSerializer)
         items = mm.crystallize_user_messages(data["messages"])
         return Response(serializers.CrystallizeOutputSerializer({"items": items}).data)
 
@@ -448,6 +448,7 @@ class ReviewItemViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Namesp
 class WipeAllView(MemoryAPIMixin, APIView):
     """``POST /api/wipe-all/``: the seed's soft reset (not erasure)."""
 
+    rule = permissions.WIPE
     throttle_scope = ERASE
 
     @extend_schema(
@@ -456,7 +457,7 @@ class WipeAllView(MemoryAPIMixin, APIView):
         responses={200: serializers.WipeOutputSerializer},
     )
     def post(self, request):
-        _, mm = bound_manager(request, serializers.BoundInput, permissions.WIPE)
+        _, mm = bound_manager(self, serializers.BoundInput)
         result = mm.wipe_all(actor=actor_of(request))
         return Response(serializers.WipeOutputSerializer(result.as_dict()).data)
 
@@ -467,6 +468,9 @@ class ErasureViewSet(MemoryAPIMixin, viewsets.GenericViewSet):
     """Erasure for good (hard delete + vacuum + verification) and its receipts."""
 
     serializer_class = serializers.ReceiptSerializer
+    # Who may erase what is decided per request by erasures.authorize (the target
+    # names the namespaces); receipts are visible to their requester or to staff.
+    rules = {"create": permissions.MEMORY_ERASE, "retrieve": permissions.RECEIPT_READ}
     throttle_scopes = {"create": ERASE}
     lookup_value_regex = r"[^/]+"
 
@@ -495,6 +499,7 @@ class ErasureViewSet(MemoryAPIMixin, viewsets.GenericViewSet):
 class ExportView(MemoryAPIMixin, APIView):
     """``GET /api/exports/``: everything stored about a subject or a namespace (GDPR)."""
 
+    rule = permissions.EXPORT
     throttle_scope = ERASE
 
     @extend_schema(
@@ -543,6 +548,8 @@ class MemoryEventViewSet(mixins.ListModelMixin, NamespacedViewSet):
 class StoreProblemsView(MemoryAPIMixin, APIView):
     """``GET /api/store-problems/``: probe a manager's stores; report what could not be read."""
 
+    rule = permissions.MEMORY_READ
+
     @extend_schema(
         summary="Stores that could not be read (SPEC §11)",
         parameters=[serializers.StoreProblemsQuerySerializer],
@@ -550,10 +557,7 @@ class StoreProblemsView(MemoryAPIMixin, APIView):
     )
     def get(self, request):
         _, mm = bound_manager(
-            request,
-            serializers.StoreProblemsQuerySerializer,
-            permissions.MEMORY_READ,
-            data=request.query_params,
+            self, serializers.StoreProblemsQuerySerializer, data=request.query_params
         )
         # The prompt-path reads are the ones that record problems instead of raising.
         mm.get_all_entries()
