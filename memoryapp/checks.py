@@ -1,4 +1,4 @@
-"""System checks: the app refuses to run on a database vendor it has no trigger SQL for."""
+"""System checks: a supported database vendor, IMMEDIATE SQLite transactions, a valid guard."""
 
 from __future__ import annotations
 
@@ -48,3 +48,34 @@ def check_guard_setting(app_configs=None, **kwargs):
             )
         ]
     return []
+
+
+@checks.register(checks.Tags.database)
+def check_sqlite_transactions(app_configs=None, databases=None, **kwargs):
+    """memoryapp.E003: every SQLite alias must begin transactions IMMEDIATE.
+
+    Upserts read a row and then write it; with SQLite's default DEFERRED
+    transactions two writers can both read, and the second fails with "database is
+    locked" at its first write instead of waiting. The change window of the recall
+    indexes relies on the same exclusion. In-memory aliases (one connection) are exempt.
+    """
+    errors = []
+    for alias in connections:
+        settings_dict = connections.settings[alias]
+        if not settings_dict.get("ENGINE", "").endswith("sqlite3"):
+            continue
+        name = str(settings_dict.get("NAME") or "")
+        if name == ":memory:" or "mode=memory" in name:
+            continue
+        mode = str((settings_dict.get("OPTIONS") or {}).get("transaction_mode") or "").upper()
+        if mode not in ("IMMEDIATE", "EXCLUSIVE"):
+            errors.append(
+                checks.Error(
+                    f"SQLite database {alias!r} does not begin transactions IMMEDIATE, so "
+                    "concurrent writes of one memory fail with 'database is locked' instead "
+                    "of waiting for each other.",
+                    hint=f"Set DATABASES[{alias!r}]['OPTIONS']['transaction_mode'] = 'IMMEDIATE'.",
+                    id="memoryapp.E003",
+                )
+            )
+    return errors

@@ -167,6 +167,22 @@ def test_unsupported_vendor_fails_the_system_check(monkeypatch):
     assert any("'default'" in e.msg and "'mysql'" in e.msg for e in errors)
 
 
+def test_sqlite_without_immediate_transactions_fails_the_system_check(monkeypatch):
+    import copy
+
+    from memoryapp.checks import check_sqlite_transactions
+
+    assert check_sqlite_transactions() == []
+    deferred = copy.deepcopy(connections.settings["default"])
+    deferred.update(ENGINE="django.db.backends.sqlite3", NAME="/tmp/x.sqlite3", OPTIONS={})
+    monkeypatch.setitem(connections.settings, "deferred", deferred)
+    errors = check_sqlite_transactions()
+    assert [e.id for e in errors] == ["memoryapp.E003"]
+    assert "'deferred'" in errors[0].msg and "IMMEDIATE" in errors[0].hint
+    deferred["OPTIONS"] = {"transaction_mode": "IMMEDIATE"}
+    assert check_sqlite_transactions() == []
+
+
 def test_migration_operation_refuses_an_unknown_vendor(monkeypatch):
     from types import SimpleNamespace
 
