@@ -246,6 +246,11 @@ class RecallIndexes:
         self._maybe_persist(entry, using, namespace, scope)
         return entry.index
 
+    def discard(self, using: str, namespace: str, scope: str) -> None:
+        """Forget one slice's cached index (a stored snapshot stays)."""
+        with self._lock:
+            self._entries.pop((using, namespace, scope), None)
+
     def apply_own_write(
         self,
         window: ChangeWindow,

@@ -189,3 +189,31 @@ def test_erasure_deletes_the_snapshot_and_purges_its_bytes():
     # A deleted snapshot's zlib stream cannot be split across pages undetected: the
     # probe is one contiguous run well inside a 4 KiB page of a 2-3 KiB payload.
     assert len(zlib.decompress(payload)) > len(payload)
+
+
+def test_memory_index_stores_every_namespace_ahead_of_traffic_and_drop_removes_them():
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    _fill(MemoryManager(project=NS), 12)
+    _fill(MemoryManager(project="globex/web", user="globex/bob"), 8, seed=5)
+    MemoryManager(project="globex/web", user="globex/bob").upsert("editor", "vim", ["preference"])
+
+    def run(*args) -> str:
+        out = StringIO()
+        call_command("memory", "index", *args, stdout=out)
+        return out.getvalue()
+
+    assert "3 namespace slice(s): 3 built and stored" in run("--all-namespaces")
+    assert set(RecallSnapshot.objects.values_list("namespace", "scope")) == {
+        (NS, "project"),
+        ("globex/web", "project"),
+        ("globex/bob", "user"),
+    }
+    assert "0 built and stored, 3 already stored" in run("--all-namespaces")
+    assert "1 namespace slice(s): 0 built" in run("--project", NS)
+    assert "Deleted 1 recall snapshot(s)" in run("--drop", "--yes", "--project", NS)
+    assert RecallSnapshot.objects.count() == 2
+    INDEXES.clear()
+    assert _recall("kernel") == _brute_force("kernel")  # rebuilt on demand

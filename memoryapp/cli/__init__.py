@@ -13,4 +13,5 @@ VERB_MODULES = [
     "memoryapp.cli.interop",
     "memoryapp.cli.clients",
     "memoryapp.cli.compliance",
+    "memoryapp.cli.indexes",
 ]
