@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 TEST_POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/memoryapp
 PYTEST_ARGS ?=
 
-.PHONY: run test test-sqlite test-postgres lint install bench bench-api clean
+.PHONY: run test test-sqlite test-postgres lint install bench bench-api bench-linear clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -59,6 +59,10 @@ bench: $(STAMP)
 BENCH_API_ARGS ?=
 bench-api: $(STAMP)
 	$(PY) bench/api_load.py $(BENCH_API_ARGS)
+
+## Text scans against input size (path hints, tokens, keywords, secrets): bench/LINEAR.md.
+bench-linear: $(STAMP)
+	$(PY) bench/linear_scan.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) var/test_db.sqlite3*

@@ -57,6 +57,26 @@ def test_an_oversized_body_is_413(acme, settings):
     assert r.json() == {"detail": "Request body too large."}
 
 
+@pytest.mark.parametrize(
+    "content",
+    [
+        "src/app_" * 25_001,  # one string over 200,000 characters
+        [{"type": "text", "text": "a" * 100_001}, {"type": "text", "text": "b" * 100_000}],
+    ],
+)
+def test_a_message_over_the_text_limit_is_400_and_one_at_it_is_served(acme, content):
+    body = {
+        "project": "acme/web",
+        "query": "paths",
+        "messages": [{"role": "user", "content": content}],
+    }
+    r = acme.post("/api/recall/", body, format="json")
+    assert r.status_code == 400
+    assert "200,000 characters" in json.dumps(r.json())
+    body["messages"][0]["content"] = "src/app_" * 25_000  # exactly 200,000: a linear scan
+    assert acme.post("/api/recall/", body, format="json").status_code == 200
+
+
 def test_other_media_types_are_415(acme):
     r = post_raw(
         acme,

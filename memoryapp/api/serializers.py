@@ -30,6 +30,7 @@ NAMESPACE_MAX = 255  # the namespace / subject / session columns are varchar(255
 INT_MAX = 2**31 - 1  # the summary counters are 32-bit integer columns
 MAX_MESSAGES = 1000
 MAX_BLOCKS = 1000  # content blocks per message
+MAX_MESSAGE_CHARS = 200_000  # text of one message, all its blocks together
 MAX_TOP_K = 50
 MAX_IDS = 1000
 
@@ -202,6 +203,7 @@ class MessageContentField(serializers.Field):
         "block": "Each content block must be an object with a string `type`.",
         "text": "A block's `text` must be a string.",
         "too_many": f"At most {MAX_BLOCKS} content blocks.",
+        "too_long": f"At most {MAX_MESSAGE_CHARS:,} characters of text per message.",
     }
 
     def __init__(self, **kwargs) -> None:
@@ -214,6 +216,8 @@ class MessageContentField(serializers.Field):
 
     def to_internal_value(self, data):
         if isinstance(data, str):
+            if len(data) > MAX_MESSAGE_CHARS:
+                self.fail("too_long")
             return self._clean_text(data)
         if not isinstance(data, list):
             self.fail("invalid")
@@ -229,6 +233,8 @@ class MessageContentField(serializers.Field):
                     self.fail("text")
                 block["text"] = self._clean_text(block["text"])
             blocks.append(block)
+        if sum(len(b.get("text") or "") for b in blocks) > MAX_MESSAGE_CHARS:
+            self.fail("too_long")
         return blocks
 
     def to_representation(self, value):
