@@ -491,3 +491,34 @@ def test_byte_scan_finds_exactly_what_a_naive_search_finds(tmp_path, monkeypatch
     assert scanned == len(data)
     assert found == {i for i, p in enumerate(pieces) if p in data}
     assert 80 in found
+
+
+def test_the_erased_subjects_key_goes_too_kept_rows_are_pseudonymised():
+    """Issue 12.5: the key itself is personal data (slice counters, kept rows' subject)."""
+    from memoryapp.erasure.selection import CONTENT_TABLES, SLICES, SNAPSHOTS
+    from memoryapp.models import SliceChange
+
+    subject = "acme/user-" + os.urandom(8).hex()  # long enough to probe (12+ bytes)
+    markers = seed(subject)
+    MemoryManager(project=PROJECT, user=subject).recall("profile")  # counters, snapshots
+    assert SliceChange.objects.filter(namespace=subject).exists()
+    key = subject.encode()
+    tables = (*CONTENT_TABLES, SLICES, SNAPSHOTS)
+    assert key in stored_bytes(tables, checkpoint=True), "control: the scan sees the key"
+
+    receipt = erase(subject=subject, actor="dpo@acme")
+    assert receipt.verified, receipt.verification
+    assert receipt.authored["project_memories_kept"] == 1
+    assert not SliceChange.objects.filter(namespace=subject).exists()
+    assert not Memory.objects.filter(subject=subject).exists()
+    (kept,) = Memory.objects.filter(subject__startswith="erased:")
+    assert markers["authored"][0] in kept.content  # the row stays, its author's name goes
+    data = stored_bytes(tables)
+    assert key not in data
+    assert found_in(data, markers["authored"]) == markers["authored"]
+    assert SliceChange.objects.filter(namespace=PROJECT).exists()  # a slice with rows keeps it
+
+    # A later request with include_authored still reaches the pseudonymised row.
+    again = erase(subject=subject, include_authored=True, actor="dpo@acme")
+    assert again.counts["memories"] == 1 and again.verified, again.verification
+    assert not Memory.objects.filter(pk=kept.pk).exists()

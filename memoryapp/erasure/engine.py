@@ -16,7 +16,7 @@ from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from .. import conf
 from ..db import purge as vendor_purge
 from ..fields import now
-from ..models import ErasureReceipt, ErasureTarget, Memory, MemoryEvent
+from ..models import ErasureReceipt, ErasureTarget, Memory, MemoryEvent, SliceChange
 from . import probes
 from .purging import caveats, finish, finish_after_commit
 from .receipts import append_ledger, key_id, keyed_hmac, safe_actor
@@ -24,6 +24,7 @@ from .selection import (
     ADMIN_LOG,
     CONTENT_TABLES,
     EVENTS,
+    MEMORIES,
     ROW_MODELS,
     Target,
     admin_log_available,
@@ -34,6 +35,7 @@ from .selection import (
     id_restriction,
     purge_all_tables,
     row_filter,
+    subject_pseudonym,
 )
 
 logger = logging.getLogger(__name__)
@@ -106,6 +108,9 @@ def apply(alias: str, target: Target, *, delete: bool, truncate: bool = False) -
         )
     if delete:
         work.values = probes.sample_values(alias, work.ids)
+        if target.kind == ErasureTarget.SUBJECT:
+            work.values.append(target.subject)  # the key itself is personal data
+    touched = _slices_of(alias, work.ids[MEMORIES]) if delete else set()
     row_ids = [pk for table in ROW_MODELS for pk in work.ids[table]]
     events = MemoryEvent.objects.using(alias)
     extra_events = events_filter(target)
@@ -118,6 +123,13 @@ def apply(alias: str, target: Target, *, delete: bool, truncate: bool = False) -
             n_events += events.filter(memory_id__in=list(batch)).delete()[0]
         if extra_events is not None:
             n_events += events.filter(extra_events).delete()[0]
+        if work.authored:  # kept, but no longer named after the erased subject
+            pseudonym = subject_pseudonym(target.subject)
+            for batch in batches(work.authored):
+                Memory.objects.using(alias).filter(pk__in=list(batch)).update(subject=pseudonym)
+        if target.kind == ErasureTarget.SUBJECT:
+            touched |= {(target.subject, "user"), (target.subject, "project")}
+        _forget_empty_slices(alias, touched)
         scrubbed = _scrub_admin_log(alias, work.ids)
         if scrubbed:
             work.counts[ADMIN_LOG] = scrubbed
@@ -131,6 +143,28 @@ def apply(alias: str, target: Target, *, delete: bool, truncate: bool = False) -
     return work
 
 
+def _slices_of(alias: str, memory_ids: list[str]) -> set[tuple[str, str]]:
+    """The (namespace, scope) slices holding these memories (read before they go)."""
+    found: set[tuple[str, str]] = set()
+    for batch in batches(memory_ids):
+        rows = Memory.objects.using(alias).filter(pk__in=list(batch))
+        found.update(rows.values_list("namespace", "scope").distinct().order_by())
+    return found
+
+
+def _forget_empty_slices(alias: str, slices: set[tuple[str, str]]) -> None:
+    """Delete the change-counter rows of slices the erasure left empty.
+
+    A user namespace is the user's key: its counter row would keep the erased
+    subject's identifier. A slice without a row reads as counter 0, and the next
+    write creates a fresh random version, so no cache can mistake the new rows.
+    """
+    rows = Memory.objects.using(alias)
+    for namespace, scope in sorted(slices):
+        if not rows.filter(namespace=namespace, scope=scope).exists():
+            SliceChange.objects.using(alias).filter(namespace=namespace, scope=scope).delete()
+
+
 def _truncate(alias: str, work: Work) -> Work:
     for table, model in ROW_MODELS.items():
         work.counts[table] = model.objects.using(alias).count()
@@ -142,6 +176,8 @@ def _truncate(alias: str, work: Work) -> Work:
     work.values = probes.sample_values(alias, sample)
     connection = connections[alias]
     vendor_purge.for_connection(connection).truncate(connection, CONTENT_TABLES)
+    # Every slice is empty now; their counter rows name namespaces (user keys among them).
+    SliceChange.objects.using(alias).all().delete()
     scrubbed = _scrub_admin_log(alias, None)
     if scrubbed:
         work.counts[ADMIN_LOG] = scrubbed

@@ -19,6 +19,7 @@ from ..models import (
     ReviewStatus,
     Scope,
     SessionSummary,
+    SliceChange,
 )
 
 MEMORIES = Memory._meta.db_table
@@ -33,17 +34,48 @@ ROW_MODELS = {MEMORIES: Memory, SUMMARIES: SessionSummary, REVIEW: ReviewItem}
 CONTENT_TABLES = (MEMORIES, SUMMARIES, REVIEW, EVENTS)
 """Every table an erasure may delete from (events carry ids only, but describe the rows)."""
 
+SLICES = SliceChange._meta.db_table
 SNAPSHOTS = RecallSnapshot._meta.db_table
 """Persisted recall indexes (tokens of memory text): a trigger deletes a slice's snapshot
 with any row of the slice, so every purge of ``memories`` purges this table too."""
 
 
 def purged_with(tables) -> list[str]:
-    """``tables`` plus those whose rows the deletions in them remove by trigger."""
+    """``tables`` plus those an erasure of memories changes beside them.
+
+    The recall snapshots (deleted by trigger) and the slice counters (a subject's
+    user namespace is its key: the erasure deletes the rows of emptied slices)
+    hold personal data too, so their old row versions are purged with ``memories``.
+    """
     tables = list(tables)
-    if MEMORIES in tables and SNAPSHOTS not in tables:
-        tables.insert(tables.index(MEMORIES) + 1, SNAPSHOTS)
+    if MEMORIES in tables:
+        at = tables.index(MEMORIES) + 1
+        for extra in (SLICES, SNAPSHOTS):
+            if extra not in tables:
+                tables.insert(at, extra)
     return tables
+
+
+PSEUDONYM_PREFIX = "erased:"
+
+
+def subject_pseudonym(subject: str, key: bytes | None = None) -> str:
+    """What a kept row's ``subject`` becomes when its subject is erased: a keyed HMAC.
+
+    The row stays (a project memory the subject authored, kept without
+    ``include_authored``), but the user key is personal data; the pseudonym still
+    lets a later erasure of the same subject, with ``include_authored``, find it.
+    """
+    from .receipts import keyed_hmac
+
+    return PSEUDONYM_PREFIX + keyed_hmac(subject, key)[:48]
+
+
+def subject_names(subject: str) -> list[str]:
+    """The subject key and its pseudonyms under the current and fallback erasure keys."""
+    from .receipts import known_keys
+
+    return [subject, *dict.fromkeys(subject_pseudonym(subject, k) for k in known_keys().values())]
 
 
 TEXT_FIELDS = {
@@ -129,7 +161,7 @@ def row_filter(table: str, t: Target) -> Q | None:
             # its user namespace (namespace == user key).
             q = Q(scope=Scope.USER) & (Q(subject=t.subject) | Q(namespace=t.subject))
             if t.include_authored:
-                q |= Q(scope=Scope.PROJECT, subject=t.subject)
+                q |= Q(scope=Scope.PROJECT, subject__in=subject_names(t.subject))
         else:
             q = Q(subject=t.subject)
     elif kind == ErasureTarget.REVIEW_ITEMS and table == REVIEW:
@@ -179,7 +211,7 @@ def authored_filter(t: Target) -> Q | None:
     """Project-scope memories the subject authored and that are kept (listed, not erased)."""
     if t.kind != ErasureTarget.SUBJECT or t.include_authored:
         return None
-    return _restrict(Q(scope=Scope.PROJECT, subject=t.subject), t)
+    return _restrict(Q(scope=Scope.PROJECT, subject__in=subject_names(t.subject)), t)
 
 
 def purge_all_tables(kind: str) -> bool:
