@@ -19,8 +19,14 @@ __all__ = [
     "MAX_TITLE_CHARS",
     "SCOPES",
     "TYPES",
+    "check_id",
+    "check_query",
+    "check_stored_key",
+    "check_summary",
+    "check_text",
     "clean_tags",
     "normalize_key",
+    "normalize_namespace",
     "require_str",
 ]
 
@@ -28,6 +34,12 @@ MAX_KEY_CHARS = 80
 MAX_TITLE_CHARS = 120
 MAX_CONTENT_CHARS = 4000
 AUTO_SOURCE_CAP = 50
+MAX_NAMESPACE_CHARS = 255  # the namespace and subject columns
+MAX_TAGS = 50
+MAX_TAG_CHARS = 100
+MAX_SUMMARY_CHARS = 64_000
+MAX_QUERY_CHARS = 4_000  # a search longer than the longest stored field cannot match
+MAX_ID_CHARS = 64
 
 SCOPES = ("user", "project")
 TYPES = ("preference", "profile", "project_fact", "workflow", "decision", "constraint", "note")
@@ -42,9 +54,66 @@ _ASCII_NON_ALNUM_RUN = re.compile(r"[^a-z0-9]+")
 
 
 def require_str(value: object, what: str) -> str:
+    """``value`` itself when it is a string that can be stored; otherwise a clear refusal.
+
+    Both vendors get the same answer: a NUL character (PostgreSQL refuses it, SQLite
+    stored it) and a lone surrogate (no UTF-8 encoding: the driver raised) are
+    refused here, before any statement could carry the value into a server log.
+    """
     if not isinstance(value, str):
         raise MemoryValidationError(f"{what} must be a string")
+    return check_text(value, what)
+
+
+def check_text(value: str, what: str) -> str:
+    """``value`` unless it holds a NUL character or a lone surrogate (never stored)."""
+    if "\x00" in value:
+        raise MemoryValidationError(f"{what} must not contain NUL characters")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise MemoryValidationError(
+                f"{what} must be valid Unicode text (it holds a lone surrogate)"
+            ) from None
     return value
+
+
+def normalize_namespace(value: object, what: str = "Namespace") -> str:
+    """``value`` when it can name a namespace (or subject); otherwise a clear refusal.
+
+    ``''`` is the single-tenant namespace. Refused: not a string, longer than 255
+    characters, surrounding whitespace (never stripped silently: a namespace is a
+    tenant's identity), control characters, NUL or lone surrogates, and path
+    tricks — an empty segment (``a//b``, a leading or trailing ``/``) or a
+    ``.``/``..`` segment — so ``acme/../globex/web`` can never pass for a
+    namespace under ``acme/``.
+    """
+    text = check_stored_key(value, what)
+    if not text:
+        return ""
+    if text != text.strip():
+        raise MemoryValidationError(f"{what} must not begin or end with whitespace")
+    if any(unicodedata.category(char) == "Cc" for char in text):
+        raise MemoryValidationError(f"{what} must not contain control characters")
+    if any(part in ("", ".", "..") for part in text.split("/")):
+        raise MemoryValidationError(f"{what} must not have empty, '.' or '..' segments between '/'")
+    return text
+
+
+def check_stored_key(value: object, what: str = "Namespace") -> str:
+    """A namespace or subject as a lookup names it: storable text of at most 255 characters.
+
+    Looser than :func:`normalize_namespace` on purpose: erasure and export must
+    reach every value a column can hold, including rows written before the
+    stricter write rules.
+    """
+    text = require_str(value, what)
+    if len(text) > MAX_NAMESPACE_CHARS:
+        raise MemoryValidationError(
+            f"{what} is too long ({len(text)} > {MAX_NAMESPACE_CHARS} characters)"
+        )
+    return text
 
 
 def _is_mark(char: str) -> bool:
@@ -132,10 +201,16 @@ def clean_tags(tags: Iterable[str] | None) -> list[str]:
     for item in items:
         if not isinstance(item, str):
             raise MemoryValidationError("Memory tags must be strings")
-        tag = item.strip()
+        tag = check_text(item, "Memory tag").strip()
+        if len(tag) > MAX_TAG_CHARS:
+            raise MemoryValidationError(
+                f"Memory tag exceeds max length ({len(tag)} > {MAX_TAG_CHARS})"
+            )
         if tag and tag not in seen:
             seen.add(tag)
             cleaned.append(tag)
+    if len(cleaned) > MAX_TAGS:
+        raise MemoryValidationError(f"At most {MAX_TAGS} tags per memory ({len(cleaned)} given)")
     return cleaned
 
 
@@ -178,4 +253,30 @@ def check_content(content: str) -> str:
         raise MemoryValidationError(
             f"Memory content exceeds max length ({len(text)} > {MAX_CONTENT_CHARS})"
         )
+    return text
+
+
+def check_summary(text: object) -> str:
+    """A session summary as stored: stripped, valid text, at most 64,000 characters."""
+    summary = require_str(text, "Session summary").strip()
+    if len(summary) > MAX_SUMMARY_CHARS:
+        raise MemoryValidationError(
+            f"Session summary exceeds max length ({len(summary)} > {MAX_SUMMARY_CHARS})"
+        )
+    return summary
+
+
+def check_query(value: object, what: str = "Search query") -> str:
+    """A search or tag filter: valid text of at most 4,000 characters."""
+    text = require_str(value, what)
+    if len(text) > MAX_QUERY_CHARS:
+        raise MemoryValidationError(f"{what} is too long ({len(text)} > {MAX_QUERY_CHARS})")
+    return text
+
+
+def check_id(value: object, what: str = "Memory id") -> str:
+    """A row id given by a caller: a string of at most 64 characters."""
+    text = require_str(value, what)
+    if len(text) > MAX_ID_CHARS:
+        raise MemoryValidationError(f"{what} is too long ({len(text)} > {MAX_ID_CHARS})")
     return text

@@ -16,7 +16,7 @@ import datetime as dt
 import json
 
 import pytest
-from django.db import DataError, IntegrityError, connection
+from django.db import IntegrityError, connection
 from django.test.utils import CaptureQueriesContext
 
 from memoryapp import MemoryManager, bulk, guards, store, validation
@@ -362,13 +362,14 @@ def test_a_failed_write_rolls_back_every_chunk(monkeypatch):
     assert Memory.objects.get(key_normalized="k7").content == "existing"
 
 
-@pytest.mark.postgres_only
-def test_nul_characters_fail_as_before_on_postgresql(monkeypatch):
+def test_nul_characters_are_an_invalid_record_on_both_vendors(monkeypatch):
+    """Once PostgreSQL's DataError (and stored on SQLite); now the validation layer's refusal."""
     records = [{"key": "a", "value": "fine"}, {"key": "b", "value": "bad\x00byte"}]
     for writer in (_orm_write_chunk, _NEW_WRITE_CHUNK):
         monkeypatch.setattr(bulk, "_write_chunk", writer)
-        with pytest.raises(DataError, match="cannot contain NUL"):
-            MemoryManager(project="p").import_memories(_lines(records))
+        report = MemoryManager(project="p").import_memories(_lines(records))
+        assert report.invalid == [(2, "Memory content must not contain NUL characters")]
+        assert not report.written
         assert not Memory.objects.exists()
 
 

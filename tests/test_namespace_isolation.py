@@ -19,7 +19,9 @@ from memoryapp import MemoryManager
 from memoryapp.api.testing import token_client
 from memoryapp.api.throttles import MemoryScopedThrottle
 from memoryapp.db.lookups import prefix_q
+from memoryapp.errors import MemoryValidationError
 from memoryapp.models import Memory, MemoryEvent, ReviewItem, SessionSummary
+from memoryapp.validation import normalize_namespace
 
 pytestmark = pytest.mark.django_db
 
@@ -29,15 +31,25 @@ pytestmark = pytest.mark.django_db
 ALPHABET = "aAcCmMeE%_\\/éÉİıſK-."
 
 
+def _valid(namespace: str) -> bool:
+    try:
+        return normalize_namespace(namespace) == namespace
+    except MemoryValidationError:
+        return False
+
+
 def _variants(rng: random.Random, prefix: str, count: int) -> set[str]:
-    """Namespaces close to ``prefix``: case flips, one character swapped, the slash dropped."""
-    out: set[str] = {prefix.upper(), prefix.title(), prefix.rstrip("/"), prefix + "x"}
+    """Valid namespaces close to ``prefix``: case flips, a character swapped, no slash."""
+    out = {ns for ns in (prefix.upper() + "web", prefix.title() + "web", prefix.rstrip("/"))}
+    out = {ns for ns in out if _valid(ns)}
     while len(out) < count:
         chars = list(prefix)
         for _ in range(rng.randint(1, 2)):
             i = rng.randrange(len(chars))
             chars[i] = rng.choice([chars[i].swapcase(), rng.choice(ALPHABET)])
-        out.add("".join(chars) + rng.choice(["", "web", "x/y"]))
+        candidate = "".join(chars) + rng.choice(["web", "x/y", "a"])
+        if _valid(candidate):
+            out.add(candidate)
     return out
 
 
@@ -47,9 +59,8 @@ def test_prefix_filter_equals_python_startswith_on_random_namespaces():
     namespaces = {p + "web" for p in prefixes}
     for p in prefixes:
         namespaces |= _variants(rng, p, 12)
-    namespaces |= {
-        "".join(rng.choice(ALPHABET) for _ in range(rng.randint(1, 6))) for _ in range(40)
-    }
+    randoms = ("".join(rng.choice(ALPHABET) for _ in range(rng.randint(1, 6))) for _ in range(60))
+    namespaces |= {ns for ns in randoms if _valid(ns)}
     for ns in sorted(namespaces):
         MemoryManager(project=ns).upsert("k", "row of " + ns)
     stored = set(Memory.objects.values_list("namespace", flat=True))
@@ -69,7 +80,7 @@ def foreign():
     """Rows of every kind in namespaces that only look like ``acme/…``; their ids."""
     rng = random.Random(7)
     victims = sorted(
-        {"ACME/web", "Acme/web", "aCmE/web", "acme", "acmex/web", "acm%/web", "acm_/web"}
+        {"ACME/web", "Acme/web", "aCmE/web", "acme", "acmex/web", "acm%/web", "acm_/web", "ACME"}
         | {ns for ns in _variants(rng, GRANT, 16) if not ns.startswith(GRANT)}
     )
     ids: dict[str, str] = {}

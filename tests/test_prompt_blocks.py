@@ -87,7 +87,9 @@ def test_stable_block_is_rebuilt_only_for_own_writes(mm):
 def test_context_block_excludes_exactly_what_the_stable_block_showed(mm):
     shown = mm.upsert("deploy rule", "deploy on tuesdays", ["constraint"])
     # a huge stable candidate that cannot fit the 2000-character budget
-    big = mm.upsert("deploy giant", "deploy big", ["decision", *(f"t{i:04d}" for i in range(400))])
+    big = mm.upsert(
+        "deploy giant", "deploy big", ["decision", *(f"t{i:02d}" + "x" * 60 for i in range(40))]
+    )
     block = mm.render_stable_block()
     assert "deploy rule" in block and "deploy giant" not in block
     context = mm.render_context_block("deploy")

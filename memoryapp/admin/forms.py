@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django import forms
 
-from .. import guards, store
+from .. import guards, store, validation
 from ..conf import get_guard
 from ..models import Memory, MemoryType, ReviewStatus, Scope, Source
 from .common import db_for, namespace_label
@@ -89,6 +89,12 @@ class MemoryForm(forms.ModelForm):
     def adding(self) -> bool:
         return self.instance._state.adding
 
+    def clean_namespace(self) -> str:
+        return _namespace(self.cleaned_data.get("namespace") or "", "Namespace")
+
+    def clean_subject(self) -> str:
+        return _namespace(self.cleaned_data.get("subject") or "", "Subject")
+
     def clean(self):
         data = super().clean()
         if self.errors:
@@ -148,6 +154,14 @@ class MemoryForm(forms.ModelForm):
         self.data = self.data.copy()
         self.data[field] = ""
         self.add_error(field, SECRET_REFUSED)
+
+
+def _namespace(value: str, what: str) -> str:
+    """A namespace or user key held to the write rules every entry point applies."""
+    try:
+        return validation.normalize_namespace(value, what)
+    except guards.MemoryValidationError as exc:
+        raise forms.ValidationError(str(exc)) from None
 
 
 def _field_of(message: str) -> str | None:

@@ -20,6 +20,7 @@ from memoryapp.models import (
     SessionSummary,
 )
 from memoryapp.search import matches, sql_can_prefilter
+from memoryapp.validation import MAX_QUERY_CHARS
 
 from . import permissions
 from .permissions import access_for
@@ -81,9 +82,12 @@ class MemoryFilter(NamespacedFilterSet):
     scope = django_filters.ChoiceFilter(choices=Scope.choices)
     type = django_filters.ChoiceFilter(choices=MemoryType.choices)
     subject = django_filters.CharFilter(strip=False, max_length=255)
-    tag = django_filters.CharFilter(method="filter_tag", label="Exact tag, case-insensitive.")
+    tag = django_filters.CharFilter(
+        method="filter_tag", max_length=MAX_QUERY_CHARS, label="Exact tag, case-insensitive."
+    )
     q = django_filters.CharFilter(
         method="filter_q",
+        max_length=MAX_QUERY_CHARS,
         label="Literal, case-insensitive substring of title, content, key, tags or keywords.",
     )
 

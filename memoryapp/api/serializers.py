@@ -15,6 +15,7 @@ from rest_framework import serializers
 
 from memoryapp import guards
 from memoryapp.conf import get_guard
+from memoryapp.errors import MemoryValidationError
 from memoryapp.models import (
     ErasureReceipt,
     Memory,
@@ -25,6 +26,7 @@ from memoryapp.models import (
     Scope,
     SessionSummary,
 )
+from memoryapp.validation import MAX_SUMMARY_CHARS, check_stored_key, normalize_namespace
 
 NAMESPACE_MAX = 255  # the namespace / subject / session columns are varchar(255)
 INT_MAX = 2**31 - 1  # the summary counters are 32-bit integer columns
@@ -66,10 +68,41 @@ class StrictBooleanField(serializers.BooleanField):
         return data
 
 
-def namespace_field(**kwargs) -> serializers.CharField:
-    """A namespace key as given: up to 255 characters, blank allowed, not stripped."""
+_NAMED = {
+    "project": "project namespace",
+    "user": "user namespace",
+    "session_id": "session id",
+    "subject": "subject",
+}
+
+
+class NamespaceField(StrictCharField):
+    """A namespace checked as every entry point checks it (:mod:`memoryapp.validation`).
+
+    A namespace that is written is held to ``normalize_namespace``; one that only
+    names rows to find (erasure, purge, export: ``lookup=True``) to the looser
+    ``check_stored_key``, so rows stored before the write rules stay reachable.
+    """
+
+    def __init__(self, *, lookup: bool = False, **kwargs):
+        self.check = check_stored_key if lookup else normalize_namespace
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        if self.max_length is not None and len(value) > self.max_length:
+            return value  # DRF's own max_length message follows
+        what = _NAMED.get(self.field_name, "Namespace")  # worded as the facade words it
+        try:
+            return self.check(value, what)
+        except MemoryValidationError as exc:
+            raise serializers.ValidationError(str(exc)) from None
+
+
+def namespace_field(*, lookup: bool = False, **kwargs) -> serializers.CharField:
+    """A namespace key: up to 255 characters, blank allowed, never stripped."""
     kwargs.setdefault("max_length", NAMESPACE_MAX)
-    return StrictCharField(allow_blank=True, trim_whitespace=False, **kwargs)
+    return NamespaceField(lookup=lookup, allow_blank=True, trim_whitespace=False, **kwargs)
 
 
 class BoundInput(serializers.Serializer):
@@ -263,6 +296,7 @@ class RecallInputSerializer(BoundInput):
     )
     top_k = StrictIntegerField(required=False, default=5, min_value=1, max_value=MAX_TOP_K)
     session_id = namespace_field(
+        lookup=True,
         required=False,
         allow_null=True,
         default=None,
@@ -295,7 +329,9 @@ class SessionSummaryWriteSerializer(BoundInput):
     """``POST /api/session-summaries/``."""
 
     session_id = StrictCharField(max_length=NAMESPACE_MAX)
-    summary = StrictCharField(help_text="The summary of one complete compaction.")
+    summary = StrictCharField(
+        max_length=MAX_SUMMARY_CHARS, help_text="The summary of one complete compaction."
+    )
     tokens_before = StrictIntegerField(required=False, default=0, min_value=0, max_value=INT_MAX)
     messages_summarized = StrictIntegerField(
         required=False, default=0, min_value=0, max_value=INT_MAX
@@ -324,7 +360,7 @@ class SessionSummarySerializer(serializers.ModelSerializer):
 class CrystallizeInputSerializer(BoundInput):
     """``POST /api/crystallize/``."""
 
-    session_id = namespace_field(required=False, allow_null=True, default=None)
+    session_id = namespace_field(lookup=True, required=False, allow_null=True, default=None)
     messages = messages_field(help_text="Chat messages; only `user` messages are read.")
 
 
@@ -372,11 +408,11 @@ class ApproveOutputSerializer(serializers.Serializer):
 class PurgeInputSerializer(serializers.Serializer):
     """``POST /api/review-items/purge/``: every filter is optional."""
 
-    namespace = namespace_field(required=False, allow_null=True, default=None)
+    namespace = namespace_field(lookup=True, required=False, allow_null=True, default=None)
     status = serializers.ChoiceField(
         choices=ReviewStatus.values, required=False, allow_null=True, default=None
     )
-    subject = namespace_field(required=False, allow_null=True, default=None)
+    subject = namespace_field(lookup=True, required=False, allow_null=True, default=None)
 
 
 class PurgeOutputSerializer(serializers.Serializer):
@@ -414,7 +450,7 @@ class ErasureInputSerializer(serializers.Serializer):
         default=None,
         help_text="A user key: its user-scope memories, summaries and review items.",
     )
-    namespace = namespace_field(required=False, allow_null=True, default=None)
+    namespace = namespace_field(lookup=True, required=False, allow_null=True, default=None)
     ids = serializers.ListField(
         child=StrictCharField(max_length=64),
         required=False,
@@ -509,7 +545,7 @@ class ExportQuerySerializer(serializers.Serializer):
     subject = StrictCharField(
         max_length=NAMESPACE_MAX, trim_whitespace=False, required=False, default=None
     )
-    namespace = namespace_field(required=False, default=None)
+    namespace = namespace_field(lookup=True, required=False, default=None)
 
     def validate_subject(self, value: str | None) -> str | None:
         if value is not None and not value.strip():

@@ -6,8 +6,10 @@ import datetime as dt
 from collections.abc import Iterable, Sequence
 
 from .. import conf
+from ..errors import MemoryValidationError
 from ..fields import now
 from ..models import ErasureReceipt, ErasureTarget, ReviewStatus
+from ..validation import check_id, check_stored_key
 from . import engine, purging
 from .selection import MEMORIES, REVIEW, SUMMARIES, Target
 
@@ -20,17 +22,24 @@ def _ids(ids) -> tuple[str, ...]:
     if isinstance(ids, str):
         ids = [ids]
     try:
-        values = tuple(dict.fromkeys(str(i) for i in ids))
+        values = tuple(dict.fromkeys(check_id(i if isinstance(i, str) else str(i)) for i in ids))
     except TypeError:
         raise ErasureRequestError("ids must be an id or an iterable of ids") from None
+    except MemoryValidationError as exc:
+        raise ErasureRequestError(str(exc)) from None
     if not values:
         raise ErasureRequestError("ids is empty: name at least one id to erase")
     return values
 
 
 def _text(name: str, value) -> str:
+    """A subject or namespace, exactly as stored (values no column can hold are refused)."""
     if not isinstance(value, str):
         raise ErasureRequestError(f"{name} must be a string")
+    try:
+        value = check_stored_key(value, name)
+    except MemoryValidationError as exc:
+        raise ErasureRequestError(str(exc)) from None
     if name == "subject" and not value.strip():
         raise ErasureRequestError("subject must be a non-empty user key")
     return value

@@ -11,7 +11,7 @@ from dataclasses import replace
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, transaction
 from django.db.models import Q
 
-from .. import bulk, ephemeral, guards, search, store
+from .. import bulk, ephemeral, guards, search, store, validation
 from ..conf import get_guard, user_database
 from ..db.meta import read_change_counter
 from ..indexes import INDEXES, change_window
@@ -54,6 +54,13 @@ class MemoryManager(PromptBlocks, ReviewQueue):
             raise guards.MemoryValidationError("project namespace must be a string")
         if user is not None and not isinstance(user, str):
             raise guards.MemoryValidationError("user namespace must be a string or None")
+        # One rule at every entry point (Python, admin, API, CLI): stripped, bounded,
+        # no control characters or path tricks; nothing invalid reaches the database.
+        project = validation.normalize_namespace(project, "project namespace")
+        if user is not None:
+            user = validation.normalize_namespace(user, "user namespace")
+        if isinstance(session_id, str):
+            validation.check_stored_key(session_id, "session id")
         self.project = project
         self.user = user
         self.using = using or DEFAULT_DB_ALIAS
@@ -260,6 +267,7 @@ class MemoryManager(PromptBlocks, ReviewQueue):
     # ------------------------------------------------------------------ reads
     def get_entry(self, memory_id: str) -> Memory | None:
         """The live memory with this id in one of this manager's stores, else None."""
+        memory_id = validation.check_id(memory_id)
         for alias, q in self._live_filter(self._stores()).items():
             row = Memory.objects.using(alias).live().filter(q, pk=memory_id).first()
             if row is not None:
@@ -279,7 +287,7 @@ class MemoryManager(PromptBlocks, ReviewQueue):
         """Case-insensitive literal substring search over title, content, key, tags, keywords."""
         if not isinstance(query, str) or not query.strip():
             return []
-        needle = query.strip().lower()
+        needle = validation.check_query(query).strip().lower()
 
         def refine(qs, alias):
             return qs.search_prefilter(needle) if search.sql_can_prefilter(needle, alias) else qs
@@ -290,7 +298,7 @@ class MemoryManager(PromptBlocks, ReviewQueue):
         """Memories carrying ``tag`` exactly (case-insensitive)."""
         if not isinstance(tag, str) or not tag.strip():
             return []
-        wanted = tag.strip().lower()
+        wanted = validation.check_query(tag, "Tag filter").strip().lower()
 
         def refine(qs, alias):
             return qs.tagged_prefilter(wanted) if search.sql_can_prefilter(wanted, alias) else qs
@@ -300,6 +308,7 @@ class MemoryManager(PromptBlocks, ReviewQueue):
     # ---------------------------------------------------------- delete, clear
     def delete(self, memory_id: str, *, actor: str = "") -> bool:
         """Soft-delete one memory; True if a live row was found (SPEC §3)."""
+        memory_id = validation.check_id(memory_id)
         for s in self._stores():
             if self._soft_delete(s, [memory_id], actor=actor):
                 self._wrote()
@@ -385,9 +394,14 @@ class MemoryManager(PromptBlocks, ReviewQueue):
         try:
             if not isinstance(text, str) or not text.strip():
                 return None
+            summary = validation.check_summary(text)
+        except guards.MemoryValidationError as exc:
+            logger.warning("save_session_summary refused: %s", exc)  # the reason, never the text
+            return None
+        try:
             row = SessionSummary.objects.using(self.using).create(
                 session_id=self.session_id,
-                summary_text=text.strip(),
+                summary_text=summary,
                 tokens_before=max(int(tokens_before or 0), 0),
                 messages_summarized=max(int(messages_summarized or 0), 0),
                 namespace=self.project,

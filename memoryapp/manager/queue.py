@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import logging
+
 from django.db import transaction
 
-from .. import crystallizer, guards, review, store
+from .. import crystallizer, guards, review, store, validation
 from ..models import Memory, ReviewItem, ReviewStatus, Source
+
+logger = logging.getLogger(__name__)
 
 
 class ReviewQueue:
@@ -17,7 +21,7 @@ class ReviewQueue:
 
     def crystallize_user_messages(self, messages) -> list[ReviewItem]:
         """Queue the crystallizer's proposals from the user messages (SPEC §6); never memories."""
-        proposals = crystallizer.propose(messages or [])
+        proposals = [p for p in crystallizer.propose(messages or []) if self._storable(p)]
         if not proposals:
             return []
         return review.queue_proposals(
@@ -27,6 +31,26 @@ class ReviewQueue:
             subject=self.user,
             session_id=self.session_id,
         )
+
+    def _storable(self, proposal) -> bool:
+        """Whether a proposal may be queued: valid text, and no credential in any field.
+
+        A refused proposal is dropped, never queued: the review queue is stored and
+        shown in the admin and the API like memories are (the reason is logged, the
+        text never).
+        """
+        fields = (proposal.key_normalized, proposal.title, proposal.content, proposal.evidence)
+        try:
+            for text in fields:
+                validation.check_text(text, "Review item")
+                self.guard.detect_sensitive(text)
+        except guards.SensitiveMemoryError:
+            logger.info("crystallizer proposal dropped: it looks like a credential")
+            return False
+        except guards.MemoryValidationError as exc:
+            logger.info("crystallizer proposal dropped: %s", exc)
+            return False
+        return True
 
     def list_review_items(self, status: str | None = "pending") -> list[ReviewItem]:
         """Review items of this namespace: most occurrences first, then the newest."""
