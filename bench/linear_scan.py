@@ -38,6 +38,9 @@ TEXTS = {
     "credential names": lambda n: ("password_token: x " * (n // 18 + 1))[:n],
     "hyphenated words": lambda n: ("task-management-" * (n // 16 + 1))[:n],
     "CJK and Latin": lambda n: ("用户a偏好b" * (n // 6 + 1))[:n],
+    "'aws' repeated": lambda n: ("aws " * (n // 4 + 1))[:n],
+    "URL authorities": lambda n: ("a://bbbbbbbb:" * (n // 13 + 1))[:n],
+    "key headers": lambda n: ("-----BEGIN A KEY-----" * (n // 21 + 1))[:n],
 }
 SCANS = {
     "path hints": lambda t: list(path_matches(t)),

@@ -79,12 +79,14 @@ def prepare(
 
     Raises:
         MemoryValidationError: bad key, title, content, tags, scope, type or source.
-        SensitiveMemoryError: the content looks like a credential.
+        SensitiveMemoryError: the key, the content or a tag looks like a credential.
     """
     if source not in Source.values:
         raise guards.MemoryValidationError(f"Unknown memory source: {source!r}")
     key_normalized, title, content = guard.check(key, value)
     tag_list = guards.clean_tags(tags)
+    for tag in tag_list:  # tags are stored, shown and copied into keywords like content
+        guard.detect_sensitive(tag)
     return Prepared(
         key_normalized=key_normalized,
         title=title,

@@ -35,9 +35,10 @@ from .test_guards import NEAR_MISSES, PROSE, SECRET_SAMPLES
 
 def unfiltered_find_secret_family(text: str) -> str | None:
     """``find_secret_family`` as defined: every pattern, in order, no prefilter."""
-    for name, pattern in guards.SECRET_PATTERNS:
-        if pattern.search(text):
-            return name
+    for candidate in (text, secret_scan.visible(text)):
+        for name, pattern in guards.SECRET_PATTERNS:
+            if pattern.search(candidate):
+                return name
     return None
 
 
@@ -91,10 +92,11 @@ BIT = {name: bit for bit, name, _ in secret_scan._DEFAULT_ENTRIES}
 
 def assert_prefilter_sound(text: str) -> None:
     """Every default pattern that matches ``text`` has its bit set; same family either way."""
-    mask = secret_scan._prefilter_mask(text)
-    for bit, name, pattern in secret_scan._DEFAULT_ENTRIES:
-        if pattern.search(text):
-            assert mask & bit, (name, text)
+    for candidate in (text, secret_scan.visible(text)):
+        mask = secret_scan._prefilter_mask(candidate)
+        for bit, name, pattern in secret_scan._DEFAULT_ENTRIES:
+            if pattern.search(candidate):
+                assert mask & bit, (name, candidate)
     assert find_secret_family(text) == unfiltered_find_secret_family(text), text
 
 
@@ -172,6 +174,7 @@ def _credential_name(rng: random.Random) -> str:
     name = rng.choice(
         ["password", "passwd", "passphrase", "pwd", "secret", "token"]
         + [f"{a}{sep}key" for a in ("api", "secret", "access") for sep in ("", "_", "-")]
+        + ["code_verifier", "codeverifier", "private_key_id", "private-keyid"]
     )
     words = [
         _run(rng, string.ascii_letters + string.digits, 1, 6) for _ in range(rng.randint(0, 2))
@@ -185,7 +188,7 @@ GENERATORS = {
     "openai_api_key": lambda r: "sk-" + _run(r, KEY_CHARS, 20, 60),
     "google_api_key": lambda r: "AIza" + _run(r, KEY_CHARS, 35, 40),
     "aws_access_key_id": lambda r: (
-        r.choice(["AKIA", "ASIA"]) + _run(r, string.ascii_uppercase + string.digits, 16, 16)
+        r.choice(["AKIA", "ASIA"]) + _run(r, string.ascii_uppercase + "234567", 16, 16)
     ),
     "github_token": lambda r: (
         "gh" + r.choice("pousr") + "_" + _run(r, string.ascii_letters + string.digits, 36, 50)
@@ -217,6 +220,78 @@ GENERATORS = {
         + r.choice(["", _run(r, string.ascii_letters, 1, 1) + _run(r, KEY_CHARS, 0, 8) + _ws(r, 1)])
         + _run(r, TOKEN68, 20, 40)
     ),
+    "pem_key_block": lambda r: (
+        "-----BEGIN "
+        + (word := r.choice(["PUBLIC", "RSA PUBLIC", "SSH2 ENCRYPTED", "X9"]))
+        + " KEY-----"
+        + _run(r, string.ascii_letters + string.digits + "+/=\n", 0, 60)
+        + "-----END "
+        + r.choice([word, "OTHER"])
+        + " KEY-----"
+    ),
+    "google_oauth_secret": lambda r: "GOCSPX-" + _run(r, KEY_CHARS, 20, 40),
+    "aws_secret_access_key": lambda r: (
+        _any_case(r, "aws")
+        + r.choice([" secret: ", "_SECRET=", " key ", "\n"])
+        + "aB1"
+        + _run(r, string.ascii_letters + string.digits + "/+", 37, 37)
+    ),
+    "gitlab_token": lambda r: "glpat-" + _run(r, KEY_CHARS, 20, 30),
+    "slack_webhook": lambda r: (
+        "https://" + _any_case(r, "hooks.slack.com/services/") + _run(r, KEY_CHARS + "/", 20, 50)
+    ),
+    "stripe_key": lambda r: (
+        (r.choice(["sk", "rk"]) + r.choice(["_live_", "_test_"]) if r.random() < 0.7 else "whsec_")
+        + _run(r, string.ascii_letters + string.digits, 20, 40)
+    ),
+    "twilio_key": lambda r: r.choice(["SK", "AC"]) + _run(r, "0123456789abcdef", 32, 32),
+    "sendgrid_key": lambda r: "SG." + _run(r, KEY_CHARS, 22, 22) + "." + _run(r, KEY_CHARS, 43, 43),
+    "npm_token": lambda r: "npm_" + _run(r, string.ascii_letters + string.digits, 36, 36),
+    "pypi_token": lambda r: "pypi-" + _run(r, KEY_CHARS, 32, 60),
+    "vault_token": lambda r: r.choice(["hvs.", "hvb."]) + _run(r, KEY_CHARS, 24, 40),
+    "digitalocean_token": lambda r: (
+        "do" + r.choice("opr") + "_v1_" + _run(r, "0123456789abcdef", 64, 64)
+    ),
+    "shopify_token": lambda r: (
+        "shp" + r.choice(["at", "ss", "ca", "pa"]) + "_" + _run(r, "0123456789abcdefABCDEF", 32, 32)
+    ),
+    "mailgun_key": lambda r: "key-" + _run(r, "0123456789abcdef", 32, 32),
+    "azure_key": lambda r: (
+        _any_case(r, r.choice(["accountkey", "sharedaccesskey"]))
+        + _ws(r)
+        + "="
+        + _ws(r)
+        + _run(r, string.ascii_letters + string.digits + "+/", 20, 40)
+    ),
+    "url_password": lambda r: (
+        r.choice(["https", "postgres", "redis", "amqp", "git+ssh"])
+        + "://"
+        + _run(r, string.ascii_letters + string.digits, 1, 10)
+        + ":"
+        + r.choice(string.ascii_letters + string.digits)
+        + _run(r, string.ascii_letters + string.digits + "!%", 0, 12)
+        + "@"
+        + _run(r, string.ascii_lowercase, 1, 10)
+    ),
+    "oauth_code": lambda r: (
+        (
+            r.choice(["?", "&"]) + _any_case(r, "code") + "="
+            if r.random() < 0.5
+            else '"' + _any_case(r, "code") + '"' + _ws(r) + ":" + _ws(r) + '"'
+        )
+        + _run(r, string.ascii_letters + string.digits + "%.-", 8, 20)
+    ),
+    "password_phrase": lambda r: (
+        _any_case(r, r.choice(["my", "our", "the", "your"]))
+        + " "
+        + _any_case(r, r.choice(["password", "passphrase", "passcode", "passwd"]))
+        + " "
+        + _any_case(r, r.choice(["is", "was"]))
+        + " "
+        + _run(r, string.ascii_letters, 3, 8)
+        + r.choice("0123456789!@#$%")
+        + _run(r, string.ascii_letters + string.digits, 2, 6)
+    ),
     "private_key": lambda r: (
         "-----BEGIN "
         + "".join(
@@ -233,6 +308,7 @@ GENERATORS = {
         + _ws(r)
         + r.choice([":=", ":", "="])
         + _ws(r)
+        + r.choice(["", "", "", "\n"])
         + (
             r.choice("\"'") + _run(r, string.ascii_letters + string.digits + "!@#$%^&*()", 8, 20)
             if r.random() < 0.3
@@ -271,12 +347,25 @@ def test_existing_samples_are_caught_as_before() -> None:
         assert_prefilter_sound(text)
 
 
+HYPOTHESIS_SHAPES = {
+    "aws_secret_access_key": r"(?i:aws)[^A-Za-z0-9/+]{1,20}aB1[A-Za-z0-9/+]{37}",
+}
+
+
 @pytest.mark.parametrize(
     ("family", "pattern"), SECRET_PATTERNS, ids=[n for n, _ in SECRET_PATTERNS]
 )
 def test_hypothesis_matches_of_each_pattern_pass_the_prefilter(family, pattern) -> None:
+    # Hypothesis cannot satisfy stacked look-aheads; such a family is generated from a
+    # simpler regex whose full matches are matches of the pattern (asserted below).
+    strategy = (
+        st.from_regex(HYPOTHESIS_SHAPES[family], fullmatch=True)
+        if family in HYPOTHESIS_SHAPES
+        else st.from_regex(pattern)
+    )
+
     @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
-    @given(st.from_regex(pattern), st.data())
+    @given(strategy, st.data())
     def check(text: str, data) -> None:
         # Also with the case-insensitive letters swapped for their non-ASCII matches.
         if pattern.flags & re.IGNORECASE and data.draw(st.booleans()):
@@ -305,6 +394,12 @@ FRAGMENTS = [
     "Token", "api_key", "api-key", "apikey", "API", "access_key", "access-key", "accesskey",
     "db_", "x-", "my", "=", ":", ":=", '"', "'", " ", "\t", "\n", "_", "-", "/", "+", "~",
     "\u0130", "\u0131", "\u017f", "\u212a", "é", "中", "Σ",
+    "GOCSPX-", "aws", "AWS", "glpat-", "xapp-1-", "hooks.slack.com/services/", "sk_live_",
+    "rk_test_", "whsec_", "SK", "AC", "SG.", "npm_", "pypi-", "hvs.", "hvb.", "dop_v1_",
+    "shpat_", "key-", "AccountKey=", "sharedaccesskey =", "https://", "://", "@", "?code=",
+    "&code=", '"code": "', "my password is ", "our passphrase was ", "${", "<redacted>",
+    "****", "-----END PUBLIC KEY-----", "-----BEGIN PUBLIC KEY-----", "0123456789abcdef",
+    "\u200b", "\ufeff", "\u00ad",
 ]  # fmt: skip
 FILLER = string.ascii_letters + string.digits
 

@@ -118,7 +118,7 @@ class MemoryForm(forms.ModelForm):
                 source,
             )
         except guards.SensitiveMemoryError:
-            self._refuse_secret(guard, content)
+            self._refuse_secret(guard, content, key)
             return data
         except guards.MemoryValidationError as exc:
             self.add_error(_field_of(str(exc)), str(exc))
@@ -144,13 +144,16 @@ class MemoryForm(forms.ModelForm):
         self.prepared = prepared
         return data
 
-    def _refuse_secret(self, guard, content: str) -> None:
+    def _refuse_secret(self, guard, content: str, key: str) -> None:
         """Name the refused field and never send the refused text back to the browser."""
-        try:
-            guard.detect_sensitive(content.strip())
-            field = "key"
-        except guards.SensitiveMemoryError:
-            field = "content"
+        for name, text in (("content", content), ("key", key)):
+            try:
+                guard.detect_sensitive(text.strip())
+            except guards.SensitiveMemoryError:
+                field = name
+                break
+        else:
+            field = "tags"
         self.data = self.data.copy()
         self.data[field] = ""
         self.add_error(field, SECRET_REFUSED)

@@ -172,9 +172,10 @@ class MemoryWriteSerializer(BoundInput):
         except (guards.SensitiveMemoryError, guards.MemoryValidationError) as exc:
             errors["value"] = [str(exc)]  # fixed sentences: the value is never echoed
         try:
-            guards.clean_tags(attrs["tags"])
-        except guards.MemoryValidationError as exc:
-            errors["tags"] = [str(exc)]
+            for tag in guards.clean_tags(attrs["tags"]):
+                guard.detect_sensitive(tag)
+        except (guards.SensitiveMemoryError, guards.MemoryValidationError) as exc:
+            errors["tags"] = [str(exc)]  # fixed sentences: a tag is never echoed
         if errors:
             raise serializers.ValidationError(errors)
         return attrs
@@ -332,6 +333,15 @@ class SessionSummaryWriteSerializer(BoundInput):
     summary = StrictCharField(
         max_length=MAX_SUMMARY_CHARS, help_text="The summary of one complete compaction."
     )
+
+    def validate_summary(self, value: str) -> str:
+        """Refuse a credential here, where the client can be told (the facade only logs)."""
+        try:
+            get_guard().detect_sensitive(value.strip())
+        except guards.SensitiveMemoryError as exc:
+            raise serializers.ValidationError(str(exc)) from None
+        return value
+
     tokens_before = StrictIntegerField(required=False, default=0, min_value=0, max_value=INT_MAX)
     messages_summarized = StrictIntegerField(
         required=False, default=0, min_value=0, max_value=INT_MAX

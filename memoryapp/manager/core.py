@@ -390,11 +390,20 @@ class MemoryManager(PromptBlocks, ReviewQueue):
     def save_session_summary(
         self, text: str, tokens_before: int = 0, messages_summarized: int = 0
     ) -> SessionSummary | None:
-        """Record the summary of a complete compaction; never raises (None when not saved)."""
+        """Record the summary of a complete compaction; never raises (None when not saved).
+
+        Refused (None, and a log line without the text): invalid text, more than
+        64,000 characters, or a credential — a summary is stored and rendered into
+        prompts like a memory.
+        """
         try:
             if not isinstance(text, str) or not text.strip():
                 return None
             summary = validation.check_summary(text)
+            self.guard.detect_sensitive(summary)
+        except guards.SensitiveMemoryError:
+            logger.warning("save_session_summary refused: it looks like a credential")
+            return None
         except guards.MemoryValidationError as exc:
             logger.warning("save_session_summary refused: %s", exc)  # the reason, never the text
             return None
