@@ -70,7 +70,7 @@ class ReviewQueue:
             item = review.decide(self.using, self.project, item_id, ReviewStatus.APPROVED)
             if item is None:
                 return None
-            memory = self.upsert(
+            memory = self._writer_for(item).upsert(
                 item.key_normalized,
                 item.content,
                 item.tags,
@@ -88,6 +88,28 @@ class ReviewQueue:
                 memory=memory.pk,
             )
             return memory
+
+    def _writer_for(self, item: ReviewItem):
+        """The facade that writes ``item``'s memory: bound to the item's own subject.
+
+        Namespace, scope and subject come from the item, never from the caller's
+        binding: an item proposed in ``acme/bob``'s session becomes a memory of
+        ``acme/bob`` (and goes with ``erase(subject="acme/bob")``) whether the admin,
+        the API or ``memory review --approve`` without ``--user`` approves it.
+        """
+        if item.subject == self.user:
+            return self
+        from .core import MemoryManager  # the facade this mixin is part of
+
+        self._wrote()  # this facade's cached blocks may show the new memory too
+        return MemoryManager(
+            project=self.project,
+            user=item.subject,
+            using=self.using,
+            user_using=self.user_using,
+            session_id=self.session_id,
+            guard=self.guard,
+        )
 
     def reject_review_item(self, item_id: str, *, actor: str = "") -> bool:
         """Mark a pending item rejected; False if it is not pending (or not ours).
