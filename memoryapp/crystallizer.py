@@ -48,10 +48,13 @@ _START = r"(?<![A-Za-z0-9_])"
 _APOS = "['\u2019]"
 # A phrase stops at . , ; or a line break; the full-width forms 。，； stop it
 # too, because Chinese sentences use them where English uses the ASCII ones.
-_PHRASE = r"(?P<phrase>[^.,;\u3002\uff0c\uff1b\r\n]*)"
+# A phrase is read up to its rule's maximum length: a longer one is cut there
+# (the rest of the message is still searched for further triggers), as Agentao's
+# bounded phrase patterns do.
+_PHRASE = r"(?P<phrase>[^.,;\u3002\uff0c\uff1b\r\n]{0,%d})"
 # Workflow phrases are lists ("lint, test, deploy"): only a full stop or a line
 # break ends them.
-_WORKFLOW_PHRASE = r"(?P<phrase>[^.\u3002\r\n]*)"
+_WORKFLOW_PHRASE = r"(?P<phrase>[^.\u3002\r\n]{0,%d})"
 
 _WORD_TOKEN = re.compile(r"[A-Za-z]+|[\u4e00-\u9fff]+")
 _KEY_TOKENS = 4
@@ -101,12 +104,13 @@ class _Rule:
     max_len: int
 
 
-def _english(triggers: str, phrase: str = _PHRASE) -> re.Pattern[str]:
+def _english(triggers: str, max_len: int = 80) -> re.Pattern[str]:
+    phrase = _PHRASE % max_len
     return re.compile(_START + "(?:" + triggers + ")" + _WS + phrase, re.IGNORECASE)
 
 
-def _chinese(triggers: str, phrase: str = _PHRASE) -> re.Pattern[str]:
-    return re.compile("(?:" + triggers + ")" + _OPT_WS + phrase)
+def _chinese(triggers: str, max_len: int = 40) -> re.Pattern[str]:
+    return re.compile("(?:" + triggers + ")" + _OPT_WS + _PHRASE % max_len)
 
 
 # The order is the tie-break between candidates starting at the same offset.
@@ -144,7 +148,7 @@ _RULES: tuple[_Rule, ...] = (
         re.compile(
             _START
             + rf"(?:workflow|process|pipeline)(?:{_WS}is)?{_OPT_WS}:{_OPT_WS}"
-            + _WORKFLOW_PHRASE,
+            + _WORKFLOW_PHRASE % 120,
             re.IGNORECASE,
         ),
         5,
@@ -152,7 +156,9 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _Rule(
         "workflow",
-        re.compile(rf"(?:工作流|流程)(?:是|为)?{_OPT_WS}[:\uff1a]{_OPT_WS}" + _WORKFLOW_PHRASE),
+        re.compile(
+            rf"(?:工作流|流程)(?:是|为)?{_OPT_WS}[:\uff1a]{_OPT_WS}" + _WORKFLOW_PHRASE % 80
+        ),
         2,
         80,
     ),
@@ -205,10 +211,10 @@ def propose(messages: Iterable[Any]) -> list[Proposal]:
     within one rule matches do not overlap, so a trigger inside an already
     captured phrase of the same family is not matched again, while different
     families are matched independently (``"必须采用 Docker"`` yields a constraint
-    and a decision). A captured phrase outside its length bounds yields no
-    candidate (it is not truncated). The bounds follow the language of the
-    trigger: English 3–80 (workflow 5–120), Chinese 2–40 (workflow 2–80),
-    whatever the language of the phrase itself.
+    and a decision). A captured phrase shorter than its bounds yields no
+    candidate; a longer one is cut at the maximum (as Agentao's patterns cut it).
+    The bounds follow the language of the trigger: English 3–80 (workflow
+    5–120), Chinese 2–40 (workflow 2–80), whatever the language of the phrase.
 
     Candidates are folded by ``(scope, key_normalized)``: a message counts once
     however often it repeats the phrase (its last occurrence supplies the text),
@@ -303,13 +309,14 @@ def _title(type_: str, content: str) -> str:
 
 
 def _evidence(text: str, start: int, end: int) -> str:
-    """The match ``text[start:end]`` with 40 characters either side, stripped, capped at 240.
+    """The match ``text[start:end]`` with 40 characters either side, stripped.
 
-    The cap keeps the first 240 characters of the stripped window, and whitespace
-    left at the cut is dropped as well.
+    Longer than 240 characters: its first 237 and ``…`` (Agentao's cut).
     """
-    window = text[max(0, start - EVIDENCE_CONTEXT) : end + EVIDENCE_CONTEXT]
-    return window.strip()[:EVIDENCE_MAX].rstrip()
+    window = text[max(0, start - EVIDENCE_CONTEXT) : end + EVIDENCE_CONTEXT].strip()
+    if len(window) > EVIDENCE_MAX:
+        return window[: EVIDENCE_MAX - 3] + "…"
+    return window
 
 
 def _confidence(occurrences: int) -> str:

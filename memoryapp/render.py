@@ -163,8 +163,9 @@ def render_stable_block(facts: Sequence[Fact], tail: str) -> tuple[str, list[str
         tail: The cross-session tail (:func:`cross_session_tail`), or "".
 
     Returns:
-        The block ("" when no fact fits and there is no tail) and the ids of the facts it
-        shows, in block order; the others remain eligible for recall.
+        The block ("" when there is neither a fact nor a tail; the empty frame, as
+        Agentao renders it, when facts exist but none fits) and the ids of the facts
+        it shows, in block order; the others remain eligible for recall.
     """
     remaining = STABLE_BLOCK_MAX_CHARS - (len(_STABLE_HEADER) + 1) - (len(_STABLE_CLOSING) + 1)
     session = f"<session>\n{escape(tail)}\n</session>" if tail else ""
@@ -179,8 +180,8 @@ def render_stable_block(facts: Sequence[Fact], tail: str) -> tuple[str, list[str
             admitted[i] = True
             remaining -= cost
     shown = [text for text, ok in zip(texts, admitted, strict=True) if ok]
-    if not shown and not session:
-        return "", []
+    if not facts and not session:
+        return "", []  # nothing to show; facts that do not fit still get the frame
     lines = [_STABLE_HEADER, *shown, *([session] if session else []), _STABLE_CLOSING]
     ids = [fact.id for fact, ok in zip(ordered, admitted, strict=True) if ok]
     return "\n".join(lines), ids

@@ -338,8 +338,11 @@ def test_length_bounds_at_their_edges(trigger: str, unit: str, low: int, high: i
     assert propose([user(trigger + unit * (low - 1))]) == []
     assert one(trigger + unit * low).content == unit * low
     assert one(trigger + unit * high).content == unit * high
-    # Too long: no candidate at all (not a truncated one).
-    assert propose([user(trigger + unit * (high + 1))]) == []
+    # Too long: cut at the maximum, as Agentao's bounded phrase patterns cut it.
+    assert one(trigger + unit * (high + 1)).content == unit * high
+    if trigger.isascii():
+        long = [user(trigger + unit * (high + 25) + " tail")]
+        assert _ours(long) == _reference(long)
 
 
 def test_bounds_follow_the_trigger_language() -> None:
@@ -356,9 +359,10 @@ def test_length_is_measured_on_the_stripped_phrase() -> None:
     assert one("I prefer " + "a" * 80 + "    ").content == "a" * 80
 
 
-def test_too_long_phrase_does_not_block_other_families() -> None:
+def test_too_long_phrase_is_cut_and_does_not_block_other_families() -> None:
     text = "I prefer " + "a" * 81 + ". Never push to main"
-    assert keys([user(text)]) == ["constraint_push_to_main"]
+    assert keys([user(text)]) == ["preference_" + "a" * 80, "constraint_push_to_main"]
+    assert _ours([user(text)]) == _reference([user(text)])
 
 
 # ---------------------------------------------------------------------- key and title
@@ -440,7 +444,7 @@ def test_evidence_capped_at_240() -> None:
     text = "p" * 100 + " workflow" + " " * 50 + "is:" + " " * 30 + "w" * 120 + ". " + "q" * 100
     proposal = one(text)
     assert proposal.content == "w" * 120
-    assert len(proposal.evidence) == 240
+    assert len(proposal.evidence) == 238 and proposal.evidence.endswith("…")  # 237 + "…"
     assert proposal.evidence.startswith("p" * 39 + " workflow")
 
 

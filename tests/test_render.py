@@ -138,7 +138,8 @@ class TestStableBlock:
     def test_empty(self):
         assert render_stable_block([], "") == ("", [])
         huge = fact(1, content="x" * 240, title="t" * 2000)
-        assert render_stable_block([huge], "") == ("", [])  # nothing fits, no tail
+        # Nothing fits, no tail: the empty frame, as Agentao's renderer gives it.
+        assert render_stable_block([huge], "") == (f"{STABLE_HEADER}\n</memory-stable>", [])
         text, ids = render_stable_block([huge], "only tail")
         assert text == f"{STABLE_HEADER}\n<session>\nonly tail\n</session>\n</memory-stable>"
         assert ids == []
@@ -167,7 +168,7 @@ class TestStableBlock:
         assert ids == ["id1"]
         assert len(text) == STABLE_BLOCK_MAX_CHARS - 1
         too_big = fact(1, title="T" * (room + 1))
-        assert render_stable_block([too_big], "") == ("", [])
+        assert render_stable_block([too_big], "") == (f"{STABLE_HEADER}\n</memory-stable>", [])
 
     def test_the_session_part_is_reserved_first(self):
         facts = [fact(i, content="v" * 200) for i in range(20)]
@@ -308,8 +309,7 @@ def test_blocks_match_the_reference_renderer(seed):
         tail = "".join(rng.choice(alphabet) for _ in range(rng.choice([0, 30, 700])))
         text, ids = render_stable_block(facts, tail)
         records = [_reference_record(f) for f in facts]
-        if text:  # the reference renders an empty frame where we return ""
-            assert text == renderer.render_stable_block(records, tail)
+        assert text == renderer.render_stable_block(records, tail)  # the empty frame too
         shown = renderer.fit_stable_records(records, tail)
         assert ids == [r.id for r in shown]
 
@@ -336,3 +336,10 @@ def test_blocks_match_the_reference_renderer(seed):
             for n, i in enumerate(items)
         ]
         assert render_context_block(items) == renderer.render_dynamic_block(candidates)
+
+
+def test_nothing_fits_renders_the_reference_empty_frame():
+    render = pytest.importorskip("agentao.memory.render")
+    huge = fact(1, content="x" * 240, title="t" * 2000)
+    expected = render.MemoryPromptRenderer().render_stable_block([_reference_record(huge)], "")
+    assert render_stable_block([huge], "")[0] == expected != ""
