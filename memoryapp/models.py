@@ -251,7 +251,7 @@ class ReviewItem(_TagsMixin, models.Model):
         db_table = "memory_review_queue"
         ordering = ("-occurrences", "-updated_at", "id")
         verbose_name = "review item"
-        verbose_name_plural = "review queue"
+        verbose_name_plural = "review items"
         constraints = [
             models.UniqueConstraint(
                 fields=["namespace", "scope", "key_normalized"],
@@ -267,6 +267,20 @@ class ReviewItem(_TagsMixin, models.Model):
 
     def __str__(self) -> str:
         return self.title
+
+
+#: The event types written to ``memory_events`` (by this app and by Agentao's store).
+EVENT_TYPES = (
+    "create",
+    "update",
+    "soft_delete",
+    "restore",
+    "rename",
+    "adopt",
+    "review_approve",
+    "review_reject",
+    "summary_delete",
+)
 
 
 class MemoryEvent(models.Model):

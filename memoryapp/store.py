@@ -24,11 +24,13 @@ from .models import Memory, MemoryEvent, Source, dump_list, new_id
 
 @dataclass(frozen=True)
 class UpsertResult:
-    """The row written, whether it was new, and the ids the auto cap soft-deleted."""
+    """The row written, whether it was new, the ids the auto cap soft-deleted, and
+    what the caller should be told (``warnings``: fixed sentences, never the text)."""
 
     memory: Memory
     created: bool
     capped: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
 
 
 def log_event(

@@ -24,6 +24,7 @@ __all__ = [
     "check_stored_key",
     "check_summary",
     "check_text",
+    "key_is_cut",
     "clean_tags",
     "normalize_key",
     "normalize_namespace",
@@ -145,6 +146,30 @@ def normalize_key(key: str) -> str:
     Raises:
         MemoryValidationError: ``key`` is not a string, or nothing is left.
     """
+    return _full_key(key)[:MAX_KEY_CHARS]
+
+
+KEY_CUT_WARNING = (
+    f"The key was cut to its first {MAX_KEY_CHARS} normalised characters; "
+    "another key with the same beginning is the same memory."
+)
+
+
+def key_is_cut(key: object) -> bool:
+    """Whether ``normalize_key`` keeps only the first 80 characters of ``key``'s form.
+
+    The seed's rule, kept: two long keys that agree on their first 80 normalised
+    characters are one memory. Callers say so when it happens (the API's
+    ``warnings``, an admin message, ``save_memory``'s answer).
+    """
+    try:
+        return len(_full_key(key)) > MAX_KEY_CHARS
+    except MemoryValidationError:
+        return False
+
+
+def _full_key(key: object) -> str:
+    """``normalize_key`` before the 80-character cut."""
     text = require_str(key, "Memory key").strip().lower()
     if text.isascii():
         # The same result, without the loop: NFC leaves ASCII alone, an ASCII
@@ -154,7 +179,7 @@ def normalize_key(key: str) -> str:
         normalized = _ASCII_NON_ALNUM_RUN.sub("_", text).strip("_")
         if not normalized:
             raise MemoryValidationError("Memory key is empty after normalization")
-        return normalized[:MAX_KEY_CHARS]
+        return normalized
     text = unicodedata.normalize("NFC", text)
     out: list[str] = []
     after_word_char = False
@@ -168,7 +193,7 @@ def normalize_key(key: str) -> str:
     normalized = _UNDERSCORE_RUN.sub("_", "".join(out)).strip("_")
     if not normalized:
         raise MemoryValidationError("Memory key is empty after normalization")
-    return normalized[:MAX_KEY_CHARS]
+    return normalized
 
 
 def clean_tags(tags: Iterable[str] | None) -> list[str]:

@@ -37,21 +37,19 @@ def test_list_prints_markup_literally(seeded):
     assert "Markup [bold]x[/bold]" in out
     assert "<b>literal</b> [red]text[/red] \\n" in out
     assert "other tenant" not in out
-    assert "2 memories." in out
+    assert "2 memories in project 'p' and user 'u'." in out
 
 
 def test_list_by_scope_search_and_tag(seeded):
     assert "English" in run("list", "--project", "p", "--user", "u", "--scope", "user")
     assert "Markup" not in run("list", "--project", "p", "--user", "u", "--scope", "user")
-    assert "1 memory." in run("search", "literal", "--project", "p")
+    assert "1 memory in project 'p'." in run("search", "literal", "--project", "p")
     assert "Markup" in run("tag", "CI", "--project", "p")
 
 
 def test_delete_asks_and_respects_no(seeded, monkeypatch):
-    out = run(
-        "delete", "Markup [bold]x[/bold]", "--project", "p", stdin="n", monkeypatch=monkeypatch
-    )
-    assert "Aborted" in out
+    with pytest.raises(CommandError, match="Aborted"):  # exit status 1, not 0
+        run("delete", "Markup [bold]x[/bold]", "--project", "p", stdin="n", monkeypatch=monkeypatch)
     assert Memory.objects.live().filter(namespace="p").count() == 1
     out = run(
         "delete", "markup [BOLD]x[/bold]", "--project", "p", stdin="y", monkeypatch=monkeypatch
@@ -66,8 +64,8 @@ def test_delete_unknown_title_is_an_error(seeded):
 
 
 def test_clear_needs_confirmation(seeded, monkeypatch):
-    out = run("clear", "--project", "p", "--user", "u", stdin="", monkeypatch=monkeypatch)
-    assert "Aborted" in out
+    with pytest.raises(CommandError, match="Aborted"):
+        run("clear", "--project", "p", "--user", "u", stdin="", monkeypatch=monkeypatch)
     out = run("clear", "--project", "p", "--user", "u", "--scope", "user", "--yes")
     assert "Cleared 1" in out
     assert Memory.objects.live().filter(namespace="u").count() == 0
@@ -115,7 +113,7 @@ def test_crystallize_and_review_verbs(tmp_path, monkeypatch):
     out = run("crystallize", str(msgs), "--project", "p", "--user", "u")
     assert "2 proposal(s) queued" in out
     listing = run("review", "--project", "p")
-    assert "Preference: [dark] mode" in listing and "2 review item(s)." in listing
+    assert "Preference: [dark] mode" in listing and "2 review items in 'p'." in listing
     item = ReviewItem.objects.get(key_normalized="constraint_use_tabs_for_indentation")
     out = run("review", "--project", "p", "--user", "u", "--approve", item.id)
     assert "Approved" in out
@@ -124,8 +122,9 @@ def test_crystallize_and_review_verbs(tmp_path, monkeypatch):
         run("review", "--project", "p", "--approve", item.id)
     other = ReviewItem.objects.get(key_normalized__startswith="preference_")
     assert "Rejected" in run("review", "--project", "p", "--reject", other.id)
-    out = run("review", "--project", "p", "--purge", stdin="n", monkeypatch=monkeypatch)
-    assert "Aborted" in out and ReviewItem.objects.count() == 2
+    with pytest.raises(CommandError, match="Aborted"):
+        run("review", "--project", "p", "--purge", stdin="n", monkeypatch=monkeypatch)
+    assert ReviewItem.objects.count() == 2
     out = run("review", "--project", "p", "--purge", "--status", "rejected", "--yes")
     assert "Purged 1" in out
     assert list(ReviewItem.objects.values_list("status", flat=True)) == ["approved"]

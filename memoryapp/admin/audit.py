@@ -18,6 +18,7 @@ from .common import (
     db_for,
     format_detail,
     namespace_label,
+    plural,
     short_time,
 )
 
@@ -285,6 +286,7 @@ class ErasureReceiptAdmin(ReadOnlyAdmin):
             done += 1
         self.message_user(
             request,
-            f"Retried the purge of {done} receipt(s); see their purge and verification columns.",
+            f"Retried the purge of {plural(done, 'receipt', 'receipts')}; "
+            "see their purge and verification columns.",
             messages.SUCCESS,
         )

@@ -14,6 +14,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from ..models import Memory, MemoryEvent, ReviewItem, SessionSummary
+from ..wording import plural  # noqa: F401  (re-exported: the admin modules import it from here)
 
 # The tables an erasure reports counts for (receipts and previews are keyed by table name).
 MEMORIES = Memory._meta.db_table
@@ -90,11 +91,6 @@ def event_rows(events) -> list[dict]:
         }
         for e in events
     ]
-
-
-def plural(n: int, one: str, many: str) -> str:
-    """``"1 memory"``, ``"3 memories"``: a count with its noun, for messages."""
-    return f"{n} {one if n == 1 else many}"
 
 
 def count_rows(counts: Mapping[str, int], tables: Iterable[str] = ()) -> list[dict]:

@@ -9,7 +9,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.text import slugify
 
-from ..erasure import ErasureRequestError, erase, export, preview
+from ..erasure import ErasureRequestError, authored_count, erase, export, preview
 from ..fields import now
 from ..manager import MemoryManager
 from ..models import Memory, ReviewItem, Scope, SessionSummary
@@ -84,6 +84,7 @@ def erase_subject_view(modeladmin, request):
                 counts=counts,
                 total=sum(r["count"] for r in counts),
                 kept=found.get("project_memories_kept", 0),
+                authored=authored_count(subject),
             )
         try:
             receipt = erase(subject=subject, include_authored=include, actor=actor(request))
@@ -122,7 +123,8 @@ def wipe_namespace_view(modeladmin, request):
             "project_label": namespace_label(project),
             "user_label": user,
             "project": project,
-            "user": user or "",
+            # Not "user": the admin's templates show the signed-in user under that name.
+            "user_namespace": user or "",
         }
         if not confirmed(request):
             using = db_for(Memory)

@@ -10,7 +10,7 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 from django.utils.text import Truncator
 
-from .. import guards, store
+from .. import guards, store, validation
 from ..erasure import ErasureRequestError, erase, preview
 from ..erasure.export import memory_as_dict
 from ..fields import now
@@ -263,6 +263,8 @@ class MemoryAdmin(StyledAdmin):
                     subject=(form.cleaned_data.get("subject") or "").strip() or None,
                     actor=who,
                 )
+        if validation.key_is_cut(form.cleaned_data["key"]):
+            self.message_user(request, validation.KEY_CUT_WARNING, messages.WARNING)
         for f in Memory._meta.concrete_fields:
             setattr(obj, f.attname, getattr(result.memory, f.attname))
         obj._state.adding = False

@@ -175,9 +175,7 @@ def render_chart(rows: list[dict]) -> SafeString:
         )
         pw = PENDING_W * row["pending"] / max_pending
         review_link = (
-            review_url
-            + "?"
-            + urlencode({"namespace": row["namespace"], "status__exact": "pending"})
+            review_url + "?" + urlencode({"namespace": row["namespace"], "status": "pending"})
         )
         parts.append(
             format_html(

@@ -47,6 +47,34 @@ def receipt_link(receipt) -> str:
 
 
 # -------------------------------------------------------------- review queue
+class StatusFilter(admin.SimpleListFilter):
+    """The queue opens on what needs a decision: pending, unless another status is chosen."""
+
+    title = "status"
+    parameter_name = "status"
+    ALL = "all"
+
+    def lookups(self, request, model_admin):
+        return [*ReviewStatus.choices, (self.ALL, "All")]
+
+    def value(self):
+        return super().value() or ReviewStatus.PENDING
+
+    def queryset(self, request, queryset):
+        if self.value() == self.ALL:
+            return queryset
+        return queryset.filter(status=self.value())
+
+    def choices(self, changelist):
+        # No "All" of Django's own (it would be the default, pending): ours is explicit.
+        for value, label in self.lookup_choices:
+            yield {
+                "selected": self.value() == value,
+                "query_string": changelist.get_query_string({self.parameter_name: value}),
+                "display": label,
+            }
+
+
 @admin.register(ReviewItem)
 class ReviewItemAdmin(StyledAdmin):
     """Crystallizer candidates: pending first; approve, reject or purge them."""
@@ -58,7 +86,7 @@ class ReviewItemAdmin(StyledAdmin):
         "kind",
         "seen",
     )
-    list_filter = ("status", NamespaceFilter, "type", "scope", "confidence")
+    list_filter = (StatusFilter, NamespaceFilter, "type", "scope", "confidence")
     search_fields = ("title", "key_normalized", "content", "evidence", "subject", "=id")
     search_help_text = "Searches the title, key, content, evidence and subject."
     list_per_page = 50
@@ -197,7 +225,7 @@ class ReviewItemAdmin(StyledAdmin):
             self.message_user(
                 request,
                 f"Approved {plural(approved, 'review item', 'review items')}; "
-                "they are memories now.",
+                + ("it is a memory now." if approved == 1 else "they are memories now."),
                 messages.SUCCESS,
             )
         for item, reason in failed:

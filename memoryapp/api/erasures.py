@@ -19,6 +19,7 @@ from rest_framework import status
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.response import Response
 
+from memoryapp import erasure
 from memoryapp.erasure import erase
 from memoryapp.models import ErasureReceipt, Memory, ReviewItem, SessionSummary
 
@@ -26,7 +27,7 @@ from . import permissions
 from .exceptions import Conflict, Unprocessable
 from .models import ErasureRequest
 from .permissions import Access, access_for
-from .serializers import ErrorSerializer, ReceiptSerializer
+from .serializers import ErasurePreviewSerializer, ErrorSerializer, ReceiptSerializer
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 IDEMPOTENCY_KEY_MAX = 255
@@ -43,6 +44,7 @@ IDEMPOTENCY_PARAMETER = OpenApiParameter(
 )
 
 RECEIPT_RESPONSES = {
+    200: OpenApiResponse(ErasurePreviewSerializer, "`dry_run`: what would be erased."),
     201: OpenApiResponse(ReceiptSerializer, "The erasure ran (or was replayed); its receipt."),
     409: OpenApiResponse(ErrorSerializer, "An erasure with this Idempotency-Key is running."),
     422: OpenApiResponse(ErrorSerializer, "The Idempotency-Key was used for another request."),
@@ -107,6 +109,21 @@ def authorize(access: Access, data: dict) -> None:
         access.require(sorted(set(found.values())), rule)
     if data["subject"] is not None and data["namespace"] is None:
         require_subject(access, data["subject"], rule)
+
+
+def preview_body(data: dict) -> dict:
+    """The dry run's answer: counts per table, and the subject's authored project memories."""
+    target = {k: data[k] for k in ("subject", "namespace", "ids", "everything")}
+    found = erasure.preview(**target, include_authored=data["include_authored"])
+    authored = None
+    if data["subject"] is not None:
+        authored = erasure.authored_count(data["subject"], namespace=data["namespace"])
+    return {
+        "dry_run": True,
+        "counts": found["counts"],
+        "project_memories_authored": authored,
+        "authored_erased": bool(data["include_authored"] and authored),
+    }
 
 
 # ------------------------------------------------------------ erase, replay

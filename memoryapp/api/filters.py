@@ -11,6 +11,7 @@ import django_filters
 from django.db.models import QuerySet
 
 from memoryapp.models import (
+    EVENT_TYPES,
     Memory,
     MemoryEvent,
     MemoryType,
@@ -161,7 +162,7 @@ class MemoryEventFilter(NamespacedFilterSet):
     rule = permissions.EVENTS_READ
 
     memory_id = django_filters.CharFilter(strip=False, max_length=64)
-    event_type = django_filters.CharFilter(strip=False, max_length=32)
+    event_type = django_filters.ChoiceFilter(choices=[(t, t) for t in EVENT_TYPES])
 
     class Meta:
         model = MemoryEvent

@@ -210,6 +210,20 @@ class MemorySerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+class MemoryWrittenSerializer(MemorySerializer):
+    """``POST /api/memories/`` result: the memory, and what the client should know."""
+
+    warnings = serializers.ListField(
+        child=serializers.CharField(),
+        read_only=True,
+        help_text="E.g. the key was cut to 80 characters, or user scope fell back to project.",
+    )
+
+    class Meta(MemorySerializer.Meta):
+        fields = (*MemorySerializer.Meta.fields, "warnings")
+        read_only_fields = fields
+
+
 # -------------------------------------------------------------- chat messages
 _BLOCK_SCHEMA = {
     "type": "object",
@@ -476,6 +490,11 @@ class ErasureInputSerializer(serializers.Serializer):
         default=False,
         help_text="With `subject`: also erase the project-scope memories it authored.",
     )
+    dry_run = StrictBooleanField(
+        required=False,
+        default=False,
+        help_text="Erase nothing: answer 200 with what would go (ErasurePreview).",
+    )
 
     def validate_subject(self, value: str | None) -> str | None:
         if value is not None and not value.strip():
@@ -501,6 +520,20 @@ class ErasureInputSerializer(serializers.Serializer):
         if attrs.get("ids") is not None:
             attrs["ids"] = sorted(set(attrs["ids"]))
         return attrs
+
+
+class ErasurePreviewSerializer(serializers.Serializer):
+    """``POST /api/erasures/`` with ``dry_run``: what the erasure would remove."""
+
+    dry_run = serializers.BooleanField()
+    counts = serializers.DictField(child=serializers.IntegerField(min_value=0))
+    project_memories_authored = serializers.IntegerField(
+        allow_null=True,
+        help_text="Subject erasures: project-scope memories the subject wrote (else null).",
+    )
+    authored_erased = serializers.BooleanField(
+        help_text="Whether those go too (`include_authored`); otherwise they are kept."
+    )
 
 
 class ReceiptSerializer(serializers.ModelSerializer):

@@ -200,9 +200,10 @@ class MemoryViewSet(
         summary="Save a memory (upsert)",
         request=serializers.MemoryWriteSerializer,
         responses={
-            201: OpenApiResponse(serializers.MemorySerializer, "A new memory was created."),
+            201: OpenApiResponse(serializers.MemoryWrittenSerializer, "A new memory was created."),
             200: OpenApiResponse(
-                serializers.MemorySerializer, "The live memory with that key was updated in place."
+                serializers.MemoryWrittenSerializer,
+                "The live memory with that key was updated in place.",
             ),
         },
     )
@@ -217,9 +218,10 @@ class MemoryViewSet(
             actor=actor_of(request),
         )
         memory, created = result.memory, result.created
+        memory.warnings = list(result.warnings)
         headers = {"Location": reverse("memoryapp_api:memory-detail", args=[memory.id])}
         return Response(
-            serializers.MemorySerializer(memory).data,
+            serializers.MemoryWrittenSerializer(memory).data,
             status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
             headers=headers if created else None,
         )
@@ -263,11 +265,13 @@ class RecallView(MemoryAPIMixin, APIView):
     )
     def post(self, request):
         data, mm = bound_manager(self, serializers.RecallInputSerializer)
-        query, messages = data["query"], data["messages"]
+        candidates, context_block = mm.recall_turn(
+            data["query"], messages=data["messages"], top_k=data["top_k"]
+        )
         body = {
-            "candidates": mm.recall(query, messages=messages, top_k=data["top_k"]),
+            "candidates": candidates,
             "stable_block": mm.render_stable_block(),
-            "context_block": mm.render_context_block(query, messages=messages),
+            "context_block": context_block,
         }
         return Response(serializers.RecallOutputSerializer(body).data)
 
@@ -483,6 +487,9 @@ class ErasureViewSet(MemoryAPIMixin, viewsets.GenericViewSet):
     def create(self, request, *args, **kwargs):
         data = validated(serializers.ErasureInputSerializer, request.data)
         access = access_for(request)
+        if data.pop("dry_run"):
+            erasures.authorize(access, data)
+            return Response(erasures.preview_body(data))
         return erasures.respond(
             request, data, actor_of(request), check=lambda: erasures.authorize(access, data)
         )

@@ -7,6 +7,8 @@ holding ``--project/--user/--database``, and a handler is
 ``BaseCommand``: use ``command.stdout``, ``command.confirm``, ``command.manager``).
 """
 
+import getpass
+
 VERB_MODULES = [
     "memoryapp.cli.basic",
     "memoryapp.cli.review",
@@ -15,3 +17,13 @@ VERB_MODULES = [
     "memoryapp.cli.compliance",
     "memoryapp.cli.indexes",
 ]
+
+
+def cli_actor(options) -> str:
+    """Who asks, as every receipt and event records it: ``--actor`` or ``cli:<login>``."""
+    if options.get("actor"):
+        return options["actor"]
+    try:
+        return f"cli:{getpass.getuser()}"
+    except Exception:  # no login name in some containers
+        return "cli"

@@ -6,20 +6,23 @@ from collections import Counter
 
 from django.core.management.base import CommandError
 
+from memoryapp import search, validation
+from memoryapp.cli import cli_actor
 from memoryapp.guards import SCOPES
 from memoryapp.models import Memory, ReviewItem, SchemaMeta
+from memoryapp.wording import plural
 
 
 def register(verbs, common) -> dict:
     """Add the basic verbs to the parser; return their handlers."""
     p = verbs.add_parser("list", parents=[common], help="list live memories")
-    p.add_argument("--scope", choices=SCOPES)
+    _reading(p)
     p = verbs.add_parser("search", parents=[common], help="substring search")
     p.add_argument("query")
-    p.add_argument("--scope", choices=SCOPES)
+    _reading(p)
     p = verbs.add_parser("tag", parents=[common], help="memories with a tag")
     p.add_argument("tag")
-    p.add_argument("--scope", choices=SCOPES)
+    _reading(p)
     p = verbs.add_parser("delete", parents=[common], help="soft-delete memories by title")
     p.add_argument("title")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
@@ -52,19 +55,49 @@ def register(verbs, common) -> dict:
     }
 
 
+def _reading(parser) -> None:
+    """The options of the read-only memory verbs."""
+    parser.add_argument("--scope", choices=SCOPES)
+    parser.add_argument(
+        "--all-namespaces", action="store_true", help="read every namespace (ignores --project)"
+    )
+    parser.add_argument("--full", action="store_true", help="print long contents whole")
+
+
+def _everywhere(options, keep=None) -> list[Memory]:
+    """Live memories of every namespace (one scope if given) that ``keep`` accepts."""
+    rows = Memory.objects.using(options["database"]).live().order_by("namespace", "created_at")
+    if options["scope"]:
+        rows = rows.filter(scope=options["scope"])
+    return [m for m in rows.iterator(chunk_size=2000) if keep is None or keep(m)]
+
+
 def do_list(cmd, options) -> None:
     """Print the live memories of a scope."""
-    cmd.print_memories(cmd.manager(options).get_all_entries(options["scope"]))
+    if options["all_namespaces"]:
+        return cmd.print_memories(_everywhere(options), options, everywhere=True)
+    cmd.print_memories(cmd.manager(options).get_all_entries(options["scope"]), options)
 
 
 def do_search(cmd, options) -> None:
     """Print the memories matching a substring."""
-    cmd.print_memories(cmd.manager(options).search(options["query"], options["scope"]))
+    if options["all_namespaces"]:
+        needle = validation.check_query(options["query"]).strip().lower()
+        rows = _everywhere(options, lambda m: bool(needle) and search.matches(m, needle))
+        return cmd.print_memories(rows, options, everywhere=True)
+    rows = cmd.manager(options).search(options["query"], options["scope"])
+    cmd.print_memories(rows, options)
 
 
 def do_tag(cmd, options) -> None:
     """Print the memories carrying a tag."""
-    cmd.print_memories(cmd.manager(options).filter_by_tag(options["tag"], options["scope"]))
+    if options["all_namespaces"]:
+        wanted = validation.check_query(options["tag"], "Tag filter").strip().lower()
+        rows = _everywhere(options, lambda m: wanted in {t.lower() for t in m.tags})
+        return cmd.print_memories(rows, options, everywhere=True)
+    cmd.print_memories(
+        cmd.manager(options).filter_by_tag(options["tag"], options["scope"]), options
+    )
 
 
 def do_delete(cmd, options) -> None:
@@ -74,10 +107,10 @@ def do_delete(cmd, options) -> None:
     matches = [m for m in mm.get_all_entries() if m.title.strip().lower() == wanted]
     if not matches:
         raise CommandError(f"No live memory is titled {options['title']!r}.")
-    if not cmd.confirm(f"Soft-delete {len(matches)} memory(ies)?", options):
+    if not cmd.confirm(f"Soft-delete {plural(len(matches), 'memory', 'memories')}?", options):
         return
-    count = mm.delete_by_title(options["title"], actor="cli")
-    cmd.stdout.write(f"Deleted {count} memory(ies) (soft delete).")
+    count = mm.delete_by_title(options["title"], actor=cli_actor(options))
+    cmd.stdout.write(f"Deleted {plural(count, 'memory', 'memories')} (soft delete).")
 
 
 def do_clear(cmd, options) -> None:
@@ -85,8 +118,8 @@ def do_clear(cmd, options) -> None:
     scope = options["scope"] or "project and user"
     if not cmd.confirm(f"Soft-delete every {scope} memory of this namespace?", options):
         return
-    count = cmd.manager(options).clear(options["scope"], actor="cli")
-    cmd.stdout.write(f"Cleared {count} memory(ies) (soft delete).")
+    count = cmd.manager(options).clear(options["scope"], actor=cli_actor(options))
+    cmd.stdout.write(f"Cleared {plural(count, 'memory', 'memories')} (soft delete).")
 
 
 def do_wipe(cmd, options) -> None:
@@ -97,7 +130,7 @@ def do_wipe(cmd, options) -> None:
     )
     if not cmd.confirm(question, options):
         return
-    result = cmd.manager(options).wipe_all(actor="cli")
+    result = cmd.manager(options).wipe_all(actor=cli_actor(options))
     cmd.stdout.write(
         f"memories cleared: {result.memories_cleared}; "
         f"summaries cleared: {result.summaries_cleared}; ok: {result.ok}"
@@ -152,16 +185,27 @@ def do_import(cmd, options) -> None:
         handle = sys.stdin if source == "-" else open(source, encoding="utf-8")  # noqa: SIM115
     except OSError as exc:
         raise CommandError(f"cannot read {source}: {exc.strerror}") from exc
+    shown = []
+
+    def progress(n: int) -> None:
+        # Progress is not an error: plain style on stderr, one line rewritten in place.
+        if n % 10000 == 0:
+            cmd.stderr.write(f"\rimporting: {n:,} written", ending="", style_func=str)
+            cmd.stderr.flush()
+            shown.append(n)
+
     with handle:
-        report = cmd.manager(options).import_memories(
-            parse_json_lines(handle),
-            actor="cli",
-            skip_invalid=options["skip_invalid"],
-            dry_run=options["dry_run"],
-            progress=lambda n: (
-                cmd.stderr.write(f"\r{n} written", ending="") if n % 10000 == 0 else None
-            ),
-        )
+        try:
+            report = cmd.manager(options).import_memories(
+                parse_json_lines(handle),
+                actor=cli_actor(options),
+                skip_invalid=options["skip_invalid"],
+                dry_run=options["dry_run"],
+                progress=progress,
+            )
+        finally:
+            if shown:
+                cmd.stderr.write("", style_func=str)  # end the progress line
     for number, reason in report.invalid[:50]:
         cmd.stdout.write(f"line {number}: {reason}")
     if len(report.invalid) > 50:
@@ -171,12 +215,17 @@ def do_import(cmd, options) -> None:
             cmd.stdout.write("Dry run: every line is valid; nothing was written.")
             return
         raise CommandError(
-            f"{len(report.invalid)} invalid line(s); nothing was written "
+            f"{plural(len(report.invalid), 'invalid line', 'invalid lines')}; nothing was written "
             "(fix them, or pass --skip-invalid)."
             if report.invalid
             else "Dry run: nothing was written."
         )
     cmd.stdout.write(
-        f"Imported {report.total} memories ({report.created} new, {report.updated} updated)"
-        + (f"; skipped {len(report.invalid)} invalid line(s)." if report.invalid else ".")
+        f"Imported {plural(report.total, 'memory', 'memories')} "
+        f"({report.created:,} new, {report.updated:,} updated)"
+        + (
+            f"; skipped {plural(len(report.invalid), 'invalid line', 'invalid lines')}."
+            if report.invalid
+            else "."
+        )
     )

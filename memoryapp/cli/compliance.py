@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-import getpass
 import json
+import os
+from pathlib import Path
 
 from django.core.management.base import CommandError
 from django.db import DEFAULT_DB_ALIAS, connections
 
 from memoryapp import erasure
+from memoryapp.cli import cli_actor
 from memoryapp.db.purge import for_connection
-from memoryapp.models import ErasureReceipt, ReviewStatus
+from memoryapp.models import ErasureReceipt, ReviewItem, ReviewStatus
+from memoryapp.wording import plural
 
 
 def register(verbs, common) -> dict:
@@ -92,12 +95,7 @@ def _using(options):
 
 
 def _actor(options) -> str:
-    if options.get("actor"):
-        return options["actor"]
-    try:
-        return f"cli:{getpass.getuser()}"
-    except Exception:  # no login name in some containers
-        return "cli"
+    return cli_actor(options)
 
 
 def _counts(counts: dict) -> str:
@@ -111,7 +109,8 @@ def _print_receipt(cmd, r: ErasureReceipt) -> None:
     kept = (r.authored or {}).get("project_memories_kept")
     if kept:
         cmd.stdout.write(
-            f"  kept: {kept} project-scope memory(ies) the subject authored "
+            f"  kept: {plural(kept, 'project-scope memory', 'project-scope memories')} "
+            "the subject authored "
             "(--include-authored erases them)"
         )
     cmd.stdout.write(f"  purge: {r.purge_status} [{r.purge_method}]")
@@ -143,7 +142,7 @@ def do_erase(cmd, options) -> None:
     if options["write_ledger"]:
         qs = ErasureReceipt.objects.using(using or DEFAULT_DB_ALIAS).order_by("created_at")
         n = erasure.receipts.write_ledger(options["write_ledger"], qs)
-        cmd.stdout.write(f"Wrote {n} receipt(s) to {options['write_ledger']}.")
+        cmd.stdout.write(f"Wrote {plural(n, 'receipt', 'receipts')} to {options['write_ledger']}.")
         return None
     if options["retry"] is not None:
         target = None if options["retry"] == "*" else options["retry"]
@@ -153,7 +152,7 @@ def do_erase(cmd, options) -> None:
             raise CommandError(f"no erasure receipt {target!r}") from None
         for r in done:
             _print_receipt(cmd, r)
-        cmd.stdout.write(f"{len(done)} receipt(s) retried.")
+        cmd.stdout.write(f"{plural(len(done), 'receipt', 'receipts')} retried.")
         return _fail_unless_purged(done)
     if options["replay"]:
         return _replay(cmd, options, using)
@@ -169,7 +168,11 @@ def do_erase(cmd, options) -> None:
     plan = erasure.preview(**request, using=using)
     described = _describe(request)
     kept = plan["project_memories_kept"]
-    note = f" ({kept} project-scope memory(ies) it authored are kept)" if kept else ""
+    note = (
+        f" ({plural(kept, 'project-scope memory', 'project-scope memories')} it authored kept)"
+        if kept
+        else ""
+    )
     question = (
         f"Permanently erase {_counts(plan['counts'])} for {described}{note}? This cannot be undone."
     )
@@ -195,7 +198,7 @@ def _describe(request: dict) -> str:
         where = f" in namespace {request['namespace']!r}" if request["namespace"] else ""
         return f"subject {request['subject']!r}{where}"
     if request["ids"]:
-        return f"{len(request['ids'])} id(s)"
+        return plural(len(request["ids"]), "id", "ids")
     return f"namespace {request['namespace']!r}"
 
 
@@ -207,7 +210,13 @@ def _erase_review_items(cmd, options, using) -> None:
     }
     label = ", ".join(f"{k}={v}" for k, v in filters.items() if v) or "all review items"
     if options["dry_run"]:
-        cmd.stdout.write(f"Would purge the review queue ({label}).")
+        chosen = ReviewItem.objects.using(using or DEFAULT_DB_ALIAS).filter(
+            **{k: v for k, v in filters.items() if v is not None}
+        )
+        n = chosen.count()
+        cmd.stdout.write(
+            f"Would erase {plural(n, 'review item', 'review items')} ({label}); nothing done."
+        )
         return
     if not cmd.confirm(f"Permanently purge the review queue ({label})?", options):
         return
@@ -247,7 +256,9 @@ def _replay(cmd, options, using) -> None:
     )
     for line in report.replayed:
         cmd.stdout.write(f"  {line['id']} ({line['kind']}): removed {_counts(line['removed'])}")
-    cmd.stdout.write(f"Restored {report.restored_receipts} receipt(s) from the ledger.")
+    cmd.stdout.write(
+        f"Restored {plural(report.restored_receipts, 'receipt', 'receipts')} from the ledger."
+    )
     if report.receipt is not None:
         _print_receipt(cmd, report.receipt)
         if not options["no_purge"]:
@@ -272,7 +283,7 @@ def _list(cmd, using) -> None:
             f"{r.pk}  {r.created_at:%Y-%m-%d %H:%M:%S}  {r.target_kind:<12} rows {total:<6} "
             f"{'verified' if r.verified else 'unverified'}  {r.purge_status}"
         )
-    cmd.stdout.write(f"{n} receipt(s).")
+    cmd.stdout.write(f"{plural(n, 'receipt', 'receipts')}.")
 
 
 # ------------------------------------------------------------------ export
@@ -296,11 +307,23 @@ class _Bar:
             self.stream.write("")
 
 
+def _require_writable(path: Path) -> None:
+    """A clean error unless ``path`` can be (over)written."""
+    if path.is_dir():
+        raise CommandError(f"cannot write {path}: it is a directory")
+    if not path.parent.is_dir():
+        raise CommandError(f"cannot write {path}: the directory {path.parent} does not exist")
+    if not os.access(path if path.exists() else path.parent, os.W_OK):
+        raise CommandError(f"cannot write {path}: permission denied")
+
+
 def do_export(cmd, options) -> None:
     """Write everything about a subject or namespace as one JSON document."""
     if options["subject"] is None and options["namespace"] is None:
         raise CommandError("export needs --subject or --namespace")
-    out = options["output"]
+    out = options["output"] if options["output"] not in (None, "", "-") else None
+    if out:
+        _require_writable(Path(out))  # before the export's work, not a traceback after it
     bar = _Bar(cmd.stderr)
     try:
         document = erasure.export(
@@ -312,9 +335,11 @@ def do_export(cmd, options) -> None:
     finally:
         bar.close()
     text = json.dumps(document, indent=2, ensure_ascii=False)
-    if out and out != "-":
-        with open(out, "w", encoding="utf-8") as handle:
-            handle.write(text + "\n")
+    if out:
+        try:
+            Path(out).write_text(text + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise CommandError(f"cannot write {out}: {exc.strerror}") from None
         counts = ", ".join(f"{k} {v}" for k, v in document["counts"].items())
         cmd.stdout.write(f"Wrote {out}: {counts}.")
     else:
@@ -352,7 +377,8 @@ def do_backup(cmd, options) -> None:
     cmd.stdout.write(for_connection(connection).backup(connection, options["path"]))
     n = ErasureReceipt.objects.using(alias).count()
     cmd.stdout.write(
-        f"This backup holds {n} erasure receipt(s) and keeps any data erased later: keep it "
+        f"This backup holds {plural(n, 'erasure receipt', 'erasure receipts')} "
+        "and keeps any data erased later: keep it "
         "no longer than your retention policy allows, keep the erasure ledger "
         "(MEMORYAPP_ERASURE_LEDGER) outside it, and after restoring it run "
         "'manage.py memory erase --replay'."

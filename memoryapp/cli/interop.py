@@ -7,7 +7,9 @@ from pathlib import Path
 
 from django.core.management.base import CommandError
 
+from memoryapp.cli import cli_actor
 from memoryapp.interop import adopt as adoption
+from memoryapp.wording import plural
 
 
 def register(verbs, common) -> dict:
@@ -51,7 +53,7 @@ def do_adopt(cmd, options) -> None:
             report = adoption.adopt(
                 alias,
                 backup=not options["no_backup"],
-                actor="cli",
+                actor=cli_actor(options),
                 verbosity=max(int(options.get("verbosity", 1)) - 1, 0),
             )
         except adoption.AdoptionError as exc:
@@ -78,4 +80,4 @@ def _describe(cmd, where: str, layout: str) -> None:
 
 def _counts(cmd, report: adoption.AdoptionReport) -> None:
     for table, n in report.counts.items():
-        cmd.stdout.write(f"  {table}: {n} row(s)")
+        cmd.stdout.write(f"  {table}: {plural(n, 'row', 'rows')}")

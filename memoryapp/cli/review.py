@@ -7,7 +7,9 @@ from pathlib import Path
 
 from django.core.management.base import CommandError
 
+from memoryapp.cli import cli_actor
 from memoryapp.models import ReviewStatus
+from memoryapp.wording import plural
 
 
 def register(verbs, common) -> dict:
@@ -31,7 +33,7 @@ def do_review(cmd, options) -> None:
     """List the queue, or approve / reject one item, or purge (confirmed)."""
     mm = cmd.manager(options)
     if options["approve"]:
-        memory = mm.approve_review_item(options["approve"], actor="cli")
+        memory = mm.approve_review_item(options["approve"], actor=cli_actor(options))
         if memory is None:
             raise CommandError(f"No pending review item {options['approve']!r} in this namespace.")
         cmd.stdout.write(f"Approved: saved memory {memory.key_normalized} ({memory.id}).")
@@ -46,8 +48,8 @@ def do_review(cmd, options) -> None:
         question = f"Permanently delete every {which}review item of {mm.project!r}?"
         if not cmd.confirm(question, options):
             return
-        count = mm.purge_review_queue(options["status"])
-        cmd.stdout.write(f"Purged {count} review item(s).")
+        count = mm.purge_review_queue(options["status"], actor=cli_actor(options))
+        cmd.stdout.write(f"Purged {plural(count, 'review item', 'review items')}.")
         return
     items = mm.list_review_items(options["status"] if options["status"] else "pending")
     for item in items:
@@ -55,7 +57,7 @@ def do_review(cmd, options) -> None:
             f"{item.id}  [{item.status}] x{item.occurrences}  {item.title}  ({item.confidence})"
         )
         cmd.stdout.write(f"    evidence: {item.evidence}")
-    cmd.stdout.write(f"{len(items)} review item(s).")
+    cmd.stdout.write(f"{plural(len(items), 'review item', 'review items')} in {mm.project!r}.")
 
 
 def do_crystallize(cmd, options) -> None:

@@ -16,6 +16,7 @@ from .receipts import subject_hmac
 from .replay import ReplayReport, replay
 from .service import (
     ErasureRequestError,
+    authored_count,
     erase,
     erase_review_items,
     preview,
@@ -28,6 +29,7 @@ from .service import (
 
 __all__ = [
     "ErasureRequestError",
+    "authored_count",
     "ReplayReport",
     "erase",
     "erase_review_items",

@@ -8,10 +8,10 @@ from collections.abc import Iterable, Sequence
 from .. import conf
 from ..errors import MemoryValidationError
 from ..fields import now
-from ..models import ErasureReceipt, ErasureTarget, ReviewStatus
+from ..models import ErasureReceipt, ErasureTarget, Memory, ReviewStatus
 from ..validation import check_id, check_stored_key
 from . import engine, purging
-from .selection import MEMORIES, REVIEW, SUMMARIES, Target
+from .selection import MEMORIES, REVIEW, SUMMARIES, Target, authored_filter
 
 
 class ErasureRequestError(ValueError):
@@ -169,6 +169,19 @@ def preview(
         include_authored=include_authored,
     )
     return _preview([target], engine.aliases_for(using))
+
+
+def authored_count(
+    subject: str, *, namespace: str | None = None, using: str | Sequence[str] | None = None
+) -> int:
+    """How many project-scope memories ``subject`` authored (live and soft-deleted).
+
+    A subject erasure keeps them unless ``include_authored``; this is the number the
+    operator decides about, shown before the erasure (admin, API dry run, CLI).
+    """
+    target = build_target(subject=subject, namespace=namespace)
+    q = authored_filter(target)
+    return sum(Memory.objects.using(a).filter(q).count() for a in engine.aliases_for(using))
 
 
 def _preview(targets: Sequence[Target], aliases: Sequence[str]) -> dict:

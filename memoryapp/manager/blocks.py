@@ -39,7 +39,9 @@ class PromptBlocks:
     """Mixin of :class:`~memoryapp.manager.MemoryManager`: recall, stable and context blocks."""
 
     # ----------------------------------------------------------- prompt blocks
-    def _stable_querysets(self, *, by_type: bool = False) -> list:
+    def _stable_querysets(
+        self, *, by_type: bool = False, recent_limit: int = render.RECENT_PROJECT_LIMIT
+    ) -> list:
         """The live rows of the stable selection (SPEC §5), as querysets to merge.
 
         One queryset per database alias by default (one statement reads the newest
@@ -60,7 +62,7 @@ class PromptBlocks:
                 recent = list(
                     live.filter(type__in=sorted(render.RECENT_PROJECT_TYPES))
                     .order_by("-updated_at", "-created_at", "-id")
-                    .values_list("id", flat=True)[: render.RECENT_PROJECT_LIMIT]
+                    .values_list("id", flat=True)[: max(int(recent_limit), 0)]
                 )
                 q = Q(namespace=s.namespace, scope=s.scope) & (
                     Q(type__in=sorted(render.STABLE_PROJECT_TYPES)) | Q(id__in=recent)
@@ -78,11 +80,18 @@ class PromptBlocks:
             return querysets
         return [Memory.objects.using(alias).live().filter(q) for alias, q in by_alias.items()]
 
-    def get_stable_entries(self) -> list[Memory]:
-        """The memories the stable block selects from, ordered by ``created_at`` (SPEC §5)."""
+    def get_stable_entries(
+        self, recent_project_limit: int = render.RECENT_PROJECT_LIMIT
+    ) -> list[Memory]:
+        """The memories the stable block selects from, ordered by ``created_at`` (SPEC §5).
+
+        ``recent_project_limit``: how many of the most recently updated project facts
+        and notes join (Agentao's argument, 3 by default).
+        """
 
         def read():
-            rows = {m.id: m for qs in self._stable_querysets() for m in qs}
+            querysets = self._stable_querysets(recent_limit=recent_project_limit)
+            rows = {m.id: m for qs in querysets for m in qs}
             return sorted(rows.values(), key=lambda m: (m.created_at, m.id))
 
         return self._guarded_read(self._stores(), read, [])
@@ -173,12 +182,30 @@ class PromptBlocks:
         except Exception:
             logger.warning("render_context_block: stable block failed", exc_info=True)
             shown = []
-        hits = self.recall(query, messages, top_k=5, exclude_ids=shown)
-        items = [
-            render.ContextItem(h.scope, h.type, h.title, h.excerpt, h.score, tuple(h.reasons))
-            for h in hits
-        ]
-        return render.render_context_block(items)
+        hits = self.recall(query, messages, top_k=CONTEXT_TOP_K, exclude_ids=shown)
+        return _context_block(hits)
+
+    def recall_turn(
+        self, query: str, messages=None, top_k: int = 5
+    ) -> tuple[list[RecallCandidate], str]:
+        """``recall(query, messages, top_k)`` and ``render_context_block(query, messages)``
+        from one recall: what a turn needs, at the cost of one scoring pass.
+
+        The ranking is one order (score, then id), and the context block is that
+        order without the stable block's memories, so both come from the top
+        ``max(top_k, 5 + shown)`` of a single recall.
+        """
+        try:
+            shown = self._stable_block()[1]
+        except Exception:
+            logger.warning("recall_turn: stable block failed", exc_info=True)
+            shown = []
+        if not isinstance(top_k, int) or top_k <= 0:
+            return [], self.render_context_block(query, messages)
+        hits = self.recall(query, messages, top_k=max(top_k, CONTEXT_TOP_K + len(shown)))
+        hidden = set(shown)
+        context = [h for h in hits if h.memory_id not in hidden][:CONTEXT_TOP_K]
+        return hits[:top_k], _context_block(context)
 
     # ----------------------------------------------------------------- recall
     def recall(
@@ -194,13 +221,23 @@ class PromptBlocks:
         other failure logs a warning, and both return ``[]``.
         """
         try:
-            return self._recall(query, messages, top_k, exclude_ids)
+            hits = self._recall(query, messages, top_k, exclude_ids)
         except DatabaseError as exc:
+            self._read_failures += 1
+            self._recall_failed(exc)
             for s in self._stores():
                 self._record_problem(s, exc)
-        except Exception:
+        except Exception as exc:
+            self._recall_failed(exc)
             logger.warning("recall failed", exc_info=True)
+        else:
+            self.recall_count += len(hits)
+            return hits
         return []
+
+    def _recall_failed(self, exc: Exception) -> None:
+        self.recall_error_count += 1
+        self.last_recall_error = type(exc).__name__  # the class only: messages may hold text
 
     def _recall(self, query, messages, top_k, exclude_ids) -> list[RecallCandidate]:
         if not isinstance(top_k, int) or top_k <= 0:
@@ -240,6 +277,17 @@ class PromptBlocks:
             for h, _ in hits
             if h.id in rows
         ]
+
+
+CONTEXT_TOP_K = 5  # memories in the context block (SPEC: recall's default top_k)
+
+
+def _context_block(hits: list[RecallCandidate]) -> str:
+    items = [
+        render.ContextItem(h.scope, h.type, h.title, h.excerpt, h.score, tuple(h.reasons))
+        for h in hits
+    ]
+    return render.render_context_block(items)
 
 
 def _shown_columns(using: str, ids: list[str]) -> dict[str, tuple[str, str, str, str]]:

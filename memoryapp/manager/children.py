@@ -35,11 +35,11 @@ class ChildManager(MemoryManager):
         """A sub-agent sees no summaries."""
         return ""
 
-    def get_stable_entries(self) -> list[Memory]:
+    def get_stable_entries(self, recent_project_limit: int = 3) -> list[Memory]:
         """A sub-agent's stable block is empty."""
         return []
 
-    def _stable_querysets(self) -> list:
+    def _stable_querysets(self, **_options) -> list:
         return []
 
     def _shared_stable_block(self, tail: str) -> tuple[str, list[str]]:

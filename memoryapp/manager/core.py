@@ -25,6 +25,13 @@ logger = logging.getLogger("memoryapp.manager")
 SUMMARY_TAIL_WINDOW = 10  # the latest summaries the cross-session tail looks at (SPEC §4)
 
 
+KEY_CUT_WARNING = validation.KEY_CUT_WARNING
+SCOPE_DOWNGRADE_WARNING = (
+    "User scope was asked for, but no user namespace was given: "
+    "the memory was stored in the project scope."
+)
+
+
 class MemoryManager(PromptBlocks, ReviewQueue):
     """The long-term memory of one agent session (SPEC §13).
 
@@ -73,6 +80,11 @@ class MemoryManager(PromptBlocks, ReviewQueue):
         self._problems: dict[str, str] = {}
         self._stable_cache: tuple[int, str, list[str]] | None = None
         self._reported: set[str] = set()
+        self._read_failures = 0
+        # Recall's own counters, as Agentao's retriever keeps them for "/memory status".
+        self.recall_count = 0  # candidates returned, this manager's lifetime
+        self.recall_error_count = 0
+        self.last_recall_error: str | None = None
         self._project_store = StoreSlice("project store", self.using, project, Scope.PROJECT)
         self._user_store = (
             StoreSlice("user store", self.user_using, user, Scope.USER)
@@ -123,6 +135,7 @@ class MemoryManager(PromptBlocks, ReviewQueue):
         try:
             result = read()
         except DatabaseError as exc:
+            self._read_failures += 1
             for s in stores:
                 self._record_problem(s, exc)
             return empty
@@ -138,6 +151,29 @@ class MemoryManager(PromptBlocks, ReviewQueue):
             # One warning per outage, not one per turn.
             logger.warning("memory %s unavailable: %s", s.label, type(exc).__name__)
         self._problems[s.label] = message
+
+    @property
+    def read_failures(self) -> int:
+        """How many turn-path reads have failed (it moves on every failure), as Agentao's.
+
+        A cache built from a failed read compares it before and after, so it does
+        not keep an empty answer once the store reads again.
+        """
+        return self._read_failures
+
+    def note_store_problem(self, label: str, message: str) -> bool:
+        """Record that the ``label`` store (``"project"``/``"user"``) is unusable.
+
+        Agentao's host calls it for a store it could not open. The first message
+        per store is kept (True when this call recorded it); it is reported once by
+        :meth:`take_store_problems` and, unlike a failed read, is not cleared by a
+        later successful one: the host said the store is unusable.
+        """
+        key = f"noted:{label}"
+        if key in self._problems:
+            return False
+        self._problems[key] = str(message)
+        return True
 
     def take_store_problems(self) -> list[str]:
         """Messages about stores that could not be read, each reported once (SPEC §11)."""
@@ -193,7 +229,8 @@ class MemoryManager(PromptBlocks, ReviewQueue):
         actor: str = "",
     ) -> store.UpsertResult:
         """:meth:`upsert`, also telling whether the row was created (the API's 201 vs 200)."""
-        prepared = self._downgrade(store.prepare(self.guard, key, value, tags, scope, type, source))
+        asked = store.prepare(self.guard, key, value, tags, scope, type, source)
+        prepared = self._downgrade(asked)
         target = self._store_for(prepared.scope)
         with change_window(target.using, [(target.namespace, target.scope)]) as window:
             result = store.write(
@@ -208,7 +245,12 @@ class MemoryManager(PromptBlocks, ReviewQueue):
             window, target.namespace, target.scope, [result.memory], result.capped
         )
         self._wrote()
-        return result
+        warnings = []
+        if validation.key_is_cut(key):
+            warnings.append(KEY_CUT_WARNING)
+        if asked.scope_explicit and asked.scope != prepared.scope:
+            warnings.append(SCOPE_DOWNGRADE_WARNING)
+        return replace(result, warnings=tuple(warnings)) if warnings else result
 
     def import_memories(
         self,
@@ -259,6 +301,11 @@ class MemoryManager(PromptBlocks, ReviewQueue):
             return "Refused to save: content appears to contain sensitive credentials"
         except Exception as exc:  # the model gets the reason, the turn goes on
             return f"Error saving memory: {_reason(exc)}"
+        if validation.key_is_cut(key):
+            return (
+                f"Saved memory: {memory.key_normalized} (the key was cut to its first "
+                f"{validation.MAX_KEY_CHARS} characters)"
+            )
         return f"Saved memory: {memory.key_normalized}"
 
     def _wrote(self) -> None:
@@ -435,6 +482,50 @@ class MemoryManager(PromptBlocks, ReviewQueue):
         self._wrote()
         return previous if had else None
 
+    def get_recent_session_summaries(
+        self, session_id: str | None = None, limit: int | None = 5
+    ) -> list[SessionSummary]:
+        """A session's summaries (this one's by default), newest first, at most ``limit``.
+
+        Agentao's signature and order; ``limit`` None or negative means no limit.
+        """
+        qs = self._summaries().for_session(session_id or self.session_id)
+        qs = qs.order_by("-created_at", "-id")
+        if isinstance(limit, int) and not isinstance(limit, bool) and limit >= 0:
+            qs = qs[:limit]
+        return list(qs)
+
+    def clear_session(self) -> None:
+        """Delete this session's summaries (the id does not advance); never raises."""
+        try:
+            with transaction.atomic(using=self.using):
+                self._summaries().for_session(self.session_id).delete()
+        except Exception:
+            logger.warning("clear_session failed", exc_info=True)
+            return
+        self._wrote()
+
+    def clear_all_session_summaries(self) -> int:
+        """Delete every summary of this namespace, all sessions (``/clear``); 0 on failure.
+
+        A failure and an empty namespace both answer 0: ask
+        :meth:`session_summaries_remain` when the outcome must be reported.
+        """
+        try:
+            deleted = self._delete_summaries()
+        except Exception:
+            logger.warning("clearing all session summaries failed", exc_info=True)
+            return 0
+        self._wrote()
+        return deleted
+
+    def session_summaries_remain(self) -> bool:
+        """Whether any summary of this namespace is stored; True when that cannot be read."""
+        try:
+            return self._summaries().exists()
+        except Exception:
+            return True
+
     def list_session_summaries(self, session_id: str | None = None) -> list[SessionSummary]:
         """Summaries of this namespace (optionally one session), oldest first."""
         qs = self._summaries()
@@ -501,6 +592,21 @@ class MemoryManager(PromptBlocks, ReviewQueue):
         return kid
 
     # ------------------------------------------------------------ versions
+    def store_change_version(self) -> tuple[int | None, ...]:
+        """Each present store's change counter (project, then user), None where unreadable.
+
+        Agentao's cache key for store contents: it also moves on other writers'
+        writes (unlike :attr:`write_version`). A store without a user namespace
+        contributes no entry.
+        """
+        versions: list[int | None] = []
+        for s in self._stores():
+            try:
+                versions.append(read_change_counter(s.using))
+            except DatabaseError:
+                versions.append(None)
+        return tuple(versions)
+
     def change_version(self) -> int:
         """The database's ``schema_meta.memories_change`` (summed over both aliases if two)."""
         aliases = {self.using, self.user_using} if self._user_store else {self.using}

@@ -166,6 +166,9 @@ def test_approve_and_purge_review_items(page, root, log_in, shot):
     expect(page.locator("h1")).to_have_text("Approve review items")
     page.click("input[value='Yes, approve them']")
     expect(page.locator(".messagelist")).to_contain_text("Approved 1 review item")
+    # The queue opens on pending items: the approved one has left it ...
+    expect(page.locator("#result_list tbody tr")).to_have_count(1)
+    page.click("#changelist-filter a:has-text('All')")  # ... and "All" shows it approved
     expect(_row(page, "Constraint: use tabs")).to_contain_text("approved")
     memory = Memory.objects.get(key_normalized="constraint_use_tabs_for_indentation")
     assert memory.source == "crystallized" and memory.namespace == PROJECT

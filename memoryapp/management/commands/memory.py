@@ -14,6 +14,7 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError
 
 from memoryapp.cli import VERB_MODULES
 from memoryapp.manager import MemoryManager
+from memoryapp.wording import plural
 
 
 class Command(BaseCommand):
@@ -48,7 +49,11 @@ class Command(BaseCommand):
         )
 
     def confirm(self, question: str, options) -> bool:
-        """Ask ``[y/N]`` unless ``--yes``; False (and a note) when declined."""
+        """Ask ``[y/N]`` unless ``--yes``; True when confirmed.
+
+        Declined (or no answer on a closed stdin) is a failure, exit status 1, so a
+        script that forgot ``--yes`` does not carry on as if the change was made.
+        """
         if options.get("yes"):
             return True
         try:
@@ -56,17 +61,48 @@ class Command(BaseCommand):
         except EOFError:
             answer = ""
         if answer.strip().lower() not in ("y", "yes"):
-            self.stdout.write("Aborted; nothing was changed.")
-            return False
+            raise CommandError("Aborted; nothing was changed.")
         return True
 
-    def print_memories(self, rows) -> None:
-        """One block per memory. Plain writes: brackets and markup print literally."""
+    def print_memories(self, rows, options, *, everywhere: bool = False) -> None:
+        """One block per memory, then the count and where it was read.
+
+        Plain writes: brackets and markup print literally. Contents longer than
+        200 characters are cut (``--full`` prints them whole); with
+        ``--all-namespaces`` each memory names its namespace.
+        """
         rows = list(rows)
+        full = options.get("full")
         for m in rows:
             tags = ", ".join(m.tags)
-            self.stdout.write(f"{m.id}  [{m.scope}/{m.type}]  {m.title}")
-            self.stdout.write(f"    {m.content}")
+            where = f"{namespace_label(m.namespace)}  " if everywhere else ""
+            self.stdout.write(f"{m.id}  {where}[{m.scope}/{m.type}]  {m.title}")
+            self.stdout.write(f"    {m.content if full else cut(m.content)}")
             if tags:
                 self.stdout.write(f"    tags: {tags}")
-        self.stdout.write(f"{len(rows)} memor{'y' if len(rows) == 1 else 'ies'}.")
+        if everywhere:
+            spaces = len({m.namespace for m in rows})
+            self.stdout.write(
+                f"{plural(len(rows), 'memory', 'memories')} in "
+                f"{plural(spaces, 'namespace', 'namespaces')}."
+            )
+        else:
+            self.stdout.write(f"{plural(len(rows), 'memory', 'memories')} in {bound_to(options)}.")
+
+
+def namespace_label(namespace: str) -> str:
+    """A namespace as the CLI prints it: quoted, ``''`` named as the default."""
+    return repr(namespace) if namespace else "'' (default)"
+
+
+def bound_to(options) -> str:
+    """The namespaces a verb read, in words: "project 'acme/web' and user 'acme/bob'"."""
+    words = f"project {namespace_label(options['project'])}"
+    if options.get("user"):
+        words += f" and user {namespace_label(options['user'])}"
+    return words
+
+
+def cut(text: str, limit: int = 200) -> str:
+    """``text`` on one screen: the first ``limit`` characters and an ellipsis."""
+    return text if len(text) <= limit else text[:limit].rstrip() + " …"

@@ -1,0 +1,54 @@
+"""``POST /api/recall/`` scores once: ``recall_turn`` gives both answers of one recall."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from memoryapp import MemoryManager
+from memoryapp.api.testing import token_client
+from memoryapp.manager import blocks
+
+pytestmark = pytest.mark.django_db
+
+
+def _seed(mm: MemoryManager) -> None:
+    rng = random.Random(5)
+    words = ["deploy", "python", "tests", "ci", "docker", "review", "docs", "api", "db"]
+    for i in range(60):
+        text = " ".join(rng.choice(words) for _ in range(8))
+        mm.upsert(f"note {i} {rng.choice(words)}", text, tags=[rng.choice(words)])
+    mm.upsert("user_editor", "prefers vim for python", tags=["preference"])
+
+
+@pytest.mark.parametrize("top_k", [1, 3, 5, 12, 50])
+def test_recall_turn_equals_recall_and_the_context_block(top_k, monkeypatch):
+    mm = MemoryManager(project="acme/web", user="acme/bob")
+    _seed(mm)
+    clock = blocks.time.time()
+    monkeypatch.setattr(blocks.time, "time", lambda: clock)  # recency decays with the clock
+    messages = [{"role": "user", "content": "see src/app/deploy.py"}]
+    for query in ("deploy python tests", "docker api", "vim", "nothing matches zzz"):
+        candidates, context = mm.recall_turn(query, messages=messages, top_k=top_k)
+        assert candidates == mm.recall(query, messages=messages, top_k=top_k)
+        assert context == mm.render_context_block(query, messages=messages)
+
+
+def test_the_recall_endpoint_scores_once(monkeypatch):
+    mm = MemoryManager(project="acme/web")
+    _seed(mm)
+    calls = []
+    real = blocks.PromptBlocks._recall
+
+    def counted(self, *args, **kwargs):
+        calls.append(args)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(blocks.PromptBlocks, "_recall", counted)
+    client = token_client("acme-app", ["acme/"])
+    body = {"project": "acme/web", "query": "deploy python", "messages": [], "top_k": 3}
+    r = client.post("/api/recall/", body, format="json")
+    assert r.status_code == 200
+    assert len(calls) == 1
+    assert len(r.json()["candidates"]) == 3 and "<memory-context>" in r.json()["context_block"]
