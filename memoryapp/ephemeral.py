@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import sys
 import threading
 from importlib import import_module
 
@@ -23,8 +24,14 @@ _ready: set[str] = set()
 
 
 def ephemeral_alias() -> str:
-    """The alias of the in-memory database, registered and given its tables on first use."""
+    """The alias of the in-memory database, registered and given its tables on first use.
+
+    Raises:
+        DatabaseOperationForbidden: inside a Django or pytest-django test that was not
+            allowed this alias; the message says which marker or attribute to add.
+    """
     alias = ephemeral_database()
+    _require_allowed_in_tests(alias)
     with _lock:
         if alias not in connections.settings:
             connections.settings[alias] = _settings_for(alias)
@@ -32,6 +39,27 @@ def ephemeral_alias() -> str:
             _ensure_schema(alias)
             _ready.add(alias)
     return alias
+
+
+def _require_allowed_in_tests(alias: str) -> None:
+    """Fail at once, and clearly, when a test's database guard forbids ``alias``.
+
+    Django's test cases (and so pytest-django's ``django_db`` marker) replace the
+    cursor of every alias the test did not ask for. Without this check the first
+    query deep inside a sub-agent's write would fail with a message about an
+    alias the host never named.
+    """
+    testcases = sys.modules.get("django.test.testcases")
+    if testcases is None or alias not in connections.settings:
+        return  # not under a test runner, or not yet registered (so not guarded)
+    failure = getattr(testcases, "_DatabaseFailure", None)
+    if failure is not None and isinstance(getattr(connections[alias], "cursor", None), failure):
+        raise testcases.DatabaseOperationForbidden(
+            f"MemoryManager.child() and MemoryManager.ephemeral() use the throw-away "
+            f"in-memory database {alias!r}, which this test may not use. Allow it: "
+            f"@pytest.mark.django_db(databases=['default', {alias!r}]) with pytest-django, "
+            f"or databases = {{'default', {alias!r}}} on a Django TestCase."
+        )
 
 
 def new_namespace() -> str:

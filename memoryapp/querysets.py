@@ -7,13 +7,37 @@ from collections.abc import Iterable
 from django.db import models
 from django.db.models import Q
 
+# What a queryset may recall over: nothing chosen yet, one namespace (and scope),
+# or a queryset narrowed some other way (recall would silently ignore that filter,
+# so it refuses instead).
+_NARROWED = object()
+
 
 class MemoryQuerySet(models.QuerySet):
-    """Queries over ``memories``."""
+    """Queries over ``memories``; ``in_namespace(ns)`` querysets also :meth:`recall`."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._recall_slice: tuple[str, str | None] | object | None = None
+
+    def _clone(self):
+        clone = super()._clone()
+        clone._recall_slice = self._recall_slice
+        return clone
+
+    def _filter_or_exclude(self, negate, args, kwargs):
+        clone = super()._filter_or_exclude(negate, args, kwargs)
+        clone._recall_slice = _NARROWED
+        return clone
+
+    def _keeping(self, clone: MemoryQuerySet, recall_slice) -> MemoryQuerySet:
+        clone._recall_slice = recall_slice
+        return clone
 
     def live(self) -> MemoryQuerySet:
         """Rows that are not soft-deleted."""
-        return self.filter(deleted_at__isnull=True)
+        # Recall only ever sees live rows: this keeps the queryset recallable.
+        return self._keeping(self.filter(deleted_at__isnull=True), self._recall_slice)
 
     def deleted(self) -> MemoryQuerySet:
         """Soft-deleted rows only."""
@@ -21,11 +45,47 @@ class MemoryQuerySet(models.QuerySet):
 
     def in_namespace(self, namespace: str) -> MemoryQuerySet:
         """Rows owned by one namespace (exact match)."""
-        return self.filter(namespace=namespace)
+        chosen = (namespace, None) if self._recall_slice is None else _NARROWED
+        return self._keeping(self.filter(namespace=namespace), chosen)
 
     def in_scope(self, scope: str | None) -> MemoryQuerySet:
         """Rows of one scope; ``None`` keeps every scope."""
-        return self if scope is None else self.filter(scope=scope)
+        if scope is None:
+            return self
+        chosen = self._recall_slice
+        if isinstance(chosen, tuple) and chosen[1] is None:
+            chosen = (chosen[0], scope)
+        else:
+            chosen = _NARROWED
+        return self._keeping(self.filter(scope=scope), chosen)
+
+    def recall(self, query: str, messages=None, top_k: int = 5, exclude_ids=None) -> list:
+        """The ``top_k`` memories of this namespace scored against ``query`` (SPEC §5).
+
+        ``Memory.objects.in_namespace("acme/web").recall(q)`` gives the candidates
+        ``MemoryManager(project="acme/web").recall(q)`` gives — one implementation
+        (:func:`memoryapp.manager.blocks.recall_slices`) behind both, on the same
+        per-slice indexes. Both scopes of the namespace are ranked unless
+        ``in_scope`` chose one (a project namespace holds only project rows).
+
+        Raises:
+            TypeError: the queryset is not exactly ``in_namespace(ns)`` (optionally
+                ``.live()`` and ``.in_scope(s)``): recall ranks a whole slice and
+                would ignore any other filter.
+        """
+        chosen = self._recall_slice
+        if not isinstance(chosen, tuple):
+            raise TypeError(
+                "recall() ranks whole namespaces: call it on "
+                "Memory.objects.in_namespace(ns) (optionally .in_scope(s)) with no other filter"
+            )
+        from .manager.blocks import recall_slices
+        from .manager.types import StoreSlice
+
+        namespace, scope = chosen
+        scopes = (scope,) if scope is not None else ("project", "user")
+        stores = [StoreSlice(f"{s} store", self.db, namespace, s) for s in scopes]
+        return recall_slices(stores, query, messages, top_k, exclude_ids)
 
     def search_prefilter(self, query: str) -> MemoryQuerySet:
         """Rows whose title, content, key, tags or keywords text contains ``query``.

@@ -81,3 +81,34 @@ def test_two_ephemeral_managers_do_not_share():
     assert b.get_all_entries() == []
     a.close()
     b.close()
+
+
+def test_a_host_test_without_the_alias_gets_an_error_that_says_what_to_add():
+    """A host's Django TestCase that allows only 'default' (pytest-django's plain
+    ``django_db`` marker does the same) is told the marker to add."""
+    import io
+    import unittest
+
+    from django.test import TestCase
+    from django.test.testcases import DatabaseOperationForbidden
+
+    from memoryapp.ephemeral import ephemeral_alias
+
+    ephemeral_alias()  # registered earlier in the process, as in a real test session
+
+    class HostTest(TestCase):
+        databases = {"default"}
+
+        def test_child(self):
+            with self.assertRaisesMessage(
+                DatabaseOperationForbidden, "databases=['default', 'memoryapp_ephemeral']"
+            ):
+                MemoryManager(project="host").child()
+
+        def test_plain_managers_still_work(self):
+            MemoryManager(project="host").upsert("k", "v")
+
+    suite = unittest.defaultTestLoader.loadTestsFromTestCase(HostTest)
+    result = unittest.TextTestRunner(stream=io.StringIO()).run(suite)
+    assert result.wasSuccessful(), result.failures + result.errors
+    assert result.testsRun == 2

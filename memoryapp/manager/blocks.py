@@ -144,13 +144,7 @@ class PromptBlocks:
         return found[0], list(found[1])
 
     def _slice_versions(self, stores: list[StoreSlice]) -> list[tuple[str, str, str, int]]:
-        """``(alias, namespace, scope, change counter)`` of each store, one query per alias."""
-        versions = []
-        for alias in dict.fromkeys(s.using for s in stores):
-            slices = [(s.namespace, s.scope) for s in stores if s.using == alias]
-            for (namespace, scope), value in read_slice_counters(alias, slices).items():
-                versions.append((alias, namespace, scope, value))
-        return versions
+        return _slice_versions(stores)
 
     def _stable_block(self) -> tuple[str, list[str]]:
         """``(block, ids shown)``, rebuilt only when this manager has written since."""
@@ -240,43 +234,63 @@ class PromptBlocks:
         self.last_recall_error = type(exc).__name__  # the class only: messages may hold text
 
     def _recall(self, query, messages, top_k, exclude_ids) -> list[RecallCandidate]:
-        if not isinstance(top_k, int) or top_k <= 0:
-            return []
-        exclude = frozenset(exclude_ids or ())
-        qtokens, hints = query_tokens(query), path_hints(messages)
-        if not qtokens and not hints:
-            return []
-        now = time.time()
-        stores = self._stores()
-        counters = {
-            (alias, namespace, scope): value
-            for alias, namespace, scope, value in self._slice_versions(stores)
-        }
-        hits: list[tuple[Scored, StoreSlice]] = []
-        for s in stores:
-            index = INDEXES.get(
-                s.using, s.namespace, s.scope, counters[s.using, s.namespace, s.scope]
-            )
-            found = index.query_tokenized(qtokens, hints, top_k, exclude, now)
-            hits.extend((hit, s) for hit in found)
-        hits.sort(key=lambda pair: rank_key(pair[0]))
-        hits = hits[:top_k]
-        rows: dict[str, tuple[str, str, str, str]] = {}
-        for alias in {s.using for _, s in hits}:
-            rows.update(_shown_columns(alias, [h.id for h, s in hits if s.using == alias]))
-        return [
-            RecallCandidate(
-                memory_id=h.id,
-                scope=rows[h.id][0],
-                type=rows[h.id][1],
-                title=rows[h.id][2],
-                excerpt=rows[h.id][3][:EXCERPT_CHARS],
-                score=h.score,
-                reasons=list(h.reasons),
-            )
-            for h, _ in hits
-            if h.id in rows
-        ]
+        return recall_slices(self._stores(), query, messages, top_k, exclude_ids)
+
+
+def recall_slices(
+    stores: list[StoreSlice], query, messages=None, top_k: int = 5, exclude_ids=None
+) -> list[RecallCandidate]:
+    """The ``top_k`` live memories of ``stores`` scored against ``query`` (SPEC §5).
+
+    The one recall implementation: :meth:`MemoryManager.recall` runs it over the
+    manager's stores, ``Memory.objects.in_namespace(ns).recall(...)`` over that
+    namespace's slices. Database errors propagate (the facade turns them into
+    store problems).
+    """
+    if not isinstance(top_k, int) or top_k <= 0:
+        return []
+    exclude = frozenset(exclude_ids or ())
+    qtokens, hints = query_tokens(query), path_hints(messages)
+    if not qtokens and not hints:
+        return []
+    now = time.time()
+    counters = {
+        (alias, namespace, scope): value
+        for alias, namespace, scope, value in _slice_versions(stores)
+    }
+    hits: list[tuple[Scored, StoreSlice]] = []
+    for s in stores:
+        index = INDEXES.get(s.using, s.namespace, s.scope, counters[s.using, s.namespace, s.scope])
+        found = index.query_tokenized(qtokens, hints, top_k, exclude, now)
+        hits.extend((hit, s) for hit in found)
+    hits.sort(key=lambda pair: rank_key(pair[0]))
+    hits = hits[:top_k]
+    rows: dict[str, tuple[str, str, str, str]] = {}
+    for alias in {s.using for _, s in hits}:
+        rows.update(_shown_columns(alias, [h.id for h, s in hits if s.using == alias]))
+    return [
+        RecallCandidate(
+            memory_id=h.id,
+            scope=rows[h.id][0],
+            type=rows[h.id][1],
+            title=rows[h.id][2],
+            excerpt=rows[h.id][3][:EXCERPT_CHARS],
+            score=h.score,
+            reasons=list(h.reasons),
+        )
+        for h, _ in hits
+        if h.id in rows
+    ]
+
+
+def _slice_versions(stores: list[StoreSlice]) -> list[tuple[str, str, str, int]]:
+    """``(alias, namespace, scope, change counter)`` of each store, one query per alias."""
+    versions = []
+    for alias in dict.fromkeys(s.using for s in stores):
+        slices = [(s.namespace, s.scope) for s in stores if s.using == alias]
+        for (namespace, scope), value in read_slice_counters(alias, slices).items():
+            versions.append((alias, namespace, scope, value))
+    return versions
 
 
 CONTEXT_TOP_K = 5  # memories in the context block (SPEC: recall's default top_k)
