@@ -6,7 +6,6 @@ import logging
 from collections.abc import Iterable, Sequence
 
 from django.db import DEFAULT_DB_ALIAS, connections
-from django.db.models import Q
 from django.utils.dateparse import parse_datetime
 
 from .. import conf
@@ -14,15 +13,12 @@ from ..db import purge as vendor_purge
 from ..fields import now
 from ..models import ErasureReceipt, MemoryEvent
 from . import probes
+from .kept import explained as explained_by_kept_rows
 from .receipts import append_ledger
 from .selection import (
     ADMIN_LOG,
     CONTENT_TABLES,
-    MEMORIES,
-    REVIEW,
     ROW_MODELS,
-    SUMMARIES,
-    admin_log_available,
     batches,
     purged_with,
 )
@@ -159,7 +155,7 @@ def _verify(alias: str, r: ErasureReceipt, vendor, tables: list[str]) -> tuple:
             parts.append(f"byte scan: not possible ({files.note})")
         else:
             found, scanned = vendor_purge.scan(files.paths, pieces)
-            kept = {i for i in found if _in_kept_rows(alias, pieces[i])}
+            kept = _in_kept_rows(alias, pieces, found)
             unexplained = len(found) - len(kept)
             result = "none found" if not found else f"{unexplained} found"
             if kept:
@@ -196,35 +192,13 @@ def _remaining(alias: str, r: ErasureReceipt) -> int:
     return n
 
 
-def _in_kept_rows(alias: str, piece: bytes) -> bool:
-    """Whether a fragment found on disk is also the text of a row that was kept."""
-    text = piece.decode("utf-8", "ignore")
-    if len(text) < 6 or "\x00" in text:  # PostgreSQL text cannot hold NUL anyway
-        return False
-    columns = {
-        MEMORIES: ("title", "content", "key_normalized", "tags_json", "keywords_json"),
-        SUMMARIES: ("summary_text",),
-        REVIEW: ("title", "content", "evidence", "key_normalized", "tags_json"),
-    }
-    for table, model in ROW_MODELS.items():
-        fields = columns[table]
-        q = Q()
-        for name in fields:
-            q |= Q(**{f"{name}__contains": text})
-        for row in model.objects.using(alias).filter(q).values_list(*fields)[:100]:
-            if any(isinstance(v, str) and text in v for v in row):
-                return True
-    if admin_log_available(alias):
-        from django.contrib.admin.models import LogEntry
+def _in_kept_rows(alias: str, pieces: list[bytes], found: set[int]) -> set[int]:
+    """The found fragments (indexes into ``pieces``) that a kept row holds too.
 
-        for repr_ in (
-            LogEntry.objects.using(alias)
-            .filter(object_repr__contains=text)
-            .values_list("object_repr", flat=True)[:100]
-        ):
-            if text in repr_:
-                return True
-    return False
+    One pass over the kept rows for all of them (:mod:`.kept`), never a query each.
+    """
+    order = sorted(found)
+    return {order[j] for j in explained_by_kept_rows(alias, [pieces[i] for i in order])}
 
 
 def retry(receipt: ErasureReceipt | str | None = None, *, using: str | None = None):
