@@ -3,11 +3,16 @@
 - A fragment the byte scan finds is excused only when a kept row holds the very
   same bytes (byte-exact, case-sensitive, inside one column value), and the
   check costs one pass over the kept rows whatever the number of fragments.
+- On SQLite, an erasure verifies while another process keeps writing in
+  another namespace: the WAL those writes leave is judged by the byte scan,
+  which still fails on an erased fragment there.
 """
 
 from __future__ import annotations
 
 import secrets
+import threading
+import time
 
 import pytest
 from django.contrib.admin.models import ADDITION, LogEntry
@@ -16,10 +21,11 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from memoryapp import MemoryManager
+from memoryapp.db import purge as vendor_purge
 from memoryapp.erasure import erase, kept, probes
 from memoryapp.models import Memory
 
-from ._erasure_support import filler_with, marker, stored_bytes
+from ._erasure_support import filler_with, found_in, marker, stored_bytes
 
 GONE = "acme/gone"
 KEEP = "acme/keep"
@@ -148,3 +154,139 @@ def test_a_fragment_no_kept_row_holds_fails_the_verification(monkeypatch):
     assert receipt.purged and not receipt.verified, receipt.verification
     assert receipt.details["aliases"]["default"]["verification"]["scan"]["found"] == 1
     assert ": 1 found" in receipt.verification
+
+
+# ------------------------------------------------------------ SQLite WAL
+class _Writer:
+    """Another OS process saving memories in its own namespace, as fast as it can."""
+
+    def __init__(self, log) -> None:
+        from .test_multiprocess import Worker
+
+        self.worker = Worker(f"sqlite:///{connection.settings_dict['NAME']}", "memoryapp", log)
+        self.saved: list[str] = []
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        try:
+            n = 0
+            while not self.stop.is_set():
+                value = f"another tenant's note {n} " + secrets.token_hex(64)
+                self.saved.append(self.worker("save", key=f"tenant note {n}", value=value))
+                n += 1
+        except BaseException as exc:  # reported by the test
+            self.error = exc
+
+    def wait_for_saves(self, count: int, timeout: float = 30.0) -> None:
+        """Block until ``count`` more saves have committed."""
+        target = len(self.saved) + count
+        for _ in range(int(timeout / 0.01)):
+            if len(self.saved) >= target or self.error:
+                return
+            time.sleep(0.01)
+        raise AssertionError("the writer process made no progress")
+
+    def __enter__(self):
+        self.thread.start()
+        self.wait_for_saves(3)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.thread.join(60)
+        self.worker.close()
+
+
+def _wal() -> bytes:
+    path = connection.settings_dict["NAME"] + "-wal"
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def _after_purge(monkeypatch, then) -> None:
+    """Run ``then()`` right after the SQLite purge (its truncating checkpoint) succeeds."""
+    purge = vendor_purge.SQLitePurge.purge
+
+    def wrapped(self, *args, **kwargs):
+        outcome = purge(self, *args, **kwargs)
+        if outcome.ok:
+            then()
+        return outcome
+
+    monkeypatch.setattr(vendor_purge.SQLitePurge, "purge", wrapped)
+
+
+@pytest.mark.sqlite_only
+@pytest.mark.django_db(transaction=True)
+def test_sqlite_erasure_verifies_while_another_process_writes(tmp_path, monkeypatch):
+    gone = [marker(f"wal{i}") for i in range(3)]
+    for i, m in enumerate(gone):
+        _save(GONE, f"fact {i}", filler_with([m], size=600))
+    with _Writer(tmp_path / "writer.log") as writer:
+        # Commits after the checkpoint: the WAL holds the other tenant's pages.
+        _after_purge(monkeypatch, lambda: writer.wait_for_saves(2))
+        receipt = erase(namespace=GONE)
+    assert writer.error is None, writer.error
+    assert receipt.purge_status == "purged", receipt.purge_status
+    facts = receipt.details["aliases"]["default"]["verification"]
+    assert facts["wal_bytes"] > 0, "control: the WAL was not empty at verification"
+    assert receipt.verified, receipt.verification
+    assert "-wal" in receipt.verification and "read by the byte scan" in receipt.verification
+    assert "byte scan" in receipt.verification and "none found" in receipt.verification
+    assert found_in(stored_bytes(), gone) == []
+
+
+@pytest.mark.sqlite_only
+@pytest.mark.django_db(transaction=True)
+def test_sqlite_an_erased_fragment_in_the_wal_still_fails(tmp_path, monkeypatch):
+    _save(GONE, "fact", "erased fact " + marker("walgone"))
+    in_wal: list[bytes] = []
+    seen: list[bool] = []
+    with _Writer(tmp_path / "writer.log") as writer:
+
+        def then():
+            writer.wait_for_saves(2)
+            in_wal.append(writer.saved[-1].encode())  # the new row's id: no text column
+            seen.append(in_wal[-1] in _wal())
+
+        _after_purge(monkeypatch, then)
+        recall = probes.recall
+        monkeypatch.setattr(probes, "recall", lambda rid, alias: [*recall(rid, alias), *in_wal])
+        receipt = erase(namespace=GONE)
+    assert writer.error is None, writer.error
+    assert receipt.purge_status == "purged", receipt.purge_status
+    assert seen == [True], "control: the probe's bytes were in the WAL at verification"
+    assert not receipt.verified, receipt.verification
+    assert receipt.details["aliases"]["default"]["verification"]["scan"]["found"] == 1
+    assert ": 1 found" in receipt.verification
+
+
+@pytest.mark.sqlite_only
+@pytest.mark.django_db(transaction=True)
+def test_sqlite_without_a_byte_scan_the_wal_must_still_be_empty(tmp_path, monkeypatch):
+    """A retry in another process has no probes: nothing can judge the WAL's pages then."""
+    _save(GONE, "fact", "erased fact " + marker("noscan"))
+    with _Writer(tmp_path / "writer.log") as writer:
+        _after_purge(monkeypatch, lambda: writer.wait_for_saves(2))
+        monkeypatch.setattr(probes, "recall", lambda rid, alias: None)
+        receipt = erase(namespace=GONE)
+    assert writer.error is None, writer.error
+    assert receipt.purge_status == "purged", receipt.purge_status
+    assert not receipt.verified, receipt.verification
+    assert "no byte scan read it" in receipt.verification
+
+
+def test_a_file_left_to_the_scan_must_be_read_whole():
+    structure = vendor_purge.Structure(True, "-wal 100 byte(s)", scan_must_read={"db-wal": 100})
+    assert structure.verdict({"db-wal": 100}) == (
+        True,
+        "-wal 100 byte(s) (written since the purge; read by the byte scan)",
+    )
+    assert structure.verdict({"db-wal": 99})[0] is False
+    assert structure.verdict({"db": 4096})[0] is False
+    assert vendor_purge.Structure(False, "freelist 3 page(s)").verdict({}) == (
+        False,
+        "freelist 3 page(s)",
+    )

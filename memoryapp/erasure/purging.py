@@ -134,45 +134,56 @@ def _verify(alias: str, r: ErasureReceipt, vendor, tables: list[str]) -> tuple:
     connection = connections[alias]
     facts: dict = {}
     remaining = _remaining(alias, r)
-    ok = remaining == 0
     parts = [f"SQL: {remaining} erased row(s) remain"]
+    # Measured before the scan: a file it leaves to the scan (SQLite's WAL, when
+    # others wrote after the purge) must then be read at least this far.
     structure = vendor.structure(connection)
-    if structure.text:
-        parts.append(structure.text)
+    read: dict[str, int] = {}
+    scan_ok, scan_text, scan_facts = _byte_scan(alias, r, vendor, tables, read)
+    structure_ok, structure_text = structure.verdict(read)
+    if structure_text:
+        parts.append(structure_text)
+    parts.append(scan_text)
     facts.update(structure.details)
-    ok = ok and structure.ok
+    if scan_facts:
+        facts["scan"] = scan_facts
+    ok = remaining == 0 and structure_ok and scan_ok
+    return ok, "; ".join(parts), facts
+
+
+def _byte_scan(alias: str, r: ErasureReceipt, vendor, tables, read: dict[str, int]) -> tuple:
+    """The byte scan for the receipt's probes: (ok, text, facts or None); fills ``read``."""
     pieces = probes.recall(r.id, alias)
     if pieces is None:
-        parts.append(
+        return (
+            True,
             "byte scan: not performed (the erased values were held only in the memory of "
-            "the process that erased them)"
+            "the process that erased them)",
+            None,
         )
-    elif not pieces:
-        parts.append(f"byte scan: no erased value of {probes.MIN_PROBE_BYTES}+ bytes to probe")
-    else:
-        files = vendor.scan_files(connection, tables)
-        if not files.possible:
-            parts.append(f"byte scan: not possible ({files.note})")
-        else:
-            found, scanned = vendor_purge.scan(files.paths, pieces)
-            kept = _in_kept_rows(alias, pieces, found)
-            unexplained = len(found) - len(kept)
-            result = "none found" if not found else f"{unexplained} found"
-            if kept:
-                result += f" ({len(kept)} more occur in rows that were kept)"
-            parts.append(
-                f"byte scan: {len(files.paths)} file(s), {scanned} bytes, "
-                f"{len(pieces)} fragment(s) of erased values: {result}"
-            )
-            facts["scan"] = {
-                "files": len(files.paths),
-                "bytes": scanned,
-                "fragments": len(pieces),
-                "found": unexplained,
-                "found_in_kept_rows": len(kept),
-            }
-            ok = ok and unexplained == 0
-    return ok, "; ".join(parts), facts
+    if not pieces:
+        return True, f"byte scan: no erased value of {probes.MIN_PROBE_BYTES}+ bytes to probe", None
+    files = vendor.scan_files(connections[alias], tables)
+    if not files.possible:
+        return True, f"byte scan: not possible ({files.note})", None
+    found, scanned = vendor_purge.scan(files.paths, pieces, read=read)
+    kept = _in_kept_rows(alias, pieces, found)
+    unexplained = len(found) - len(kept)
+    result = "none found" if not found else f"{unexplained} found"
+    if kept:
+        result += f" ({len(kept)} more occur in rows that were kept)"
+    text = (
+        f"byte scan: {len(files.paths)} file(s), {scanned} bytes, "
+        f"{len(pieces)} fragment(s) of erased values: {result}"
+    )
+    facts = {
+        "files": len(files.paths),
+        "bytes": scanned,
+        "fragments": len(pieces),
+        "found": unexplained,
+        "found_in_kept_rows": len(kept),
+    }
+    return unexplained == 0, text, facts
 
 
 def _remaining(alias: str, r: ErasureReceipt) -> int:
