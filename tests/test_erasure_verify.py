@@ -127,6 +127,45 @@ def test_the_check_stops_once_every_fragment_is_explained(monkeypatch):
     assert len(ctx.captured_queries) == 1
 
 
+def test_the_finder_matches_a_naive_search_on_text_made_of_common_words():
+    import random
+
+    from memoryapp.db.finder import Finder
+
+    rng = random.Random(14)
+    words = [
+        "the",
+        "user",
+        "prefers",
+        "config",
+        "deploy",
+        "staging",
+        "with",
+        "of",
+        "and",
+        "to",
+        "tabs",
+    ]
+
+    def text(n: int) -> bytes:
+        return " ".join(rng.choice(words) for _ in range(n)).encode()
+
+    rows = [text(rng.randint(3, 60)) for _ in range(400)]
+    haystack = b"\x00".join(rows)
+    pieces = [r[: rng.randint(8, len(r))] for r in rows[:150] if len(r) >= 8]
+    pieces += [text(6)[:40] for _ in range(150)]  # mostly absent, made of the same words
+    pieces += [b"prefers ", b"the user", pieces[0], b"\xc3\xa4" + text(4)]  # short, duplicate
+    pieces = [p for p in pieces if len(p) >= 8]
+    expected = {i for i, p in enumerate(pieces) if p in haystack}
+    found: set[int] = set()
+    finder = Finder(pieces)
+    overlap = max(len(p) for p in pieces)
+    for start in range(0, len(haystack), 3000):  # in chunks, found pieces drop out
+        finder.search(haystack[max(start - overlap, 0) : start + 3000], found)
+    assert found == expected
+    assert 0 < len(expected) < len(pieces)
+
+
 # ------------------------------------------------------------ end to end
 @pytest.mark.django_db(transaction=True)
 def test_shared_content_of_a_kept_namespace_is_excused():
