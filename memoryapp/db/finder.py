@@ -76,6 +76,8 @@ class Finder:
         search chunk after chunk and stop once every piece is found.
         """
         np = self.np
+        if len(found) >= len(self.pieces):
+            return
         self._refresh(found)
         for align in range(8):
             count = (len(window) - align) // 8

@@ -573,8 +573,9 @@ def scan(
                 window = tail + chunk
                 finder.search(window, found)
                 tail = window[-overlap:] if overlap > 0 else b""
-        if len(found) == len(pieces):
-            break
+        # No early stop once every piece is found: the structural check may
+        # rely on this scan having read a file whole (SQLite's -wal), and the
+        # finder costs nothing more then (Finder.search returns at once).
     return found, total
 
 
