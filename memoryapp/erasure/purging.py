@@ -6,7 +6,6 @@ import logging
 from collections.abc import Iterable, Sequence
 
 from django.db import DEFAULT_DB_ALIAS, connections
-from django.db.models import Q
 from django.utils.dateparse import parse_datetime
 
 from .. import conf
@@ -14,15 +13,12 @@ from ..db import purge as vendor_purge
 from ..fields import now
 from ..models import ErasureReceipt, MemoryEvent
 from . import probes
+from .kept import explained as explained_by_kept_rows
 from .receipts import append_ledger
 from .selection import (
     ADMIN_LOG,
     CONTENT_TABLES,
-    MEMORIES,
-    REVIEW,
     ROW_MODELS,
-    SUMMARIES,
-    admin_log_available,
     batches,
     purged_with,
 )
@@ -138,45 +134,56 @@ def _verify(alias: str, r: ErasureReceipt, vendor, tables: list[str]) -> tuple:
     connection = connections[alias]
     facts: dict = {}
     remaining = _remaining(alias, r)
-    ok = remaining == 0
     parts = [f"SQL: {remaining} erased row(s) remain"]
+    # Measured before the scan: a file it leaves to the scan (SQLite's WAL, when
+    # others wrote after the purge) must then be read at least this far.
     structure = vendor.structure(connection)
-    if structure.text:
-        parts.append(structure.text)
+    read: dict[str, int] = {}
+    scan_ok, scan_text, scan_facts = _byte_scan(alias, r, vendor, tables, read)
+    structure_ok, structure_text = structure.verdict(read)
+    if structure_text:
+        parts.append(structure_text)
+    parts.append(scan_text)
     facts.update(structure.details)
-    ok = ok and structure.ok
+    if scan_facts:
+        facts["scan"] = scan_facts
+    ok = remaining == 0 and structure_ok and scan_ok
+    return ok, "; ".join(parts), facts
+
+
+def _byte_scan(alias: str, r: ErasureReceipt, vendor, tables, read: dict[str, int]) -> tuple:
+    """The byte scan for the receipt's probes: (ok, text, facts or None); fills ``read``."""
     pieces = probes.recall(r.id, alias)
     if pieces is None:
-        parts.append(
+        return (
+            True,
             "byte scan: not performed (the erased values were held only in the memory of "
-            "the process that erased them)"
+            "the process that erased them)",
+            None,
         )
-    elif not pieces:
-        parts.append(f"byte scan: no erased value of {probes.MIN_PROBE_BYTES}+ bytes to probe")
-    else:
-        files = vendor.scan_files(connection, tables)
-        if not files.possible:
-            parts.append(f"byte scan: not possible ({files.note})")
-        else:
-            found, scanned = vendor_purge.scan(files.paths, pieces)
-            kept = {i for i in found if _in_kept_rows(alias, pieces[i])}
-            unexplained = len(found) - len(kept)
-            result = "none found" if not found else f"{unexplained} found"
-            if kept:
-                result += f" ({len(kept)} more occur in rows that were kept)"
-            parts.append(
-                f"byte scan: {len(files.paths)} file(s), {scanned} bytes, "
-                f"{len(pieces)} fragment(s) of erased values: {result}"
-            )
-            facts["scan"] = {
-                "files": len(files.paths),
-                "bytes": scanned,
-                "fragments": len(pieces),
-                "found": unexplained,
-                "found_in_kept_rows": len(kept),
-            }
-            ok = ok and unexplained == 0
-    return ok, "; ".join(parts), facts
+    if not pieces:
+        return True, f"byte scan: no erased value of {probes.MIN_PROBE_BYTES}+ bytes to probe", None
+    files = vendor.scan_files(connections[alias], tables)
+    if not files.possible:
+        return True, f"byte scan: not possible ({files.note})", None
+    found, scanned = vendor_purge.scan(files.paths, pieces, read=read)
+    kept = _in_kept_rows(alias, pieces, found)
+    unexplained = len(found) - len(kept)
+    result = "none found" if not found else f"{unexplained} found"
+    if kept:
+        result += f" ({len(kept)} more occur in rows that were kept)"
+    text = (
+        f"byte scan: {len(files.paths)} file(s), {scanned} bytes, "
+        f"{len(pieces)} fragment(s) of erased values: {result}"
+    )
+    facts = {
+        "files": len(files.paths),
+        "bytes": scanned,
+        "fragments": len(pieces),
+        "found": unexplained,
+        "found_in_kept_rows": len(kept),
+    }
+    return unexplained == 0, text, facts
 
 
 def _remaining(alias: str, r: ErasureReceipt) -> int:
@@ -196,35 +203,13 @@ def _remaining(alias: str, r: ErasureReceipt) -> int:
     return n
 
 
-def _in_kept_rows(alias: str, piece: bytes) -> bool:
-    """Whether a fragment found on disk is also the text of a row that was kept."""
-    text = piece.decode("utf-8", "ignore")
-    if len(text) < 6 or "\x00" in text:  # PostgreSQL text cannot hold NUL anyway
-        return False
-    columns = {
-        MEMORIES: ("title", "content", "key_normalized", "tags_json", "keywords_json"),
-        SUMMARIES: ("summary_text",),
-        REVIEW: ("title", "content", "evidence", "key_normalized", "tags_json"),
-    }
-    for table, model in ROW_MODELS.items():
-        fields = columns[table]
-        q = Q()
-        for name in fields:
-            q |= Q(**{f"{name}__contains": text})
-        for row in model.objects.using(alias).filter(q).values_list(*fields)[:100]:
-            if any(isinstance(v, str) and text in v for v in row):
-                return True
-    if admin_log_available(alias):
-        from django.contrib.admin.models import LogEntry
+def _in_kept_rows(alias: str, pieces: list[bytes], found: set[int]) -> set[int]:
+    """The found fragments (indexes into ``pieces``) that a kept row holds too.
 
-        for repr_ in (
-            LogEntry.objects.using(alias)
-            .filter(object_repr__contains=text)
-            .values_list("object_repr", flat=True)[:100]
-        ):
-            if text in repr_:
-                return True
-    return False
+    One pass over the kept rows for all of them (:mod:`.kept`), never a query each.
+    """
+    order = sorted(found)
+    return {order[j] for j in explained_by_kept_rows(alias, [pieces[i] for i in order])}
 
 
 def retry(receipt: ErasureReceipt | str | None = None, *, using: str | None = None):
