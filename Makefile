@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 TEST_POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/memoryapp
 PYTEST_ARGS ?=
 
-.PHONY: run test test-sqlite test-postgres lint install bench bench-api bench-linear clean
+.PHONY: run test test-sqlite test-postgres lint install bench bench-api bench-linear bench-tenants clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -63,6 +63,12 @@ bench-api: $(STAMP)
 ## Text scans against input size (path hints, tokens, keywords, secrets): bench/LINEAR.md.
 bench-linear: $(STAMP)
 	$(PY) bench/linear_scan.py $(BENCH_ARGS)
+
+## Cold-process recall over 1,000 namespaces x 1,000 memories (+ one of 100,000), SQLite and
+## PostgreSQL, recall snapshots off / on / pre-built, Agentao for one tenant: bench/TENANTS.md.
+## BENCH_ARGS="--quick" for a smoke run; "--vendor sqlite --tenants 200" etc. (--help).
+bench-tenants: $(STAMP)
+	$(PY) bench/tenants.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) var/test_db.sqlite3*
