@@ -35,14 +35,19 @@ def test_queryset_recall_equals_the_facades(seeded, query, top_k):
     messages = [{"role": "user", "content": "see deploy/chart.yaml"}]
     ours = MemoryManager(project="acme/web").recall(query, messages=messages, top_k=top_k)
     assert Memory.objects.in_namespace("acme/web").recall(query, messages, top_k) == ours
-    assert Memory.objects.live().in_namespace("acme/web").in_scope("project").recall(
-        query, messages, top_k
-    ) == ours
+    assert (
+        Memory.objects.live()
+        .in_namespace("acme/web")
+        .in_scope("project")
+        .recall(query, messages, top_k)
+        == ours
+    )
     # the user slice through the user namespace, as a manager bound to it reads it
     bob = MemoryManager(project="nobody/none", user="acme/bob").recall(query, messages, top_k)
-    assert Memory.objects.in_namespace("acme/bob").in_scope("user").recall(
-        query, messages, top_k
-    ) == bob
+    assert (
+        Memory.objects.in_namespace("acme/bob").in_scope("user").recall(query, messages, top_k)
+        == bob
+    )
 
 
 def test_recall_refuses_a_queryset_it_would_not_honour(seeded):
