@@ -463,7 +463,7 @@ def test_long_values_are_probed_in_fragments(two_subjects):
 
 
 def test_summary_of_another_subject_with_the_same_text_is_explained():
-    text = filler_with([marker("shared")])
+    text = filler_with([marker("common")])
     MemoryManager(project=PROJECT, user=ALICE).save_session_summary(text)
     MemoryManager(project=PROJECT, user=BOB).save_session_summary(text)
     receipt = erase(subject=ALICE)
@@ -479,7 +479,7 @@ def test_byte_scan_finds_exactly_what_a_naive_search_finds(tmp_path, monkeypatch
 
     monkeypatch.setattr(purge, "SCAN_CHUNK", 4096)  # many chunk boundaries
     pieces = [_secrets.token_bytes(n) for n in (12, 13, 48, 64, 100) for _ in range(40)]
-    pieces.append(b"Preference: " + b"x" * 20)  # a shared, non-random prefix
+    pieces.append(b"Preference: " + b"x" * 20)  # a common, non-random prefix
     data = bytearray(os.urandom(200_000))
     for i in range(0, len(pieces), 3):
         pos = (i * 7919) % (len(data) - 128)

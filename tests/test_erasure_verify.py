@@ -168,9 +168,9 @@ def test_the_finder_matches_a_naive_search_on_text_made_of_common_words():
 
 # ------------------------------------------------------------ end to end
 @pytest.mark.django_db(transaction=True)
-def test_shared_content_of_a_kept_namespace_is_excused():
-    shared = [filler_with([marker(f"shared{i}")], size=600) for i in range(5)]
-    for i, text in enumerate(shared):
+def test_common_content_of_a_kept_namespace_is_excused():
+    common = [filler_with([marker(f"common{i}")], size=600) for i in range(5)]
+    for i, text in enumerate(common):
         _save(GONE, f"fact {i}", text)
         _save(KEEP, f"fact {i}", text)
     receipt = erase(namespace=GONE)
@@ -259,13 +259,13 @@ def _after_purge(monkeypatch, then) -> None:
 
 @pytest.mark.sqlite_only
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize("shared", [False, True], ids=["own-content", "shared-content"])
-def test_sqlite_erasure_verifies_while_another_process_writes(tmp_path, monkeypatch, shared):
+@pytest.mark.parametrize("common", [False, True], ids=["own-content", "common-content"])
+def test_sqlite_erasure_verifies_while_another_process_writes(tmp_path, monkeypatch, common):
     gone = [marker(f"wal{i}") for i in range(3)]
     for i, m in enumerate(gone):
         text = filler_with([m], size=600)
         _save(GONE, f"fact {i}", text)
-        if shared:  # every fragment is then found (in a kept row) before the WAL is read
+        if common:  # every fragment is then found (in a kept row) before the WAL is read
             _save(KEEP, f"fact {i}", text)
     with _Writer(tmp_path / "writer.log") as writer:
         # Commits after the checkpoint: the WAL holds the other tenant's pages.
@@ -278,8 +278,8 @@ def test_sqlite_erasure_verifies_while_another_process_writes(tmp_path, monkeypa
     assert receipt.verified, receipt.verification
     assert "-wal" in receipt.verification and "read by the byte scan" in receipt.verification
     scan = facts["scan"]
-    assert scan["found"] == 0 and (scan["found_in_kept_rows"] > 0) == shared
-    if not shared:
+    assert scan["found"] == 0 and (scan["found_in_kept_rows"] > 0) == common
+    if not common:
         assert found_in(stored_bytes(), gone) == []
 
 
