@@ -64,7 +64,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchlib import code_version, load_corpus_module  # bench/ is sys.path[0]
+from benchlib import code_version, host_info, load_corpus_module  # bench/ is sys.path[0]
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = ROOT / ".venv" / "bin" / "python"
@@ -981,17 +981,9 @@ def versions() -> dict[str, str]:
 
 
 def machine_info() -> dict[str, Any]:
-    cpu, mem_kb = "unknown", 0
-    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
-        cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
-    with contextlib.suppress(OSError), open("/proc/meminfo") as f:
-        mem_kb = next((int(ln.split()[1]) for ln in f if ln.startswith("MemTotal")), 0)
-    return {
-        "cpu": cpu,
-        "cpus": os.cpu_count(),
-        "ram_gib": round(mem_kb / 2**20, 1),
-        "os": platform.platform(),
-    }
+    info = host_info()
+    info["cpus"] = info.pop("cores")  # the key bench/API_RESULTS.md has always used
+    return info
 
 
 def load() -> list[float]:

@@ -23,7 +23,6 @@ import json
 import os
 import platform
 import random
-import resource
 import shutil
 import sqlite3
 import statistics
@@ -34,7 +33,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchlib import code_version, load_corpus_module  # bench/ is sys.path[0]
+from benchlib import (  # bench/ is sys.path[0]
+    code_version,
+    current_rss_mib,
+    host_info,
+    load_corpus_module,
+    messages_for,
+    peak_rss_mib,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "out"
@@ -82,21 +88,6 @@ def summary_ms(seconds: list[float]) -> dict[str, float]:
         "max_ms": round(1e3 * max(seconds), 3),
         "count": len(seconds),
     }
-
-
-def peak_rss_mb() -> float:
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # KiB -> MiB
-
-
-def current_rss_mb() -> float:
-    with open("/proc/self/statm") as f:
-        pages = int(f.read().split()[1])
-    return round(pages * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
-
-
-def messages_for(hints: list[str]) -> list[dict[str, str]] | None:
-    """The chat messages a query's path hints come from (one user message naming them)."""
-    return [{"role": "user", "content": " ".join(hints)}] if hints else None
 
 
 # ============================================================================ corpus cache
@@ -293,7 +284,7 @@ def worker_import(args: argparse.Namespace) -> dict[str, Any]:
     result["import_s"] = round(elapsed, 3)
     result["import_cpu_s"] = round(cpu, 3)
     result["import_rows_per_s"] = round(n / elapsed)
-    result["import_peak_rss_mb"] = peak_rss_mb()
+    result["import_peak_rss_mb"] = peak_rss_mib()
     log(
         f"{label} import {n:,} rows in {elapsed:.2f} s ({n / elapsed:,.0f} rows/s, "
         f"CPU {cpu:.1f} s, peak RSS {result['import_peak_rss_mb']:.0f} MiB)"
@@ -335,7 +326,7 @@ def worker_ours(args: argparse.Namespace) -> dict[str, Any]:
     warm = [(q, messages_for(h)) for q, h in queries[:WARM_QUERIES]]
     result: dict[str, Any] = {"system": "ours", "vendor": args.vendor, "n": n, "run": args.run}
     result["load_start"] = round(os.getloadavg()[0], 2)
-    rss_start = current_rss_mb()
+    rss_start = current_rss_mib()
 
     # -- first recall after start: builds the index
     mm = MemoryManager(project=NS_A)
@@ -347,7 +338,7 @@ def worker_ours(args: argparse.Namespace) -> dict[str, Any]:
     assert INDEXES.builds == builds + 1 and first, "the first recall should build the index"
     entry = index_entry(connection.alias, NS_A)
     result["index_nbytes_mb"] = round(entry.index.nbytes / 2**20, 1)
-    result["rss_after_build_mb"] = current_rss_mb()
+    result["rss_after_build_mb"] = current_rss_mib()
     log(f"{label} first recall (index build) {result['first_recall_s']:.2f} s")
 
     # -- warm recall
@@ -440,7 +431,7 @@ def worker_ours(args: argparse.Namespace) -> dict[str, Any]:
     log(f"{label} wipe_all of {live:,} memories {result['wipe_all_s']:.2f} s")
 
     result["rss_start_mb"] = rss_start
-    result["peak_rss_mb"] = peak_rss_mb()
+    result["peak_rss_mb"] = peak_rss_mib()
     result["load_end"] = round(os.getloadavg()[0], 2)
     log(f"{label} peak RSS {result['peak_rss_mb']:.0f} MiB")
     return result
@@ -714,7 +705,7 @@ def worker_agentao(args: argparse.Namespace) -> dict[str, Any]:
         manager.close()
     finally:
         remove_sqlite(path)
-    result["peak_rss_mb"] = peak_rss_mb()
+    result["peak_rss_mb"] = peak_rss_mib()
     log(f"{label} peak RSS {result['peak_rss_mb']:.0f} MiB")
     return result
 
@@ -871,26 +862,12 @@ def worker_env(database_url: str | None = None) -> dict[str, str]:
 
 
 def machine_info() -> dict[str, Any]:
-    cpu = "unknown"
-    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    mem_kb = 0
-    with contextlib.suppress(OSError), open("/proc/meminfo") as f:
-        for line in f:
-            if line.startswith("MemTotal"):
-                mem_kb = int(line.split()[1])
     import django
     import numpy
 
     versions = database_versions()
     return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "ram_gib": round(mem_kb / 2**20, 1),
-        "os": platform.platform(),
+        **host_info(),
         "python": platform.python_version(),
         "django": django.get_version(),
         "numpy": numpy.__version__,

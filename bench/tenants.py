@@ -52,7 +52,6 @@ import math
 import os
 import platform
 import random
-import resource
 import shlex
 import sqlite3
 import statistics
@@ -63,7 +62,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchlib import code_version, load_corpus_module  # bench/ is sys.path[0]
+from benchlib import (  # bench/ is sys.path[0]
+    code_version,
+    current_rss_mib,
+    host_info,
+    load_corpus_module,
+    messages_for,
+    peak_rss_mib,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "out" / "tenants"
@@ -125,21 +131,6 @@ def summarize(ms: list[float]) -> dict[str, float]:
         "max": round(max(ms), 3),
         "mean": round(statistics.fmean(ms), 3),
     }
-
-
-def peak_rss_mib() -> float:
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # KiB -> MiB
-
-
-def current_rss_mib() -> float:
-    with open("/proc/self/statm") as f:
-        pages = int(f.read().split()[1])
-    return round(pages * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
-
-
-def messages_for(hints: list[str]) -> list[dict[str, str]] | None:
-    """The chat messages a query's path hints come from (as bench/recall.py sends them)."""
-    return [{"role": "user", "content": " ".join(hints)}] if hints else None
 
 
 def loadavg() -> list[float]:
@@ -749,19 +740,11 @@ def snapshot_bytes(vendor: str) -> dict[str, int]:
 
 
 def machine_info() -> dict[str, Any]:
-    cpu, mem_kb = "unknown", 0
-    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
-        cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
-    with contextlib.suppress(OSError), open("/proc/meminfo") as f:
-        mem_kb = next((int(ln.split()[1]) for ln in f if ln.startswith("MemTotal")), 0)
     postgres = "unavailable"
     with contextlib.suppress(Exception), pg_connect() as conn:
         postgres = conn.execute("SHOW server_version").fetchone()[0]
     return {
-        "cpu": cpu,
-        "nproc": os.cpu_count(),
-        "ram_gib": round(mem_kb / 2**20, 1),
-        "os": platform.platform(),
+        **host_info(),
         "python": platform.python_version(),
         "django": _version("django"),
         "numpy": _version("numpy"),
@@ -1010,7 +993,7 @@ def write_markdown(report: dict[str, Any]) -> None:
         "",
         "## Machine and code",
         "",
-        f"- {m['nproc']} vCPUs (`nproc`), {m['cpu']}; RAM {m['ram_gib']} GiB; {m['os']}; a shared "
+        f"- {m['cores']} vCPUs (`nproc`), {m['cpu']}; RAM {m['ram_gib']} GiB; {m['os']}; a shared "
         "machine (other work runs beside the bench).",
         f"- load average (1, 5, 15 min) at the start {report['load_start']}, at the end "
         f"{report['load_end']}; per vendor: "

@@ -28,3 +28,19 @@ def sql_can_prefilter(text: str, alias: str) -> bool:
     if '"' in text or "\\" in text:
         return False
     return text.isascii() or connections[alias].vendor == "postgresql"
+
+
+def sql_narrowing(method: str, needle: str):
+    """``narrow(queryset, alias)``: the queryset's ``method`` prefilter where SQL is exact
+    enough (:func:`sql_can_prefilter`), else the queryset unchanged.
+
+    ``method`` is ``"search_prefilter"`` (``search``) or ``"tagged_prefilter"``
+    (``filter_by_tag``); callers keep the exact matches in Python.
+    """
+
+    def narrow(queryset, alias: str):
+        if sql_can_prefilter(needle, alias):
+            return getattr(queryset, method)(needle)
+        return queryset
+
+    return narrow

@@ -27,7 +27,7 @@ __all__ = [
     "key_is_cut",
     "clean_tags",
     "normalize_key",
-    "normalize_namespace",
+    "check_namespace",
     "require_str",
 ]
 
@@ -80,7 +80,7 @@ def check_text(value: str, what: str) -> str:
     return value
 
 
-def normalize_namespace(value: object, what: str = "Namespace") -> str:
+def check_namespace(value: object, what: str = "Namespace") -> str:
     """``value`` when it can name a namespace (or subject); otherwise a clear refusal.
 
     ``''`` is the single-tenant namespace. Refused: not a string, longer than 255
@@ -105,7 +105,7 @@ def normalize_namespace(value: object, what: str = "Namespace") -> str:
 def check_stored_key(value: object, what: str = "Namespace") -> str:
     """A namespace or subject as a lookup names it: storable text of at most 255 characters.
 
-    Looser than :func:`normalize_namespace` on purpose: erasure and export must
+    Looser than :func:`check_namespace` on purpose: erasure and export must
     reach every value a column can hold, including rows written before the
     stricter write rules.
     """

@@ -26,7 +26,7 @@ from memoryapp.validation import (
     MAX_SUMMARY_CHARS,
     MAX_TAG_CHARS,
     MAX_TAGS,
-    normalize_namespace,
+    check_namespace,
 )
 
 pytestmark = pytest.mark.django_db
@@ -196,7 +196,7 @@ def test_erasure_still_reaches_a_legacy_namespace_the_write_rules_now_refuse():
     MemoryManager(project="legacy/web").upsert("editor", "uses vim")
     Memory.objects.update(namespace="legacy//web")
     with pytest.raises(MemoryValidationError):
-        normalize_namespace("legacy//web")
+        check_namespace("legacy//web")
     receipt = erase(namespace="legacy//web")
     assert receipt.counts["memories"] == 1
     assert Memory.objects.count() == 0

@@ -21,7 +21,7 @@ from memoryapp.api.throttles import MemoryScopedThrottle
 from memoryapp.db.lookups import prefix_q
 from memoryapp.errors import MemoryValidationError
 from memoryapp.models import Memory, MemoryEvent, ReviewItem, SessionSummary
-from memoryapp.validation import normalize_namespace
+from memoryapp.validation import check_namespace
 
 pytestmark = pytest.mark.django_db
 
@@ -33,7 +33,7 @@ ALPHABET = "aAcCmMeE%_\\/éÉİıſK-."
 
 def _valid(namespace: str) -> bool:
     try:
-        return normalize_namespace(namespace) == namespace
+        return check_namespace(namespace) == namespace
     except MemoryValidationError:
         return False
 

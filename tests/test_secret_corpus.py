@@ -12,6 +12,7 @@ import re
 
 import pytest
 
+from memoryapp import secret_scan
 from memoryapp.guards import MemoryGuard, SensitiveMemoryError, find_secret_family
 
 from .secret_corpus import CREDENTIALS, DELIBERATE, LOOK_ALIKES
@@ -60,11 +61,30 @@ def test_every_deliberate_difference_is_still_one():
     assert [t for t in DELIBERATE if not agentao_refuses(t)] == []
 
 
+def _without_deliberate_differences() -> list[re.Pattern[str]]:
+    """Our patterns with the two deliberate relaxations undone: placeholders are
+    credentials again, and AWS key ids may hold any digit."""
+    undo = [
+        (secret_scan._PLACEHOLDER, ""),
+        (secret_scan._placeholder("(?=@)"), ""),
+        ("(?:AKIA|ASIA)[A-Z2-7]{16}", "(?:AKIA|ASIA)[A-Z0-9]{16}"),
+    ]
+    strict = []
+    for _, pattern in secret_scan.SECRET_PATTERNS:
+        source = pattern.pattern
+        for old, new in undo:
+            source = source.replace(old, new)
+        strict.append(re.compile(source, pattern.flags))
+    return strict
+
+
+STRICT = _without_deliberate_differences()
+
+
 def _deliberately_accepted(text: str) -> bool:
-    """Whether a random text falls in one of DELIBERATE's classes (placeholders, base32)."""
-    if re.search(r"(?:AKIA|ASIA)[A-Z0-9]{16}", text):
-        return True
-    return any(marker in text for marker in ("${", "<", "****", "xxxxxx", "[REDACTED]", "{{"))
+    """Whether only a deliberate difference keeps us from refusing ``text``."""
+    candidates = (text, secret_scan.visible(text))
+    return any(p.search(t) for p in STRICT for t in candidates)
 
 
 def test_we_refuse_wherever_agentao_refuses_on_random_mixtures():
@@ -77,3 +97,12 @@ def test_we_refuse_wherever_agentao_refuses_on_random_mixtures():
             if find_secret_family(text) is None:
                 assert _deliberately_accepted(text), text
     assert compared > 500
+
+
+def test_the_strict_variant_undoes_each_deliberate_difference():
+    """Control for the test above: every DELIBERATE text is refused once undone."""
+    assert all(_deliberately_accepted(t) for t in DELIBERATE)
+    # ... and it refuses only through them: prose and shapes stay accepted.
+    relaxed = ("$", "%(", "<", "****", "xxxxxx", "[REDACTED]", "AKIA", "ASIA")
+    plain = [t for t in LOOK_ALIKES if not any(marker in t for marker in relaxed)]
+    assert len(plain) > 80 and not any(_deliberately_accepted(t) for t in plain)

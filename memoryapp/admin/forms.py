@@ -162,7 +162,7 @@ class MemoryForm(forms.ModelForm):
 def _namespace(value: str, what: str) -> str:
     """A namespace or user key held to the write rules every entry point applies."""
     try:
-        return validation.normalize_namespace(value, what)
+        return validation.check_namespace(value, what)
     except guards.MemoryValidationError as exc:
         raise forms.ValidationError(str(exc)) from None
 

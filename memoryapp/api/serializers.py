@@ -26,7 +26,7 @@ from memoryapp.models import (
     Scope,
     SessionSummary,
 )
-from memoryapp.validation import MAX_SUMMARY_CHARS, check_stored_key, normalize_namespace
+from memoryapp.validation import MAX_SUMMARY_CHARS, check_namespace, check_stored_key
 
 NAMESPACE_MAX = 255  # the namespace / subject / session columns are varchar(255)
 INT_MAX = 2**31 - 1  # the summary counters are 32-bit integer columns
@@ -79,13 +79,13 @@ _NAMED = {
 class NamespaceField(StrictCharField):
     """A namespace checked as every entry point checks it (:mod:`memoryapp.validation`).
 
-    A namespace that is written is held to ``normalize_namespace``; one that only
+    A namespace that is written is held to ``check_namespace``; one that only
     names rows to find (erasure, purge, export: ``lookup=True``) to the looser
     ``check_stored_key``, so rows stored before the write rules stay reachable.
     """
 
     def __init__(self, *, lookup: bool = False, **kwargs):
-        self.check = check_stored_key if lookup else normalize_namespace
+        self.check = check_stored_key if lookup else check_namespace
         super().__init__(**kwargs)
 
     def to_internal_value(self, data):

@@ -64,11 +64,18 @@ def _reading(parser) -> None:
     parser.add_argument("--full", action="store_true", help="print long contents whole")
 
 
-def _everywhere(options, keep=None) -> list[Memory]:
-    """Live memories of every namespace (one scope if given) that ``keep`` accepts."""
-    rows = Memory.objects.using(options["database"]).live().order_by("namespace", "created_at")
+def _everywhere(options, keep=None, narrow=None) -> list[Memory]:
+    """Live memories of every namespace (one scope if given) that ``keep`` accepts.
+
+    ``narrow(queryset, alias)`` is the facade's SQL superset (the same prefilters its
+    ``search``/``filter_by_tag`` use), so only candidate rows leave the database.
+    """
+    alias = options["database"]
+    rows = Memory.objects.using(alias).live().order_by("namespace", "created_at")
     if options["scope"]:
         rows = rows.filter(scope=options["scope"])
+    if narrow is not None:
+        rows = narrow(rows, alias)
     return [m for m in rows.iterator(chunk_size=2000) if keep is None or keep(m)]
 
 
@@ -83,7 +90,11 @@ def do_search(cmd, options) -> None:
     """Print the memories matching a substring."""
     if options["all_namespaces"]:
         needle = validation.check_query(options["query"]).strip().lower()
-        rows = _everywhere(options, lambda m: bool(needle) and search.matches(m, needle))
+        rows = _everywhere(
+            options,
+            lambda m: bool(needle) and search.matches(m, needle),
+            search.sql_narrowing("search_prefilter", needle),
+        )
         return cmd.print_memories(rows, options, everywhere=True)
     rows = cmd.manager(options).search(options["query"], options["scope"])
     cmd.print_memories(rows, options)
@@ -93,7 +104,11 @@ def do_tag(cmd, options) -> None:
     """Print the memories carrying a tag."""
     if options["all_namespaces"]:
         wanted = validation.check_query(options["tag"], "Tag filter").strip().lower()
-        rows = _everywhere(options, lambda m: wanted in {t.lower() for t in m.tags})
+        rows = _everywhere(
+            options,
+            lambda m: wanted in {t.lower() for t in m.tags},
+            search.sql_narrowing("tagged_prefilter", wanted),
+        )
         return cmd.print_memories(rows, options, everywhere=True)
     cmd.print_memories(
         cmd.manager(options).filter_by_tag(options["tag"], options["scope"]), options

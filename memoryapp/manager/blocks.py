@@ -135,16 +135,13 @@ class PromptBlocks:
         Reused while the slices' change counters and the tail are unchanged (one
         counter read), else selected, rendered and kept for the next manager.
         """
-        key = (tail, *self._slice_versions(self._stores()))
+        key = (tail, *_slice_versions(self._stores()))
         found = INDEXES.stable_blocks.get(key)
         if found is None:
             text, ids = render.render_stable_block(self._admissible_facts(tail), tail)
             INDEXES.stable_blocks.put(key, text, ids)
             return text, ids
         return found[0], list(found[1])
-
-    def _slice_versions(self, stores: list[StoreSlice]) -> list[tuple[str, str, str, int]]:
-        return _slice_versions(stores)
 
     def _stable_block(self) -> tuple[str, list[str]]:
         """``(block, ids shown)``, rebuilt only when this manager has written since."""

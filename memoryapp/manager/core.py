@@ -25,7 +25,6 @@ logger = logging.getLogger("memoryapp.manager")
 SUMMARY_TAIL_WINDOW = 10  # the latest summaries the cross-session tail looks at (SPEC §4)
 
 
-KEY_CUT_WARNING = validation.KEY_CUT_WARNING
 SCOPE_DOWNGRADE_WARNING = (
     "User scope was asked for, but no user namespace was given: "
     "the memory was stored in the project scope."
@@ -63,9 +62,9 @@ class MemoryManager(PromptBlocks, ReviewQueue):
             raise guards.MemoryValidationError("user namespace must be a string or None")
         # One rule at every entry point (Python, admin, API, CLI): stripped, bounded,
         # no control characters or path tricks; nothing invalid reaches the database.
-        project = validation.normalize_namespace(project, "project namespace")
+        project = validation.check_namespace(project, "project namespace")
         if user is not None:
-            user = validation.normalize_namespace(user, "user namespace")
+            user = validation.check_namespace(user, "user namespace")
         if isinstance(session_id, str):
             validation.check_stored_key(session_id, "session id")
         self.project = project
@@ -247,7 +246,7 @@ class MemoryManager(PromptBlocks, ReviewQueue):
         self._wrote()
         warnings = []
         if validation.key_is_cut(key):
-            warnings.append(KEY_CUT_WARNING)
+            warnings.append(validation.KEY_CUT_WARNING)
         if asked.scope_explicit and asked.scope != prepared.scope:
             warnings.append(SCOPE_DOWNGRADE_WARNING)
         return replace(result, warnings=tuple(warnings)) if warnings else result
@@ -335,10 +334,7 @@ class MemoryManager(PromptBlocks, ReviewQueue):
         if not isinstance(query, str) or not query.strip():
             return []
         needle = validation.check_query(query).strip().lower()
-
-        def refine(qs, alias):
-            return qs.search_prefilter(needle) if search.sql_can_prefilter(needle, alias) else qs
-
+        refine = search.sql_narrowing("search_prefilter", needle)
         return [m for m in self._query(scope, refine) if search.matches(m, needle)]
 
     def filter_by_tag(self, tag: str, scope: str | None = None) -> list[Memory]:
@@ -346,10 +342,7 @@ class MemoryManager(PromptBlocks, ReviewQueue):
         if not isinstance(tag, str) or not tag.strip():
             return []
         wanted = validation.check_query(tag, "Tag filter").strip().lower()
-
-        def refine(qs, alias):
-            return qs.tagged_prefilter(wanted) if search.sql_can_prefilter(wanted, alias) else qs
-
+        refine = search.sql_narrowing("tagged_prefilter", wanted)
         return [m for m in self._query(scope, refine) if wanted in {t.lower() for t in m.tags}]
 
     # ---------------------------------------------------------- delete, clear
