@@ -253,6 +253,20 @@ def freeze_our_clock(at: float | None) -> None:
             module.time = time if at is None else FrozenClock(at)
 
 
+def forget_indexes() -> None:
+    """Drop every cached index and stored recall snapshot: the next recall rebuilds.
+
+    After ``spread_timestamps`` a rebuild is required, not merely wanted: it stamps
+    rows in the past, and a delta (of a cached index, or of a stored snapshot a
+    cold process loads) finds changed rows by their recent ``updated_at`` only.
+    """
+    from memoryapp.indexes import INDEXES
+    from memoryapp.models import RecallSnapshot
+
+    INDEXES.clear()
+    RecallSnapshot.objects.all().delete()
+
+
 def index_entry(using: str, namespace: str) -> Any:
     from memoryapp.indexes import INDEXES
 
@@ -503,7 +517,7 @@ def concurrent_phase(mm: Any, warm: list, label: str, states: tuple[str, ...]) -
         for state in states:
             if state == "spread":
                 spread_timestamps(NS_A, 30.0, 11, time.time())
-                INDEXES.clear()
+                forget_indexes()
                 mm.recall(*warm[0])  # the one rebuild, outside the measurement
             window_rows = rows_in_delta_window(NS_A)
             builds, deltas = INDEXES.builds, INDEXES.deltas
@@ -725,7 +739,6 @@ def worker_parity(args: argparse.Namespace) -> dict[str, Any]:
     from agentao.memory.retriever import MemoryRetriever
 
     from memoryapp import MemoryManager
-    from memoryapp.indexes import INDEXES
     from memoryapp.models import Memory
 
     n, label = args.n, f"[parity {args.vendor} N={args.n:,}]"
@@ -745,7 +758,7 @@ def worker_parity(args: argparse.Namespace) -> dict[str, Any]:
         ):
             stamps[key] = (created.isoformat(), updated.isoformat())
             ours_keys[memory_id] = key
-        INDEXES.clear()
+        forget_indexes()
         path = OUT / f"parity-agentao-{args.vendor}-{regime}.db"
         remove_sqlite(path)
         try:
