@@ -154,6 +154,31 @@ def erasure_purge_timeout() -> float:
     return float(getattr(settings, "MEMORYAPP_ERASURE_PURGE_TIMEOUT", 10.0))
 
 
+def erasure_worker() -> bool:
+    """``MEMORYAPP_ERASURE_WORKER``: leave the purge and verification of HTTP and admin
+    erasures to ``manage.py memory worker``.
+
+    On, ``POST /api/erasures/`` answers ``202 Accepted`` as soon as the rows are
+    deleted (the receipt says ``deleted``) and the worker purges, verifies and
+    completes it; ``GET /api/erasures/{id}/`` shows how far it has gone. Off
+    (default), the request waits for the purge and answers ``201`` with the
+    finished receipt — fine in development and for small databases.
+    """
+    return bool(getattr(settings, "MEMORYAPP_ERASURE_WORKER", False))
+
+
+def erasure_worker_lease() -> float:
+    """``MEMORYAPP_ERASURE_WORKER_LEASE``: seconds a worker holds the receipts it claimed.
+
+    A worker that dies (``kill -9``, a lost machine) keeps its claim this long,
+    after which another worker takes the receipts over; a restarted worker on the
+    same host takes over at once (it sees the old process is gone). It must
+    outlast one purge: default ten purge timeouts, at least 5 minutes.
+    """
+    default = max(300.0, 10 * erasure_purge_timeout())
+    return float(getattr(settings, "MEMORYAPP_ERASURE_WORKER_LEASE", default))
+
+
 def _days(name: str, default: int | None) -> int | None:
     value = getattr(settings, name, default)
     if value is None or value == "":

@@ -395,10 +395,28 @@ class ErasureTarget(models.TextChoices):
     REPLAY = "replay", "replay after restore"
 
 
+class ReceiptState(models.TextChoices):
+    """How far an erasure has gone: recorded, rows deleted, or purged and verified."""
+
+    REQUESTED = "requested", "requested (no row deleted yet)"
+    DELETED = "deleted", "deleted (purge or verification to come)"
+    COMPLETE = "complete", "complete (purged and verified)"
+
+
+UNFINISHED_STATES = (ReceiptState.REQUESTED, ReceiptState.DELETED)
+
+
 class ErasureReceipt(models.Model):
     """Proof of one erasure (SPEC §9): who, when, what, counts, purge and verification.
 
-    Never holds erased text nor an unkeyed hash of it: the subject and
+    The receipt is written before any row goes (``state`` ``requested``), so an
+    erasure interrupted at any moment leaves a record that the worker or
+    ``memory erase --retry`` completes. Until it is complete, ``sealed`` holds
+    what finishing it needs — the request and the byte-scan fragments —
+    encrypted with a key derived from ``MEMORYAPP_ERASURE_KEY`` (never in the
+    database); it is emptied once the purge is verified.
+
+    Never holds erased text in clear nor an unkeyed hash of it: the subject and
     namespace are kept as keyed HMACs (``MEMORYAPP_ERASURE_KEY``), the rows as
     their random ids and counts.
     """
@@ -423,6 +441,12 @@ class ErasureReceipt(models.Model):
     caveats = models.TextField(default="", blank=True)
     details = models.JSONField(default=dict, blank=True)
     attempts = models.IntegerField(default=0)
+    state = models.CharField(
+        max_length=16, choices=ReceiptState.choices, default=ReceiptState.REQUESTED
+    )
+    sealed = models.TextField(null=True, blank=True, editable=False)
+    claimed_by = models.CharField(max_length=128, default="", blank=True, editable=False)
+    claimed_until = IsoDateTimeField(null=True, blank=True, editable=False)
     created_at = IsoDateTimeField(default=now)
     updated_at = IsoDateTimeField(default=now)
     purged_at = IsoDateTimeField(null=True, blank=True)
@@ -436,6 +460,7 @@ class ErasureReceipt(models.Model):
             models.Index(fields=["subject_hmac"], name="ix_receipts_subject"),
             models.Index(fields=["namespace_hmac"], name="ix_receipts_namespace"),
             models.Index(fields=["purge_status"], name="ix_receipts_status"),
+            models.Index(fields=["state", "created_at"], name="ix_receipts_state"),
         ]
 
     def __str__(self) -> str:

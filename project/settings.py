@@ -204,6 +204,9 @@ MEMORYAPP_RECALL_SNAPSHOTS = env.bool("MEMORYAPP_RECALL_SNAPSHOTS", default=True
 # ledger must live on storage that is not restored with the database.
 MEMORYAPP_ERASURE_KEY = env("MEMORYAPP_ERASURE_KEY", default=None)
 MEMORYAPP_ERASURE_LEDGER = env("MEMORYAPP_ERASURE_LEDGER", default=None)
+MEMORYAPP_ERASURE_PURGE_TIMEOUT = env.float("MEMORYAPP_ERASURE_PURGE_TIMEOUT", default=10.0)
+# HTTP/admin erasures answer once rows are deleted; `manage.py memory worker` purges.
+MEMORYAPP_ERASURE_WORKER = env.bool("MEMORYAPP_ERASURE_WORKER", default=False)
 MEMORYAPP_RETENTION_DELETED_MEMORIES_DAYS = env.int(
     "MEMORYAPP_RETENTION_DELETED_MEMORIES_DAYS", default=30
 )

@@ -311,11 +311,14 @@ def test_sqlite_an_erased_fragment_in_the_wal_still_fails(tmp_path, monkeypatch)
 @pytest.mark.sqlite_only
 @pytest.mark.django_db(transaction=True)
 def test_sqlite_without_a_byte_scan_the_wal_must_still_be_empty(tmp_path, monkeypatch):
-    """A retry in another process has no probes: nothing can judge the WAL's pages then."""
+    """Without fragments (the key that sealed them is gone) nothing can judge the WAL's pages."""
+    from memoryapp.erasure import purging
+
     _save(GONE, "fact", "erased fact " + marker("noscan"))
     with _Writer(tmp_path / "writer.log") as writer:
         _after_purge(monkeypatch, lambda: writer.wait_for_saves(2))
         monkeypatch.setattr(probes, "recall", lambda rid, alias: None)
+        monkeypatch.setattr(purging.sealed, "unseal", lambda token: None)
         receipt = erase(namespace=GONE)
     assert writer.error is None, writer.error
     assert receipt.purge_status == "purged", receipt.purge_status

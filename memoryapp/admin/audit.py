@@ -159,11 +159,12 @@ class ErasureReceiptAdmin(ReadOnlyAdmin):
         "target_kind",
         "actor",
         "counts_summary",
+        "state",
         "purge_badge",
         "vacuumed",
         "verified",
     )
-    list_filter = ("target_kind", "verified", "vacuumed")
+    list_filter = ("state", "target_kind", "verified", "vacuumed")
     search_fields = ("=id", "actor")
     search_help_text = "An exact receipt id, or part of an actor's name."
     ordering = ("-created_at", "id")
@@ -188,6 +189,7 @@ class ErasureReceiptAdmin(ReadOnlyAdmin):
             "Result",
             {
                 "fields": (
+                    "state",
                     "authored_display",
                     "purge_method",
                     "purge_status",

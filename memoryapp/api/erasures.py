@@ -21,7 +21,7 @@ from rest_framework.response import Response
 
 from memoryapp import erasure
 from memoryapp.erasure import erase
-from memoryapp.models import ErasureReceipt, Memory, ReviewItem, SessionSummary
+from memoryapp.models import ErasureReceipt, Memory, ReceiptState, ReviewItem, SessionSummary
 
 from . import permissions
 from .exceptions import Conflict, Unprocessable
@@ -46,6 +46,10 @@ IDEMPOTENCY_PARAMETER = OpenApiParameter(
 RECEIPT_RESPONSES = {
     200: OpenApiResponse(ErasurePreviewSerializer, "`dry_run`: what would be erased."),
     201: OpenApiResponse(ReceiptSerializer, "The erasure ran (or was replayed); its receipt."),
+    202: OpenApiResponse(
+        ReceiptSerializer,
+        "The rows are deleted; the erasure worker purges and verifies (follow Location).",
+    ),
     409: OpenApiResponse(ErrorSerializer, "An erasure with this Idempotency-Key is running."),
     422: OpenApiResponse(ErrorSerializer, "The Idempotency-Key was used for another request."),
 }
@@ -133,7 +137,7 @@ def _erase(data: dict, actor: str) -> ErasureReceipt:
         targets["everything"] = True
     if data.get("include_authored"):
         targets["include_authored"] = True
-    return erase(**targets, actor=actor)
+    return erase(**targets, actor=actor, purge=erasure.purge_now())
 
 
 def _fingerprint(request, data: dict) -> str:
@@ -206,11 +210,17 @@ def receipt_body(receipt) -> dict:
 
 
 def respond(request, data: dict, actor: str, check: Callable[[], object]) -> Response:
-    """Run ``check``, then the erasure (or replay it), and answer 201 with its receipt."""
+    """Run ``check``, then the erasure (or replay it), and answer with its receipt.
+
+    ``201 Created`` when the receipt is finished here; ``202 Accepted`` when the
+    rows are deleted and the erasure worker completes the purge and verification
+    (``MEMORYAPP_ERASURE_WORKER``): the client follows ``Location`` to see it.
+    """
     receipt, replayed = run_once(request, data, actor, check)
+    accepted = not erasure.purge_now() and receipt.state != ReceiptState.COMPLETE
     response = Response(
         receipt_body(receipt),
-        status=status.HTTP_201_CREATED,
+        status=status.HTTP_202_ACCEPTED if accepted else status.HTTP_201_CREATED,
         headers={"Location": reverse("memoryapp_api:erasure-detail", args=[receipt.pk])},
     )
     if replayed:

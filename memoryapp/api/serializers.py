@@ -565,6 +565,7 @@ class ReceiptSerializer(serializers.ModelSerializer):
             "erased_ids",
             "authored",
             "databases",
+            "state",
             "purge_method",
             "purge_status",
             "purged",

@@ -24,7 +24,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memoryapp.erasure import erase_review_items, export
+from memoryapp.erasure import erase_review_items, export, purge_now
 from memoryapp.manager import MemoryManager
 from memoryapp.models import Memory, MemoryEvent, ReviewItem, Scope, SessionSummary
 
@@ -432,7 +432,11 @@ class ReviewItemViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Namesp
         # An erasure per namespace: hard delete, vendor purge, receipt (SPEC §6, §9).
         receipts = [
             erase_review_items(
-                namespace=ns, status=wanted, subject=subject, actor=actor_of(request)
+                namespace=ns,
+                status=wanted,
+                subject=subject,
+                actor=actor_of(request),
+                purge=purge_now(),
             )
             for ns in namespaces
         ]

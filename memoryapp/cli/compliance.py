@@ -77,7 +77,19 @@ def register(verbs, common) -> dict:
 
     p = verbs.add_parser("backup", parents=[common], help="write a consistent copy of the database")
     p.add_argument("path", help="the new backup file (SQLite) / the pg_dump target (PostgreSQL)")
+
+    p = verbs.add_parser(
+        "worker",
+        parents=[common],
+        help="complete unfinished erasures (delete, purge, verify) until stopped",
+    )
+    p.add_argument("--once", action="store_true", help="stop when no receipt is due")
+    p.add_argument(
+        "--poll", type=float, default=2.0, metavar="SECONDS", help="idle wait between rounds"
+    )
+    p.add_argument("--quiet", action="store_true", help="print nothing per receipt")
     return {
+        "worker": do_worker,
         "erase": do_erase,
         "export": do_export,
         "purge-expired": do_purge_expired,
@@ -113,6 +125,7 @@ def _print_receipt(cmd, r: ErasureReceipt) -> None:
             "the subject authored "
             "(--include-authored erases them)"
         )
+    cmd.stdout.write(f"  state: {r.state}")
     cmd.stdout.write(f"  purge: {r.purge_status} [{r.purge_method}]")
     cmd.stdout.write(f"  verified: {'yes' if r.verified else 'no'} - {r.verification}")
     for line in (r.caveats or "").splitlines():
@@ -127,6 +140,41 @@ def _fail_unless_purged(receipts) -> None:
             f"the rows are deleted but the purge is not complete for {ids}; "
             "run 'manage.py memory erase --retry' later"
         )
+
+
+# ------------------------------------------------------------------ worker
+def do_worker(cmd, options) -> None:
+    """Run the erasure worker: SIGTERM or Ctrl-C stop it after the current round."""
+    import signal
+    import threading
+
+    from memoryapp.erasure import worker
+
+    if options["poll"] <= 0:
+        raise CommandError("--poll must be a positive number of seconds")
+    stop = threading.Event()
+    previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGTERM, signal.SIGINT)}
+
+    def report(r: ErasureReceipt) -> None:
+        if not options["quiet"]:
+            verdict = "verified" if r.verified else "not verified"
+            cmd.stdout.write(f"receipt {r.pk}: {r.state}, {r.purge_status}, {verdict}")
+
+    if not options["quiet"]:
+        cmd.stdout.write(f"Erasure worker {worker.worker_name()} started (Ctrl-C stops it).")
+    try:
+        done = worker.run(
+            using=options["database"],
+            poll=options["poll"],
+            once=options["once"],
+            stop=stop,
+            report=report,
+        )
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if not options["quiet"]:
+        cmd.stdout.write(f"Erasure worker stopped: {plural(done, 'receipt', 'receipts')} handled.")
 
 
 # ------------------------------------------------------------------ erase

@@ -4,7 +4,8 @@
 ``docs/compliance.md`` for what each vendor's purge guarantees and what it
 cannot reach. The package: ``selection`` (which rows), ``engine`` (delete,
 purge, verify), ``service`` (the requests), ``replay``, ``export``,
-``receipts`` (HMACs, JSON form, ledger file); vendor SQL lives in
+``receipts`` (HMACs, JSON form, ledger file), ``sealed`` (what an unfinished
+erasure needs, encrypted), ``worker`` (completes receipts off the request); vendor SQL lives in
 :mod:`memoryapp.db.purge`.
 """
 
@@ -22,6 +23,7 @@ from .service import (
     preview,
     preview_expired,
     purge_expired,
+    purge_now,
     receipts_for,
     retention_cutoffs,
     retry_purge,
@@ -37,6 +39,7 @@ __all__ = [
     "preview",
     "preview_expired",
     "purge_expired",
+    "purge_now",
     "receipt_as_dict",
     "receipts_for",
     "replay",

@@ -16,8 +16,15 @@ from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from .. import conf
 from ..db import purge as vendor_purge
 from ..fields import now
-from ..models import ErasureReceipt, ErasureTarget, Memory, MemoryEvent, SliceChange
-from . import probes
+from ..models import (
+    ErasureReceipt,
+    ErasureTarget,
+    Memory,
+    MemoryEvent,
+    ReceiptState,
+    SliceChange,
+)
+from . import probes, sealed
 from .purging import caveats, finish, finish_after_commit
 from .receipts import append_ledger, key_id, keyed_hmac, safe_actor
 from .selection import (
@@ -44,7 +51,10 @@ MAX_RECORDED_IDS = 100_000  # per table; beyond it replay relies on the target's
 ERASED_REPR = "[erased]"
 
 PENDING_COMMIT = "pending: runs after the surrounding transaction commits"
-DEFERRED = "not purged: deferred (purge=False); run 'manage.py memory erase --retry'"
+DEFERRED = (
+    "not purged: deferred to the erasure worker ('manage.py memory worker', "
+    "or 'manage.py memory erase --retry')"
+)
 
 
 def aliases_for(using: str | Sequence[str] | None) -> list[str]:
@@ -224,11 +234,18 @@ def execute(
     purge: bool = True,
     truncate: bool = False,
 ) -> tuple[ErasureReceipt, list[dict[str, int]]]:
-    """Run an erasure: delete, write the receipt, then purge and verify (after commit).
+    """Run an erasure: record it, delete, then purge and verify (after commit).
+
+    The receipt is saved first, in state ``requested`` (committed on its own
+    unless the caller holds a transaction), so that a process killed before the
+    deletion commits still leaves the request for :func:`resume` to complete.
+    ``purge=False`` stops after the deletion: the worker (``memory worker``) or
+    ``memory erase --retry`` purges later, one vendor purge for many receipts.
 
     Returns the receipt and, per target, the counts it removed.
     """
     primary = aliases[0]
+    stamp = now()
     receipt = ErasureReceipt(
         actor=safe_actor(actor, subject),
         target_kind=kind,
@@ -238,19 +255,70 @@ def execute(
         include_authored=include_authored,
         criteria=criteria or {},
         databases=list(aliases),
+        state=ReceiptState.REQUESTED,
+        sealed=sealed.seal(list(targets)),
+        details={
+            "aliases": {},
+            "phases": {"requested": stamp.isoformat()},
+            **({"truncate": True} if truncate else {}),
+        },
+        created_at=stamp,
+        updated_at=stamp,
     )
-    receipt.created_at = receipt.updated_at = now()
     vendors = {a: vendor_purge.for_connection(connections[a]) for a in aliases}
     receipt.purge_method = "; ".join(dict.fromkeys(v.method for v in vendors.values()))
     receipt.caveats = caveats(aliases, vendors)
+    receipt.save(using=primary, force_insert=True)
+    per_target = delete(receipt, targets)
+    return after_delete(receipt, purge=purge), per_target
+
+
+def resume(receipt: ErasureReceipt, *, purge: bool = True) -> ErasureReceipt:
+    """Complete the deletion of a ``requested`` receipt (its process died), then purge.
+
+    The request is read back from the receipt's sealed part; databases whose
+    deletion had committed are not deleted from again.
+    """
+    opened = sealed.unseal(receipt.sealed)
+    if opened is None:
+        receipt.purge_status = (
+            "not purged: the request cannot be read back (the erasure key that sealed "
+            "it is neither MEMORYAPP_ERASURE_KEY nor one of its fallbacks)"
+        )
+        receipt.attempts += 1
+        receipt.updated_at = now()
+        receipt.save(using=receipt.databases[0])
+        append_ledger(receipt)
+        return receipt
+    delete(receipt, opened[0])
+    return after_delete(receipt, purge=purge)
+
+
+def delete(receipt: ErasureReceipt, targets: Sequence[Target]) -> list[dict[str, int]]:
+    """The deletion phase: one transaction per database, the receipt updated in each.
+
+    Moves the receipt to ``deleted`` once every database's deletion has
+    committed, with the byte-scan fragments sealed into it. Returns the counts
+    removed per target.
+    """
+    aliases = list(receipt.databases)
+    primary = aliases[0]
+    truncate = bool((receipt.details or {}).get("truncate"))
+    details = receipt.details
+    done = details.setdefault("aliases", {})
+    vendors = {a: vendor_purge.for_connection(connections[a]) for a in aliases}
     totals: Counter[str] = Counter(dict.fromkeys(CONTENT_TABLES, 0))
+    totals.update(receipt.counts or {})
     per_target = [Counter() for _ in targets]
-    erased: dict[str, list[str]] = {t: [] for t in ROW_MODELS}
-    authored: list[str] = []
-    details: dict = {"aliases": {}}
-    pieces: dict[str, list[bytes]] = {}
-    saved = False
+    erased: dict[str, list[str]] = {
+        t: list((receipt.erased_ids or {}).get(t, [])) for t in ROW_MODELS
+    }
+    authored: list[str] = list((receipt.authored or {}).get("ids", []))
+    opened = sealed.unseal(receipt.sealed)
+    pieces: dict[str, list[bytes]] = dict(opened[1]) if opened else {}
     for alias in aliases:
+        if done.get(alias, {}).get("deleted_at"):
+            continue  # committed before the process that erased died
         connection = connections[alias]
         try:
             with transaction.atomic(using=alias):
@@ -268,52 +336,65 @@ def execute(
                 tables = [
                     t
                     for t in (*CONTENT_TABLES, ADMIN_LOG)
-                    if alias_counts.get(t) or (purge_all_tables(kind) and t != ADMIN_LOG)
+                    if alias_counts.get(t)
+                    or (purge_all_tables(receipt.target_kind) and t != ADMIN_LOG)
                 ]
-                info = {"token": token, "tables": tables}
+                info = {"token": token, "tables": tables, "deleted_at": now().isoformat()}
                 if truncate:
                     info["everything_before"] = receipt.created_at.isoformat()
-                details["aliases"][alias] = info
+                done[alias] = info
                 pieces[alias] = probes.pieces_of(v for w in works for v in w.values)
                 info["probe_fragments"] = len(pieces[alias])
-                _fill(receipt, totals, erased, authored, details, kind, include_authored)
+                _fill(receipt, totals, erased, authored, details, receipt.include_authored)
+                if all(done.get(a, {}).get("deleted_at") for a in aliases):
+                    receipt.state = ReceiptState.DELETED
+                    details.setdefault("phases", {})["deleted"] = now().isoformat()
+                receipt.sealed = sealed.seal(list(targets), pieces)
+                receipt.updated_at = now()
                 if alias == primary:
-                    receipt.save(using=primary, force_insert=True)
-                    saved = True
+                    receipt.save(using=primary)
         except Exception as exc:
-            if saved:
-                receipt.purge_status = (
-                    f"not purged: erasure on database {alias!r} failed: "
-                    f"{vendor_purge._first_line(exc)}"[:255]
-                )
-                receipt.save(using=primary)
-                append_ledger(receipt)
+            done.pop(alias, None)
+            receipt.purge_status = (
+                f"not purged: erasure on database {alias!r} failed: "
+                f"{vendor_purge._first_line(exc)}"[:255]
+            )
+            receipt.attempts += 1
+            receipt.state = ReceiptState.REQUESTED
+            receipt.save(using=primary)
+            append_ledger(receipt)
             raise
-    if len(aliases) > 1:
-        receipt.save(using=primary)
+        if alias != primary:
+            receipt.save(using=primary)  # this database's part is committed: say so
     probes.remember(receipt.id, pieces)
+    return [dict(c) for c in per_target]
+
+
+def after_delete(receipt: ErasureReceipt, *, purge: bool) -> ErasureReceipt:
+    """Purge and verify now, after the caller's commit, or leave it to the worker."""
+    primary = receipt.databases[0]
     if not purge:
         receipt.purge_status = DEFERRED
         receipt.save(using=primary, update_fields=["purge_status"])
         append_ledger(receipt)
-        return receipt, [dict(c) for c in per_target]
-    if any(connections[a].in_atomic_block for a in aliases):
+        return receipt
+    if any(connections[a].in_atomic_block for a in receipt.databases):
         receipt.purge_status = PENDING_COMMIT
         receipt.save(using=primary, update_fields=["purge_status"])
         rid = receipt.id
         transaction.on_commit(lambda: finish_after_commit(rid, primary), using=primary)
-        return receipt, [dict(c) for c in per_target]
+        return receipt
     finish([receipt], using=primary)
-    return receipt, [dict(c) for c in per_target]
+    return receipt
 
 
-def _fill(receipt, totals, erased, authored, details, kind, include_authored) -> None:
+def _fill(receipt, totals, erased, authored, details, include_authored) -> None:
     receipt.counts = {t: int(n) for t, n in totals.items()}
     truncated = [t for t, ids in erased.items() if len(ids) > MAX_RECORDED_IDS]
     receipt.erased_ids = {t: ids[:MAX_RECORDED_IDS] for t, ids in erased.items() if ids}
     if truncated:
         details["ids_truncated"] = truncated
-    if kind == ErasureTarget.SUBJECT:
+    if receipt.target_kind == ErasureTarget.SUBJECT:
         receipt.authored = (
             {"project_memories": "erased (include_authored)"}
             if include_authored

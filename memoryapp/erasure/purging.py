@@ -11,8 +11,8 @@ from django.utils.dateparse import parse_datetime
 from .. import conf
 from ..db import purge as vendor_purge
 from ..fields import now
-from ..models import ErasureReceipt, MemoryEvent
-from . import probes
+from ..models import UNFINISHED_STATES, ErasureReceipt, MemoryEvent, ReceiptState
+from . import probes, sealed
 from .kept import explained as explained_by_kept_rows
 from .receipts import append_ledger
 from .selection import (
@@ -49,10 +49,17 @@ def finish(receipts: Sequence[ErasureReceipt], *, using: str) -> list[ErasureRec
 
     Receipts already purged and verified are left as they are.
     """
-    receipts = [r for r in receipts if not (r.purged and r.verified)]
+    receipts = [
+        r for r in receipts if r.state == ReceiptState.DELETED or (r.purged and not r.verified)
+    ]
     if not receipts:
         return []
     timeout = conf.erasure_purge_timeout()
+    started = now().isoformat()
+    for r in receipts:  # progress a reader of the receipt can see while the purge runs
+        r.details = r.details or {}
+        r.details.setdefault("phases", {})["purge_started"] = started
+        r.save(using=using, update_fields=["details"])
     results: dict[tuple[str, str], tuple[vendor_purge.PurgeOutcome, tuple | None]] = {}
     aliases = list(dict.fromkeys(a for r in receipts for a in r.databases))
     vendors = {a: vendor_purge.for_connection(connections[a]) for a in aliases}
@@ -123,10 +130,18 @@ def _record(r: ErasureReceipt, results, vendors, stamp) -> None:
     r.verified = verified and not statuses
     r.verification = " | ".join(texts)
     r.caveats = caveats(r.databases, vendors, notes)
+    phases = details.setdefault("phases", {})
+    phases["verified" if r.verified else "checked"] = stamp.isoformat()
     r.details = details
     r.updated_at = stamp
+    r.claimed_by, r.claimed_until = "", None
     if not statuses:
         r.purged_at = stamp
+        phases["purged"] = stamp.isoformat()
+    if r.verified:
+        # Nothing is left to finish: the sealed request and fragments go now.
+        r.state = ReceiptState.COMPLETE
+        r.sealed = None
 
 
 def _verify(alias: str, r: ErasureReceipt, vendor, tables: list[str]) -> tuple:
@@ -154,11 +169,14 @@ def _verify(alias: str, r: ErasureReceipt, vendor, tables: list[str]) -> tuple:
 def _byte_scan(alias: str, r: ErasureReceipt, vendor, tables, read: dict[str, int]) -> tuple:
     """The byte scan for the receipt's probes: (ok, text, facts or None); fills ``read``."""
     pieces = probes.recall(r.id, alias)
+    if pieces is None:  # erased by another process (it died, or the worker purges)
+        opened = sealed.unseal(r.sealed)
+        pieces = opened[1].get(alias) if opened else None
     if pieces is None:
         return (
             True,
-            "byte scan: not performed (the erased values were held only in the memory of "
-            "the process that erased them)",
+            "byte scan: not performed (the fragments of the erased values are neither in "
+            "this process's memory nor readable from the receipt)",
             None,
         )
     if not pieces:
@@ -212,16 +230,27 @@ def _in_kept_rows(alias: str, pieces: list[bytes], found: set[int]) -> set[int]:
     return {order[j] for j in explained_by_kept_rows(alias, [pieces[i] for i in order])}
 
 
+def unfinished(using: str | None = None):
+    """The receipts an erasure has not completed: requested, or deleted but not verified."""
+    qs = ErasureReceipt.objects.using(using or DEFAULT_DB_ALIAS)
+    return (
+        qs.filter(state__in=UNFINISHED_STATES).exclude(target_kind="").order_by("created_at", "id")
+    )
+
+
 def retry(receipt: ErasureReceipt | str | None = None, *, using: str | None = None):
-    """Re-run the purge and verification of one receipt, or of every unfinished one."""
+    """Complete one receipt, or every unfinished one: delete (if a crash left it
+    ``requested``), then purge and verify — one vendor purge per database for all."""
+    from .engine import resume
+
     alias = using or DEFAULT_DB_ALIAS
-    qs = ErasureReceipt.objects.using(alias)
     if receipt is None:
-        pending = list(qs.exclude(purge_status="purged")) + list(
-            qs.filter(purge_status="purged", verified=False)
-        )
+        pending = list(unfinished(alias))
     else:
         rid = receipt.pk if isinstance(receipt, ErasureReceipt) else str(receipt)
-        pending = [qs.get(pk=rid)]
+        pending = [ErasureReceipt.objects.using(alias).get(pk=rid)]
     pending = [r for r in pending if r.target_kind and r.databases]
+    for r in pending:
+        if r.state == ReceiptState.REQUESTED:
+            resume(r, purge=False)
     return finish(pending, using=alias)

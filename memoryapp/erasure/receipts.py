@@ -13,7 +13,7 @@ from pathlib import Path
 from django.utils.dateparse import parse_datetime
 
 from .. import conf
-from ..models import ErasureReceipt
+from ..models import ErasureReceipt, ReceiptState
 
 logger = logging.getLogger(__name__)
 
@@ -55,12 +55,16 @@ def safe_actor(actor: str, subject: str | None) -> str:
 
 
 _DATETIME_FIELDS = ("created_at", "updated_at", "purged_at")
+PRIVATE_FIELDS = ("sealed", "claimed_by", "claimed_until")
+"""Working state of an unfinished erasure: never in the ledger, an export or the API."""
 
 
 def as_dict(receipt: ErasureReceipt) -> dict:
     """The receipt as a JSON-serialisable dict (API body, ledger line, export)."""
     out = {}
     for f in ErasureReceipt._meta.concrete_fields:
+        if f.name in PRIVATE_FIELDS:
+            continue
         value = getattr(receipt, f.attname)
         if isinstance(value, dt.datetime):
             value = value.isoformat()
@@ -71,8 +75,11 @@ def as_dict(receipt: ErasureReceipt) -> dict:
 
 def from_dict(data: dict) -> ErasureReceipt:
     """Rebuild an (unsaved) receipt from :func:`as_dict` output."""
-    names = {f.name for f in ErasureReceipt._meta.concrete_fields}
+    names = {f.name for f in ErasureReceipt._meta.concrete_fields} - set(PRIVATE_FIELDS)
     fields = {k: v for k, v in data.items() if k in names}
+    if "state" not in fields:  # a line written before receipts had states
+        done = fields.get("purge_status") == "purged" and fields.get("verified")
+        fields["state"] = ReceiptState.COMPLETE if done else ReceiptState.DELETED
     for name in _DATETIME_FIELDS:
         if isinstance(fields.get(name), str):
             fields[name] = parse_datetime(fields[name])

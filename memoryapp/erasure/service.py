@@ -18,6 +18,15 @@ class ErasureRequestError(ValueError):
     """An erasure or export request that names nothing, or names it ambiguously."""
 
 
+def purge_now() -> bool:
+    """Whether an interface (API, admin) purges in the request, or leaves it to the worker.
+
+    ``MEMORYAPP_ERASURE_WORKER`` on: the request deletes the rows and answers; the
+    worker (``manage.py memory worker``) purges, verifies and completes the receipt.
+    """
+    return not conf.erasure_worker()
+
+
 def _ids(ids) -> tuple[str, ...]:
     if isinstance(ids, str):
         ids = [ids]
@@ -113,8 +122,9 @@ def erase(
         include_authored: also erase the subject's project-scope memories.
         using: a database alias or several; default the default database plus
             ``MEMORYAPP_USER_DATABASE``.
-        purge: False deletes now and leaves the purge to a later
-            ``memory erase --retry`` (one VACUUM for many erasures).
+        purge: False deletes now and leaves the purge to the erasure worker
+            (``manage.py memory worker``) or a later ``memory erase --retry``: one
+            vendor purge for many erasures.
 
     Returns:
         The saved :class:`~memoryapp.models.ErasureReceipt`. Called inside a
