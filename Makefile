@@ -16,11 +16,15 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-## The server with admin and API on the embedded SQLite default (var/db.sqlite3).
+## The server with admin and API on the embedded SQLite default (var/db.sqlite3), and
+## an erasure worker beside it (HTTP/admin erasures answer once rows are deleted).
 run: $(STAMP)
 	DEBUG=$${DEBUG:-true} $(PY) manage.py migrate --noinput
 	DEBUG=$${DEBUG:-true} $(PY) manage.py bootstrap_admin
-	DEBUG=$${DEBUG:-true} $(PY) manage.py runserver 127.0.0.1:8000
+	$(PY) manage.py memory worker --quiet & worker=$$!; \
+	trap 'kill $$worker 2>/dev/null' EXIT INT TERM; \
+	DEBUG=$${DEBUG:-true} MEMORYAPP_ERASURE_WORKER=$${MEMORYAPP_ERASURE_WORKER:-true} \
+		$(PY) manage.py runserver 127.0.0.1:8000
 
 ## Lint, then the whole suite on SQLite and again on PostgreSQL.
 test: $(STAMP) lint test-sqlite test-postgres

@@ -9,10 +9,10 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.text import slugify
 
-from ..erasure import ErasureRequestError, authored_count, erase, export, preview
+from ..erasure import ErasureRequestError, authored_count, erase, export, preview, purge_now
 from ..fields import now
 from ..manager import MemoryManager
-from ..models import Memory, ReviewItem, Scope, SessionSummary
+from ..models import Memory, ReceiptState, ReviewItem, Scope, SessionSummary
 from .common import actor, confirmed, count_rows, db_for, json_download, namespace_label
 from .forms import EraseSubjectForm, ExportForm, WipeForm
 
@@ -87,15 +87,13 @@ def erase_subject_view(modeladmin, request):
                 authored=authored_count(subject),
             )
         try:
-            receipt = erase(subject=subject, include_authored=include, actor=actor(request))
+            receipt = erase(
+                subject=subject, include_authored=include, actor=actor(request), purge=purge_now()
+            )
         except ErasureRequestError as exc:
             form.add_error("subject", str(exc))
         else:
-            modeladmin.message_user(
-                request,
-                "The subject was erased. This receipt is the proof; it holds no erased text.",
-                messages.SUCCESS,
-            )
+            modeladmin.message_user(request, erased_message(receipt), messages.SUCCESS)
             return HttpResponseRedirect(
                 reverse("admin:memoryapp_erasurereceipt_change", args=[receipt.pk])
             )
@@ -107,6 +105,21 @@ def erase_subject_view(modeladmin, request):
         step="form",
         form=form,
     )
+
+
+def erased_message(receipt) -> str:
+    """What the operator is told after an erasure: done, or deleted and left to the worker."""
+    if receipt.state != ReceiptState.COMPLETE and not purge_now():
+        return (
+            "The subject's rows are deleted. The erasure worker purges the files and "
+            "verifies; this receipt shows how far it has gone (reload it)."
+        )
+    if receipt.purge_status.startswith("not purged"):
+        return (
+            "The subject's rows are deleted, but the purge is not complete: "
+            "see the receipt's purge status."
+        )
+    return "The subject was erased. This receipt is the proof; it holds no erased text."
 
 
 # ------------------------------------------------------------ wipe a namespace
