@@ -337,3 +337,25 @@ def test_a_worker_killed_mid_purge_is_taken_over_after_restart(tmp_path):
     assert _scan_done(receipt), receipt.verification  # fragments read back from the receipt
     assert receipt.sealed is None and receipt.claimed_by == ""
     assert not any(s.encode() in _stored_bytes() for s in secrets)
+
+
+# ------------------------------------------------------------------ admin
+def test_admin_subject_erasure_leaves_the_purge_to_the_worker(settings):
+    from ._admin_support import ERASE_SUBJECT, client_for, make_staff
+
+    settings.MEMORYAPP_ERASURE_WORKER = True
+    subject = "wk/alice"
+    MemoryManager(project=GONE, user=subject).save_memory(
+        "city", f"lives in {marker('city')}", scope="user"
+    )
+    admin = client_for(make_staff("root", superuser=True))
+    r = admin.post(ERASE_SUBJECT, {"subject": subject, "post": "yes"})
+    receipt = ErasureReceipt.objects.get()
+    assert r.status_code == 302, r.content
+    assert receipt.state == ReceiptState.DELETED and not receipt.purged
+    assert not Memory.objects.filter(subject=subject).exists()
+    page = admin.get(r["Location"]).content.decode()
+    assert "The erasure worker purges the files" in page
+    worker.run(once=True)
+    receipt.refresh_from_db()
+    assert receipt.state == ReceiptState.COMPLETE and receipt.verified, receipt.verification
