@@ -8,7 +8,7 @@ subclass, and re-exports the public names so ``memoryapp.guards`` stays the one 
 
 from __future__ import annotations
 
-from . import secret_scan
+from . import metrics, secret_scan
 from .classify import STOP_WORDS, default_confidence, extract_keywords, infer_scope, infer_type
 from .errors import MemoryValidationError, SensitiveMemoryError
 from .secret_scan import SECRET_PATTERNS, find_secret_family
@@ -102,7 +102,9 @@ class MemoryGuard:
             SensitiveMemoryError: A credential was found; the message never includes it.
             MemoryValidationError: ``content`` is not a string.
         """
-        if secret_scan.find_secret_family(require_str(content, "Memory content")) is not None:
+        family = secret_scan.find_secret_family(require_str(content, "Memory content"))
+        if family is not None:
+            metrics.guard_refusal(family)
             raise SensitiveMemoryError()
 
     def check(self, key: str, content: str) -> tuple[str, str, str]:

@@ -31,7 +31,7 @@ from itertools import chain
 from django.db import connections, transaction
 from django.utils.dateparse import parse_datetime
 
-from . import recall_snapshot
+from . import metrics, recall_snapshot
 from .conf import recall_cache_bytes, recall_snapshots
 from .db import snapshots as stored_snapshots
 from .db.meta import SliceKey, read_change_counter, read_slice_counters
@@ -216,6 +216,12 @@ class RecallIndexes:
         self.persists = 0  # snapshots written
         self.stable_blocks = StableBlocks()
 
+    def usage(self) -> tuple[int, int]:
+        """How many indexes this process holds, and their bytes (metrics)."""
+        with self._lock:
+            entries = list(self._entries.values())
+        return len(entries), sum(e.nbytes for e in entries)
+
     def clear(self) -> None:
         """Forget every index and shared stable block (tests; after a restore)."""
         with self._lock:
@@ -296,6 +302,7 @@ class RecallIndexes:
         watermark = now()
         index.bulk_load(live_records(using, namespace, scope))
         self.builds += 1
+        metrics.index_event("build")
         _release_free_memory()
         return _Entry(index, counter, watermark, index.nbytes)
 
@@ -315,6 +322,7 @@ class RecallIndexes:
         watermark = dt.datetime.fromtimestamp(stored.watermark, dt.UTC)
         entry = _Entry(index, stored.counter, watermark, index.nbytes, drift=0)
         self.loads += 1
+        metrics.index_event("load")
         if stored.counter != counter:
             entry.drift = self._delta(entry, using, namespace, scope, counter)
         return entry
@@ -352,6 +360,7 @@ class RecallIndexes:
             ):
                 entry.drift = 0
                 self.persists += 1
+                metrics.index_event("persist")
 
     def _delta(self, entry: _Entry, using: str, namespace: str, scope: str, counter: int) -> int:
         """Catch the entry up to ``counter``; returns how many of its records changed."""
@@ -401,6 +410,7 @@ class RecallIndexes:
         else:
             entry.unsettled.clear()  # what this delta read is committed
         self.deltas += 1
+        metrics.index_event("delta")
         with self._lock:
             self._evict()  # the slice may have grown past the cap
         return len(changed)
@@ -417,6 +427,7 @@ class RecallIndexes:
         while total > cap and len(self._entries) > 1:
             _, dropped = self._entries.popitem(last=False)
             total -= dropped.nbytes
+            metrics.index_event("evict")
 
 
 def _timestamp(value: dt.datetime) -> float:

@@ -54,6 +54,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "memoryapp.ops.ApiMetricsMiddleware",
 ]
 
 ROOT_URLCONF = "project.urls"
@@ -205,6 +206,8 @@ MEMORYAPP_RECALL_SNAPSHOTS = env.bool("MEMORYAPP_RECALL_SNAPSHOTS", default=True
 MEMORYAPP_ERASURE_KEY = env("MEMORYAPP_ERASURE_KEY", default=None)
 MEMORYAPP_ERASURE_LEDGER = env("MEMORYAPP_ERASURE_LEDGER", default=None)
 MEMORYAPP_ERASURE_PURGE_TIMEOUT = env.float("MEMORYAPP_ERASURE_PURGE_TIMEOUT", default=10.0)
+# /metrics answers only "Authorization: Bearer <token>"; unset, it is off (404).
+MEMORYAPP_METRICS_TOKEN = env("MEMORYAPP_METRICS_TOKEN", default=None)
 # HTTP/admin erasures answer once rows are deleted; `manage.py memory worker` purges.
 MEMORYAPP_ERASURE_WORKER = env.bool("MEMORYAPP_ERASURE_WORKER", default=False)
 MEMORYAPP_RETENTION_DELETED_MEMORIES_DAYS = env.int(

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Sequence
 
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.utils.dateparse import parse_datetime
 
-from .. import conf
+from .. import conf, metrics
 from ..db import purge as vendor_purge
 from ..fields import now
 from ..models import UNFINISHED_STATES, ErasureReceipt, MemoryEvent, ReceiptState
@@ -72,7 +73,9 @@ def finish(receipts: Sequence[ErasureReceipt], *, using: str) -> list[ErasureRec
         )
         token = _newest_token([i.get("token") or {} for i in infos])
         if tables:
+            began = time.monotonic()
             outcome = vendors[alias].purge(connection, tables, token=token, timeout=timeout)
+            metrics.purge_done(vendors[alias].name, time.monotonic() - began, ok=outcome.ok)
         else:
             outcome = vendor_purge.PurgeOutcome("purged", notes=["nothing to purge"])
         for r in covered:

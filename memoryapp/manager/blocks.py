@@ -10,7 +10,7 @@ from django.db import DatabaseError, connections
 from django.db.models import Q, Value
 from django.db.models.functions import Least, Length
 
-from .. import render
+from .. import metrics, render
 from ..db.meta import read_slice_counters
 from ..indexes import INDEXES
 from ..models import Memory, Scope, json_list
@@ -211,6 +211,7 @@ class PromptBlocks:
         Never breaks a turn: a database error records a store problem, any
         other failure logs a warning, and both return ``[]``.
         """
+        started = time.perf_counter()
         try:
             hits = self._recall(query, messages, top_k, exclude_ids)
         except DatabaseError as exc:
@@ -223,7 +224,9 @@ class PromptBlocks:
             logger.warning("recall failed", exc_info=True)
         else:
             self.recall_count += len(hits)
+            metrics.observe_recall(time.perf_counter() - started, ok=True)
             return hits
+        metrics.observe_recall(time.perf_counter() - started, ok=False)
         return []
 
     def _recall_failed(self, exc: Exception) -> None:

@@ -1,0 +1,123 @@
+"""Operations endpoints: ``/healthz`` for load balancers, ``/metrics`` for Prometheus.
+
+``/healthz`` needs no authentication and shows no data: only whether each
+check passed and, when one failed, a reason without any row's content.
+``/metrics`` is off unless ``MEMORYAPP_METRICS_TOKEN`` is set; it then answers
+only a request carrying ``Authorization: Bearer <token>``.
+"""
+
+from __future__ import annotations
+
+import hmac
+
+from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, router
+from django.db.migrations.executor import MigrationExecutor
+from django.http import Http404, HttpResponse, JsonResponse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+
+from . import metrics
+from .models import ErasureReceipt, Memory, ReviewItem, SessionSummary
+
+_TABLES = (Memory, SessionSummary, ReviewItem, ErasureReceipt)
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return (lines[0] if lines else type(exc).__name__)[:200]
+
+
+def _database(alias: str) -> str | None:
+    try:
+        with connections[alias].cursor() as cursor:
+            cursor.execute("SELECT 1")
+            cursor.fetchone()
+    except DatabaseError as exc:
+        return f"unreachable: {_first_line(exc)}"
+    return None
+
+
+def _migrations(alias: str) -> str | None:
+    try:
+        executor = MigrationExecutor(connections[alias])
+        plan = executor.migration_plan(executor.loader.graph.leaf_nodes())
+    except DatabaseError as exc:
+        return f"cannot read the migration history: {_first_line(exc)}"
+    if plan:
+        return f"{len(plan)} migration(s) not applied; run 'manage.py migrate'"
+    return None
+
+
+def _store(alias: str) -> str | None:
+    """Each memory table answers a one-row read (a corrupt file or a lost table does not)."""
+    for model in _TABLES:
+        if not router.allow_migrate_model(alias, model):
+            continue
+        try:
+            list(model.objects.using(alias).order_by().values_list("pk", flat=True)[:1])
+        except DatabaseError as exc:
+            return f"{model._meta.db_table} unreadable: {_first_line(exc)}"
+    return None
+
+
+def health_checks() -> dict[str, str | None]:
+    """Check name → None when it passed, else the reason it failed."""
+    aliases = [a for a in settings.DATABASES if a == DEFAULT_DB_ALIAS or _is_real(a)]
+    results: dict[str, str | None] = {}
+    for alias in aliases:
+        problem = _database(alias)
+        results[f"database:{alias}"] = problem
+        if problem is None:
+            results[f"migrations:{alias}"] = _migrations(alias)
+            results[f"store:{alias}"] = _store(alias)
+    return results
+
+
+def _is_real(alias: str) -> bool:
+    """Databases worth checking: not the in-memory one behind ephemeral managers."""
+    name = str(settings.DATABASES[alias].get("NAME") or "")
+    return "mode=memory" not in name and name != ":memory:"
+
+
+@never_cache
+@require_GET
+def healthz(request) -> JsonResponse:
+    """200 ``{"status": "ok"}`` when every check passes, else 503 with the failed ones."""
+    results = health_checks()
+    failed = {name: reason for name, reason in results.items() if reason}
+    body = {
+        "status": "fail" if failed else "ok",
+        "checks": {name: reason or "ok" for name, reason in results.items()},
+    }
+    return JsonResponse(body, status=503 if failed else 200)
+
+
+@never_cache
+@require_GET
+def metrics_view(request) -> HttpResponse:
+    """The Prometheus exposition, for a scraper holding ``MEMORYAPP_METRICS_TOKEN``."""
+    token = getattr(settings, "MEMORYAPP_METRICS_TOKEN", None)
+    if not token:
+        raise Http404("metrics are off (MEMORYAPP_METRICS_TOKEN is not set)")
+    given = request.headers.get("Authorization", "")
+    if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+        response = HttpResponse("a bearer token is required\n", status=401)
+        response["WWW-Authenticate"] = 'Bearer realm="metrics"'
+        return response
+    body, content_type = metrics.exposition()
+    return HttpResponse(body, content_type=content_type)
+
+
+class ApiMetricsMiddleware:
+    """Counts the API's responses by method and status (``memoryapp_api_responses``)."""
+
+    def __init__(self, get_response) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        match = getattr(request, "resolver_match", None)
+        if match is not None and "memoryapp_api" in match.namespaces:
+            metrics.api_response(request.method, response.status_code)
+        return response
