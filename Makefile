@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 TEST_POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/memoryapp
 PYTEST_ARGS ?=
 
-.PHONY: run test test-sqlite test-postgres lint install bench bench-api bench-linear bench-tenants clean
+.PHONY: run serve test test-sqlite test-postgres lint install bench bench-api bench-linear bench-tenants clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,11 @@ run: $(STAMP)
 	trap 'kill $$worker 2>/dev/null' EXIT INT TERM; \
 	DEBUG=$${DEBUG:-true} MEMORYAPP_ERASURE_WORKER=$${MEMORYAPP_ERASURE_WORKER:-true} \
 		$(PY) manage.py runserver 127.0.0.1:8000
+
+## As in production: gunicorn (WEB_CONCURRENCY workers, default 2 x cores) + WhiteNoise,
+## DEBUG off, an erasure worker beside it; settings from the environment (README, Deploying).
+serve: $(STAMP)
+	scripts/serve.sh
 
 ## Lint, then the whole suite on SQLite and again on PostgreSQL.
 test: $(STAMP) lint test-sqlite test-postgres

@@ -15,7 +15,6 @@ import sys
 import threading
 import time
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 from django.db import connection, connections
@@ -26,6 +25,7 @@ from memoryapp.erasure import erase, retry_purge, sealed, worker
 from memoryapp.models import ErasureReceipt, Memory, ReceiptState
 
 from ._erasure_support import marker
+from ._processes import database_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -34,25 +34,12 @@ GONE, KEPT = "wk/gone", "wk/kept"
 TIMEOUT = 60.0
 
 
-def _database_url() -> str:
-    """The test database as a DATABASE_URL a child process can open."""
-    s = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return f"sqlite:///{s['NAME']}"
-    auth = quote(s["USER"] or "", safe="")
-    if s["PASSWORD"]:
-        auth += ":" + quote(s["PASSWORD"], safe="")
-    host = s["HOST"] or "localhost"
-    port = f":{s['PORT']}" if s["PORT"] else ""
-    return f"postgres://{auth}@{host}{port}/{quote(s['NAME'], safe='')}"
-
-
 def _child(args: list[str], log: Path, **env) -> subprocess.Popen:
     from django.conf import settings
 
     environment = {
         **os.environ,
-        "DATABASE_URL": _database_url(),
+        "DATABASE_URL": database_url(),
         "PYTHONPATH": str(REPO),
         "SECRET_KEY": settings.SECRET_KEY,  # the sealed request is keyed from it
         "MEMORYAPP_ERASURE_PURGE_TIMEOUT": "60",
