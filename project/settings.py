@@ -144,6 +144,10 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 
+# CACHE_URL=redis://127.0.0.1:6379/0 shares the cache between every worker and
+# machine (throttle counts per client, not per worker); default: this process only.
+CACHES = {"default": env.cache_url("CACHE_URL", default="locmemcache://")}
+
 STATIC_URL = "static/"
 STATIC_ROOT = env.path("STATIC_ROOT", default=VAR_DIR / "static")
 STORAGES = {

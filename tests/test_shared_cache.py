@@ -1,0 +1,123 @@
+"""CACHE_URL on Redis: throttles count per client across every gunicorn worker.
+
+Runs against the real Redis at 127.0.0.1:6379 (CI starts it). Without one, the
+test is skipped on a developer's machine and fails under ``CI=true``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+
+from memoryapp.api.grants import provision_client
+
+from ._processes import database_url
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+REPO = Path(__file__).resolve().parent.parent
+GUNICORN = Path(sys.executable).parent / "gunicorn"
+RATE = 6  # recalls per minute for the test client
+
+
+def _redis_up() -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", 6379), timeout=1) as s:
+            s.sendall(b"PING\r\n")
+            return s.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def redis_url():
+    if not _redis_up():
+        if os.environ.get("CI") == "true":
+            pytest.fail("Redis is not running at 127.0.0.1:6379 (CI must start it)")
+        pytest.skip("Redis is not running at 127.0.0.1:6379")
+    # A key prefix of its own: parallel runs and earlier runs never share counts.
+    return f"redis://127.0.0.1:6379/0?key_prefix=memoryapp-test-{uuid.uuid4().hex}"
+
+
+def _serve(tmp_path, env_extra: dict) -> tuple[subprocess.Popen, str, Path]:
+    from django.conf import settings
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url(),
+        "DEBUG": "false",
+        "SECRET_KEY": settings.SECRET_KEY,
+        "API_THROTTLE_RECALL": f"{RATE}/min",
+        **env_extra,
+    }
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    log = tmp_path / "access.log"
+    proc = subprocess.Popen(
+        [
+            str(GUNICORN),
+            "project.wsgi:application",
+            "--workers",
+            "2",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--access-logfile",
+            str(log),
+            "--access-logformat",
+            "%(p)s %(s)s",  # which worker answered, and how
+        ],
+        cwd=REPO,
+        env=env,
+        stderr=(tmp_path / "gunicorn.err").open("w"),
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(url + "/healthz", timeout=2)
+            return proc, url, log
+        except OSError:
+            time.sleep(0.3)
+    proc.kill()
+    raise AssertionError((tmp_path / "gunicorn.err").read_text())
+
+
+def _recall(url: str, token: str) -> int:
+    body = json.dumps({"query": "editor", "project": "cache/a"}).encode()
+    request = urllib.request.Request(
+        url + "/api/recall/",
+        data=body,
+        headers={"Authorization": f"Token {token}", "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_throttles_count_per_client_across_two_workers_on_redis(tmp_path, redis_url):
+    client = provision_client("cache-app", ["cache/"])
+    proc, url, log = _serve(tmp_path, {"CACHE_URL": redis_url})
+    try:
+        statuses = [_recall(url, client.token) for _ in range(3 * RATE)]
+    finally:
+        proc.terminate()
+        proc.wait(20)
+    assert statuses.count(200) == RATE, statuses  # one budget for the client, not per worker
+    assert statuses[RATE:] == [429] * (2 * RATE)
+    lines = [line.split() for line in log.read_text().splitlines() if line.strip()]
+    answered_by = {pid for pid, status in lines if status in ("200", "429")}
+    assert len(answered_by) == 2, f"one worker answered everything: {lines}"
