@@ -146,7 +146,11 @@ USE_TZ = True
 
 # CACHE_URL=redis://127.0.0.1:6379/0 shares the cache between every worker and
 # machine (throttle counts per client, not per worker); default: this process only.
-CACHES = {"default": env.cache_url("CACHE_URL", default="locmemcache://")}
+_cache = env.cache_url("CACHE_URL", default="locmemcache://")
+for _option in ("key_prefix", "timeout", "version"):  # django-environ leaves these lower-case
+    if _option in _cache:
+        _cache[_option.upper()] = _cache.pop(_option)
+CACHES = {"default": _cache}
 
 STATIC_URL = "static/"
 STATIC_ROOT = env.path("STATIC_ROOT", default=VAR_DIR / "static")
