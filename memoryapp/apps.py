@@ -13,7 +13,11 @@ class MemoryAppConfig(AppConfig):
 
     def ready(self) -> None:
         from . import checks  # noqa: F401  (registers the checks)
+        from . import logs
         from .db.meta import ensure_meta_rows
+
+        # Django's SQL log carries the values of every statement: memory text.
+        logs.install()
 
         # A test-database flush empties schema_meta; put the counter row back.
         post_migrate.connect(ensure_meta_rows, sender=self, dispatch_uid="memoryapp-meta-rows")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from django.db import IntegrityError, transaction
+from django.db import transaction
 
 from .crystallizer import Proposal
 from .fields import now
@@ -61,12 +61,12 @@ def _fold_one(p: Proposal, using, namespace, subject, session_id) -> ReviewItem:
             occurrences=p.occurrences,
             confidence=_confidence(p.occurrences),
         )
-        try:
-            with transaction.atomic(using=using):
-                item.save(using=using, force_insert=True)
-            return item
-        except IntegrityError:  # a concurrent writer queued the same key first
-            existing = pending.select_for_update().get()
+        # ON CONFLICT DO NOTHING: a concurrent writer that queued the same key first
+        # is no error (the server would log the key in a unique violation's DETAIL).
+        ReviewItem.objects.using(using).bulk_create([item], ignore_conflicts=True)
+        existing = pending.select_for_update().get()
+        if existing.pk == item.pk:
+            return existing
     existing.occurrences += p.occurrences
     existing.title, existing.content, existing.evidence = p.title, p.content, p.evidence
     existing.source_session = session_id

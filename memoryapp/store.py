@@ -9,9 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Iterable
-from contextlib import nullcontext
 from dataclasses import dataclass
-from functools import partial
 
 from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
@@ -134,30 +132,27 @@ def write(
     lock = " FOR UPDATE" if connection.vendor == "postgresql" else ""
     find = _FIND_LIVE + lock
     key = [namespace, p.scope, p.key_normalized]
-    insert_guard = (
-        # A savepoint, so losing the race to a concurrent insert of the same key
-        # leaves a PostgreSQL transaction usable. SQLite needs none: a failed
-        # statement is undone alone there, and IMMEDIATE already excludes the race.
-        partial(transaction.atomic, using=using) if connection.vendor != "sqlite" else nullcontext
-    )
     with transaction.atomic(using=using, savepoint=savepoint), connection.cursor() as cursor:
         cursor.execute(find, key)
         found = cursor.fetchone()
         created = False
         if found is None:
             memory_id = new_id()
-            try:
-                with insert_guard():
-                    cursor.execute(
-                        _INSERT, [memory_id, namespace, subject, p.scope, p.key_normalized,
-                                  *values, sql_stamp, sql_stamp],
-                    )  # fmt: skip
+            # ON CONFLICT DO NOTHING: losing the race to a concurrent insert of the
+            # same key is no error, so the server never logs a unique violation
+            # (PostgreSQL's DETAIL line would carry the key into its log) and needs
+            # no savepoint. SQLite's IMMEDIATE transactions exclude the race anyway.
+            cursor.execute(
+                _INSERT, [memory_id, namespace, subject, p.scope, p.key_normalized,
+                          *values, sql_stamp, sql_stamp],
+            )  # fmt: skip
+            if cursor.rowcount == 1:
                 created, created_at, row_subject = True, stamp, subject
-            except IntegrityError:
+            else:
                 cursor.execute(find, key)
                 found = cursor.fetchone()
-                if found is None:
-                    raise
+                if found is None:  # the random id was taken: vanishingly rare
+                    raise IntegrityError("new memory id already in use; retry the write")
         if found is not None:
             memory_id, created_at, old_subject = found
             created_at = _aware(created_at)
@@ -193,7 +188,8 @@ _FIND_LIVE = (
 _INSERT = (
     "INSERT INTO memories (id, namespace, subject, scope, key_normalized, type, title, content, "
     "tags_json, keywords_json, source, confidence, sensitivity, created_at, updated_at) "
-    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 'normal', %s, %s)"
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 'normal', %s, %s) "
+    "ON CONFLICT DO NOTHING"
 )
 _UPDATE = (
     "UPDATE memories SET type = %s, title = %s, content = %s, tags_json = %s, "

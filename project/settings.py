@@ -219,10 +219,24 @@ SPECTACULAR_SETTINGS = {
 # legitimate body is a conversation sent to recall or the crystallizer).
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("DATA_UPLOAD_MAX_MEMORY_SIZE", default=2 * 1024 * 1024)
 
+# LOG_FORMAT=json: one JSON object per line (python-json-logger), for log shippers.
+LOG_FORMAT = env("LOG_FORMAT", default="text")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {
+        "text": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
+        },
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "json" if LOG_FORMAT == "json" else "text",
+        }
+    },
     "loggers": {
         "memoryapp": {"handlers": ["console"], "level": env("MEMORYAPP_LOG_LEVEL", default="INFO")}
     },
