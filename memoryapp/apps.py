@@ -12,8 +12,10 @@ class MemoryAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import checks  # noqa: F401  (registers the checks)
-        from . import logs
+        from . import (
+            checks,  # noqa: F401  (registers the checks)
+            logs,
+        )
         from .db.meta import ensure_meta_rows
 
         # Django's SQL log carries the values of every statement: memory text.
