@@ -13,7 +13,8 @@ from django.utils.html import format_html
 from django.utils.text import Truncator
 
 from .. import guards, store
-from ..erasure import ErasureRequestError, erase, erase_review_items
+from ..erasure import ErasureRequestError, erase, erase_review_items, preview
+from ..erasure.selection import batches
 from ..manager import MemoryManager
 from ..models import MemoryEvent, ReviewItem, ReviewStatus, SessionSummary
 from .common import (
@@ -28,6 +29,8 @@ from .common import (
     db_for,
     namespace_label,
     plural,
+    refusals,
+    selection_changed,
     short_time,
     two_lines,
 )
@@ -35,9 +38,20 @@ from .forms import PurgeForm
 
 
 def _queue_counts(ids) -> list[dict]:
-    """The rows a purge of these review items removes, for its confirmation page."""
-    events = MemoryEvent.objects.filter(memory_id__in=ids).count()
-    return count_rows({"memory_review_queue": len(ids), "memory_events": events})
+    """The rows a purge of these review items removes, for its confirmation page.
+
+    Events are counted in batches: one ``IN`` list for a whole status would
+    pass SQLite's limit of 32,766 bound variables.
+    """
+    events = MemoryEvent.objects
+    n = sum(events.filter(memory_id__in=batch).count() for batch in batches(ids))
+    return count_rows({"memory_review_queue": len(ids), "memory_events": n})
+
+
+def _pending_in_batches(pending, ids):
+    """The pending items among ``ids``, one batch of rows in memory at a time."""
+    for batch in batches(ids):
+        yield from pending.filter(pk__in=batch)
 
 
 def receipt_link(receipt) -> str:
@@ -210,9 +224,12 @@ class ReviewItemAdmin(StyledAdmin):
                 ],
                 submit="Yes, approve them",
             )
+        ids = list(pending.values_list("pk", flat=True))
+        if selection_changed(self, request, ids):
+            return None
         who = actor(request)
         approved, failed = 0, []
-        for item in pending:
+        for item in _pending_in_batches(pending, ids):
             mm = MemoryManager(project=item.namespace, user=item.subject)
             try:
                 memory = mm.approve_review_item(item.pk, actor=who)
@@ -228,8 +245,7 @@ class ReviewItemAdmin(StyledAdmin):
                 + ("it is a memory now." if approved == 1 else "they are memories now."),
                 messages.SUCCESS,
             )
-        for item, reason in failed:
-            self.message_user(request, f"“{item}” was not approved: {reason}", messages.ERROR)
+        refusals(self, request, failed, "approved")
         return None
 
     @admin.action(description="Reject selected review items", permissions=["decide"])
@@ -248,9 +264,12 @@ class ReviewItemAdmin(StyledAdmin):
                 ],
                 submit="Yes, reject them",
             )
+        ids = list(pending.values_list("pk", flat=True))
+        if selection_changed(self, request, ids):
+            return None
         who = actor(request)
         rejected = 0
-        for item in pending:
+        for item in _pending_in_batches(pending, ids):
             if MemoryManager(project=item.namespace).reject_review_item(item.pk, actor=who):
                 rejected += 1  # the facade logged the review_reject event
         self.message_user(
@@ -276,10 +295,13 @@ class ReviewItemAdmin(StyledAdmin):
                     "text cannot be recovered. A receipt records the counts.",
                 ],
                 warning="This cannot be undone.",
-                counts=_queue_counts(ids),
+                # What erase(ids=...) below removes, counted by the erasure itself.
+                counts=count_rows(preview(ids=ids)["counts"]) if ids else None,
                 submit="Yes, purge them permanently",
                 danger=True,
             )
+        if selection_changed(self, request, ids):
+            return None
         self._purge(request, lambda: erase(ids=ids, actor=actor(request)))
         return None
 
