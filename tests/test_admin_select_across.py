@@ -223,18 +223,23 @@ def test_restore_across_the_deleted_view_of_one_namespace(admin, live, deleted):
 
 def test_restore_reports_a_few_refusals_and_counts_the_rest(admin, deleted):
     # Live rows hold the keys of 30 deleted ones: those 30 cannot be restored.
-    taken = Memory.objects.deleted().filter(namespace=SMALL).order_by("id")[:30]
+    others = Memory.objects.deleted().filter(namespace=SMALL).exclude(key_normalized="delta_0")
+    taken = others.order_by("id")[:30]
     Memory.objects.bulk_create(
         [Memory(namespace=SMALL, scope="project", key_normalized=m.key_normalized,
                 title=m.title, content="the new one") for m in taken]
     )  # fmt: skip
+    # Two deleted versions of one key: the first restored takes it, the other stays.
+    _memories(SMALL, 1, "delta", deleted=True)  # the key of "delta 0" again
     page = select_all(admin, MEMORIES, "restore_selected", {"state": "deleted", "namespace": SMALL})
     confirm(admin, page)
-    assert Memory.objects.deleted().filter(namespace=SMALL).count() == 30
+    assert Memory.objects.deleted().filter(namespace=SMALL).count() == 31
+    delta_0 = Memory.objects.filter(namespace=SMALL, key_normalized="delta_0")
+    assert delta_0.count() == 2 and delta_0.live().count() == 1
     texts = messages_of(admin.get(MEMORIES))
     assert f"Restored {N_SMALL - 30} memories." in texts
-    assert sum("was not restored" in t for t in texts) == 20
-    assert "… and 10 more memories were not restored." in texts
+    assert sum("was not restored" in t and "already exists" in t for t in texts) == 20
+    assert "… and 11 more memories were not restored." in texts
 
 
 # ------------------------------------------------------------------- erase

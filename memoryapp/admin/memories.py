@@ -10,7 +10,7 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 from django.utils.text import Truncator
 
-from .. import guards, store, validation
+from .. import store, validation
 from ..erasure import ErasureRequestError, erase, preview
 from ..erasure.export import memory_as_dict
 from ..erasure.selection import batches
@@ -344,21 +344,14 @@ class MemoryAdmin(StyledAdmin):
         ids = list(deleted.values_list("pk", flat=True))
         if selection_changed(self, request, ids):
             return None
-        restored, refused = 0, []
-        for batch in batches(ids):  # a page of rows in memory at a time, whatever the selection
-            for obj in deleted.filter(pk__in=batch):
-                try:
-                    store.restore(db_for(Memory), obj.pk, actor=actor(request))
-                    restored += 1
-                except guards.MemoryValidationError as exc:
-                    refused.append((obj, str(exc)))
+        restored, refused = store.restore_ids(db_for(Memory), ids, actor=actor(request))
         if restored:
             self.message_user(
                 request,
-                f"Restored {plural(restored, 'memory', 'memories')}.",
+                f"Restored {plural(len(restored), 'memory', 'memories')}.",
                 messages.SUCCESS,
             )
-        refusals(self, request, refused, "restored")
+        refusals(self, request, [(title, why) for _, title, why in refused], "restored")
         return None
 
     @admin.action(description="Erase selected memories permanently…", permissions=["erase"])
