@@ -18,13 +18,14 @@ import pytest
 from django.conf import global_settings, settings
 
 from memoryapp.fields import now
-from memoryapp.models import ErasureReceipt, Memory, MemoryEvent, ReviewItem
+from memoryapp.models import ErasureReceipt, Memory, MemoryEvent, ReviewItem, SessionSummary
 
 from ._admin_support import (
     MEMORIES,
     OPERATOR_PERMS,
     PROJECT,
     REVIEW,
+    SUMMARIES,
     client_for,
     make_staff,
     messages_of,
@@ -99,6 +100,19 @@ def pending():
         ],
         batch_size=500,
     )
+
+
+@pytest.fixture
+def summaries():
+    """1,100 session summaries of one project, 100 of another."""
+    SessionSummary.objects.bulk_create(
+        [
+            SessionSummary(namespace=PROJECT if i < N_ITEMS else SMALL, session_id=f"s-{i}",
+                           summary_text=f"session {i} went well")
+            for i in range(N_ITEMS + 100)
+        ],
+        batch_size=500,
+    )  # fmt: skip
 
 
 @pytest.fixture
@@ -372,3 +386,27 @@ def test_a_review_operator_without_purge_permission_is_refused(admin, pending):
     assert select_all(operator, REVIEW, "purge_selected").status_code == 302
     confirm(operator, page)
     assert ReviewItem.objects.count() == N_ITEMS and not ErasureReceipt.objects.exists()
+
+
+# ------------------------------------------------------- session summaries
+def test_delete_summaries_across_a_namespace(admin, summaries):
+    from django.contrib.admin.models import DELETION, LogEntry
+
+    page = select_all(admin, SUMMARIES, "delete_selected", {"namespace": PROJECT})
+    assert_carries_the_filter(page, N_ITEMS, "namespace=acme%2Fweb")
+    text = page.content.decode()
+    assert "hard delete" in text and "Erase a subject" in text
+    r = confirm(admin, page)
+    assert r.status_code == 302
+    assert set(SessionSummary.objects.values_list("namespace", flat=True)) == {SMALL}
+    events = MemoryEvent.objects.filter(event_type="summary_delete", actor="root")
+    assert events.count() == N_ITEMS
+    assert LogEntry.objects.filter(action_flag=DELETION).count() == N_ITEMS
+    assert f"Successfully deleted {N_ITEMS} session summaries." in messages_of(admin.get(SUMMARIES))
+
+
+def test_deleting_summaries_across_needs_the_delete_permission(admin, summaries):
+    viewer = client_for(make_staff("viewer", ("view_sessionsummary",)))
+    page = select_all(admin, SUMMARIES, "delete_selected")
+    assert confirm(viewer, page).context["action_form"] is None  # the list again, no action
+    assert SessionSummary.objects.count() == N_ITEMS + 100

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.contrib import admin, messages
+from django.contrib.admin.utils import model_ngettext
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Case, IntegerField, Value, When
@@ -11,8 +12,9 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.text import Truncator
+from django.utils.translation import gettext as _
 
-from .. import guards, store
+from .. import guards
 from ..erasure import ErasureRequestError, erase, erase_review_items, preview
 from ..erasure.selection import batches
 from ..manager import MemoryManager
@@ -404,9 +406,7 @@ class SessionSummaryAdmin(StyledAdmin):
     )
     readonly_fields = ("namespace_display",)
     delete_confirmation_template = "admin/memoryapp/sessionsummary/delete_confirmation.html"
-    delete_selected_confirmation_template = (
-        "admin/memoryapp/sessionsummary/delete_selected_confirmation.html"
-    )
+    actions = ("delete_selected",)  # ours, in place of Django's (same name, same permission)
 
     def has_add_permission(self, request):
         return False
@@ -434,15 +434,68 @@ class SessionSummaryAdmin(StyledAdmin):
     def excerpt(self, obj):
         return Truncator(obj.summary_text).chars(100)
 
+    @admin.action(description="Delete selected session summaries", permissions=["delete"])
+    def delete_selected(self, request, queryset):
+        """Django's "delete selected", on the shared confirmation page.
+
+        Django's own page lists every summary and re-posts every id, which
+        fails above ~1,000 rows; this one names the first hundred and, under
+        "Select all", carries the changelist's filter. The log entries, the
+        hard delete and the message are Django's.
+        """
+        if not confirmed(request):
+            return confirmation(
+                self,
+                request,
+                queryset,
+                action="delete_selected",
+                title="Delete session summaries",
+                intro=[
+                    format_html(
+                        "Deleting session summaries is a <strong>hard delete</strong>: the rows "
+                        "are removed, and the agent no longer carries them into later sessions. "
+                        "This is not a verified erasure — to remove someone's data for good, "
+                        'with a receipt, use <a href="{}">Erase a subject</a>.',
+                        reverse("admin:memoryapp_erase_subject"),
+                    )
+                ],
+                submit="Yes, delete them",
+                danger=True,
+            )
+        ids = list(queryset.values_list("pk", flat=True))
+        if selection_changed(self, request, ids):
+            return None
+        if ids:
+            for batch in batches(ids):
+                self.log_deletions(request, SessionSummary.objects.filter(pk__in=batch))
+            self._hard_delete(request, ids)
+            self.message_user(
+                request,
+                _("Successfully deleted %(count)d %(items)s.")
+                % {"count": len(ids), "items": model_ngettext(self.opts, len(ids))},
+                messages.SUCCESS,
+            )
+        return None
+
     def delete_model(self, request, obj):
-        self.delete_queryset(request, SessionSummary.objects.filter(pk=obj.pk))
+        self._hard_delete(request, [obj.pk])
 
     def delete_queryset(self, request, queryset):
-        """Hard delete, with an audit event naming the acting user for each summary."""
+        self._hard_delete(request, list(queryset.values_list("pk", flat=True)))
+
+    def _hard_delete(self, request, ids) -> None:
+        """Hard delete, with an audit event naming the acting user for each summary.
+
+        In batches of 500 ids (SQLite's bound-variable limit), one transaction.
+        """
         using = db_for(SessionSummary)
-        rows = list(queryset.values_list("pk", "namespace"))
+        summaries = SessionSummary.objects.using(using)
         who = actor(request)
         with transaction.atomic(using=using):
-            SessionSummary.objects.using(using).filter(pk__in=[pk for pk, _ in rows]).delete()
-            for pk, ns in rows:
-                store.log_event(using, pk, "summary_delete", namespace=ns, actor=who)
+            for batch in batches(ids):
+                rows = list(summaries.filter(pk__in=batch).values_list("pk", "namespace"))
+                summaries.filter(pk__in=batch).delete()
+                MemoryEvent.objects.using(using).bulk_create(
+                    MemoryEvent(memory_id=pk, event_type="summary_delete", namespace=ns, actor=who)
+                    for pk, ns in rows
+                )
