@@ -303,6 +303,14 @@ def _soft_delete_where(
     return victims
 
 
+def _key_taken(key_normalized: str) -> str:
+    """Why a soft-deleted memory cannot be restored: a live row holds its key."""
+    return (
+        f"A live memory with the key {key_normalized!r} already exists in this "
+        "namespace and scope; delete or rename it first."
+    )
+
+
 def restore(using: str, memory_id: str, *, actor: str = "") -> Memory:
     """Undo a soft delete (admin). Refuses when a live row already holds the same key."""
     with transaction.atomic(using=using):
@@ -316,15 +324,80 @@ def restore(using: str, memory_id: str, *, actor: str = "") -> Memory:
             .exists()
         )
         if clash:
-            raise guards.MemoryValidationError(
-                f"A live memory with the key {row.key_normalized!r} already exists in this "
-                "namespace and scope; delete or rename it first."
-            )
+            raise guards.MemoryValidationError(_key_taken(row.key_normalized))
         row.deleted_at = None
         row.updated_at = now()
         row.save(using=using, update_fields=["deleted_at", "updated_at"])
         log_event(using, row.id, "restore", namespace=row.namespace, actor=actor)
     return row
+
+
+def restore_ids(
+    using: str, ids: Iterable[str], *, actor: str = ""
+) -> tuple[list[str], list[tuple[str, str, str]]]:
+    """Undo the soft delete of the deleted rows among ``ids``, in the order given; logs each.
+
+    :func:`restore` for many rows (the admin's "Select all"): the same rule, a
+    row whose key a live row of its namespace and scope holds stays deleted and
+    is reported, where a row restored earlier in the same call counts as live.
+    Four statements per 500 rows (the events in one ``executemany``) instead of
+    five per row, in one transaction.
+    Returns the restored ids and ``(id, title, reason)`` per refused row.
+    """
+    wanted = list(dict.fromkeys(ids))
+    restored: list[str] = []
+    refused: list[tuple[str, str, str]] = []
+    with transaction.atomic(using=using):
+        for start in range(0, len(wanted), _IDS_PER_STATEMENT):
+            _restore_chunk(
+                using, wanted[start : start + _IDS_PER_STATEMENT], actor, restored, refused
+            )
+    return restored, refused
+
+
+def _restore_chunk(using: str, chunk: list[str], actor: str, restored: list, refused: list):
+    """Restore one chunk of :func:`restore_ids` (appends to ``restored`` and ``refused``)."""
+    rows = {
+        m.id: m
+        for m in Memory.objects.using(using)
+        .select_for_update()
+        .filter(pk__in=chunk, deleted_at__isnull=False)
+        .only("id", "namespace", "scope", "key_normalized", "title")
+    }
+    keys = {(m.namespace, m.scope, m.key_normalized) for m in rows.values()}
+    live = Memory.objects.using(using).live()
+    taken = keys & set(
+        live.filter(
+            namespace__in={k[0] for k in keys}, key_normalized__in={k[2] for k in keys}
+        ).values_list("namespace", "scope", "key_normalized")
+    )
+    back = []
+    for memory_id in chunk:
+        row = rows.get(memory_id)
+        if row is None:
+            continue  # live already, or gone
+        key = (row.namespace, row.scope, row.key_normalized)
+        if key in taken:
+            refused.append((row.id, row.title, _key_taken(row.key_normalized)))
+            continue
+        taken.add(key)  # a later row of the same key clashes with this one
+        back.append(row)
+    if not back:
+        return
+    connection = connections[using]
+    sql_stamp = _STAMP_FIELD.get_db_prep_value(now(), connection)
+    marks = ", ".join(["%s"] * len(back))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE memories SET deleted_at = NULL, updated_at = %s "
+            f"WHERE deleted_at IS NOT NULL AND id IN ({marks})",
+            [sql_stamp, *(row.id for row in back)],
+        )
+        cursor.executemany(
+            _INSERT_EVENT,
+            [(row.id, "restore", sql_stamp, None, row.namespace, actor) for row in back],
+        )
+    restored.extend(row.id for row in back)
 
 
 __all__ = [
@@ -334,6 +407,7 @@ __all__ = [
     "enforce_auto_cap",
     "log_event",
     "restore",
+    "restore_ids",
     "soft_delete_ids",
     "prepare",
     "write",

@@ -10,9 +10,10 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 from django.utils.text import Truncator
 
-from .. import guards, store, validation
+from .. import store, validation
 from ..erasure import ErasureRequestError, erase, preview
 from ..erasure.export import memory_as_dict
+from ..erasure.selection import batches
 from ..fields import now
 from ..models import Memory, MemoryEvent
 from .common import (
@@ -29,6 +30,8 @@ from .common import (
     json_download,
     namespace_label,
     plural,
+    refusals,
+    selection_changed,
     short_time,
     two_lines,
 )
@@ -308,13 +311,10 @@ class MemoryAdmin(StyledAdmin):
                 ],
                 submit="Yes, soft-delete them",
             )
-        ids = store.soft_delete_ids(
-            db_for(Memory),
-            None,
-            list(live.values_list("pk", flat=True)),
-            actor=actor(request),
-            reason="admin",
-        )
+        ids = list(live.values_list("pk", flat=True))
+        if selection_changed(self, request, ids):
+            return None
+        ids = store.soft_delete_ids(db_for(Memory), None, ids, actor=actor(request), reason="admin")
         self.message_user(
             request,
             f"Soft-deleted {plural(len(ids), 'memory', 'memories')}. "
@@ -341,26 +341,24 @@ class MemoryAdmin(StyledAdmin):
                 ],
                 submit="Yes, restore them",
             )
-        restored, refused = 0, []
-        for obj in deleted:
-            try:
-                store.restore(db_for(Memory), obj.pk, actor=actor(request))
-                restored += 1
-            except guards.MemoryValidationError as exc:
-                refused.append((obj, str(exc)))
+        ids = list(deleted.values_list("pk", flat=True))
+        if selection_changed(self, request, ids):
+            return None
+        restored, refused = store.restore_ids(db_for(Memory), ids, actor=actor(request))
         if restored:
             self.message_user(
                 request,
-                f"Restored {plural(restored, 'memory', 'memories')}.",
+                f"Restored {plural(len(restored), 'memory', 'memories')}.",
                 messages.SUCCESS,
             )
-        for obj, reason in refused:
-            self.message_user(request, f"“{obj}” was not restored: {reason}", messages.ERROR)
+        refusals(self, request, [(title, why) for _, title, why in refused], "restored")
         return None
 
     @admin.action(description="Erase selected memories permanently…", permissions=["erase"])
     def erase_selected(self, request, queryset):
         ids = list(queryset.values_list("pk", flat=True))
+        if confirmed(request) and selection_changed(self, request, ids):
+            return None  # before "nothing to erase": an emptied selection is a change too
         if not ids:
             return None
         if not confirmed(request):
@@ -414,18 +412,28 @@ class MemoryAdmin(StyledAdmin):
                 submit="Download the JSON",
             )
         rows = list(queryset.order_by("created_at", "id"))
-        events = MemoryEvent.objects.using(db_for(MemoryEvent)).filter(
-            memory_id__in=[m.pk for m in rows]
-        )
+        ids = [m.pk for m in rows]
+        if selection_changed(self, request, ids):
+            return None
+        events = _events_of(ids)
         document = {
             "format": EXPORT_FORMAT,
             "generated_at": now().isoformat(),
-            "query": {"ids": [m.pk for m in rows]},
-            "counts": {"memories": len(rows), "events": events.count()},
+            "query": {"ids": ids},
+            "counts": {"memories": len(rows), "events": len(events)},
             "memories": [memory_as_dict(m) for m in rows],
-            "events": [event_as_dict(e) for e in events.order_by("id")],
+            "events": [event_as_dict(e) for e in events],
         }
         return json_download(document, f"memories-{now():%Y%m%d-%H%M%S}.json")
 
 
 # ---------------------------------------------------------------- helpers
+def _events_of(ids) -> list[MemoryEvent]:
+    """The audit events of these memories, oldest first.
+
+    Queried in batches: one ``IN`` list for a whole "Select all" would pass
+    SQLite's limit of 32,766 bound variables.
+    """
+    events = MemoryEvent.objects.using(db_for(MemoryEvent))
+    found = [e for batch in batches(ids) for e in events.filter(memory_id__in=batch)]
+    return sorted(found, key=lambda e: e.id)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.contrib import admin, messages
+from django.contrib.admin.utils import model_ngettext
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Case, IntegerField, Value, When
@@ -11,9 +12,11 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.text import Truncator
+from django.utils.translation import gettext as _
 
-from .. import guards, store
-from ..erasure import ErasureRequestError, erase, erase_review_items
+from .. import guards
+from ..erasure import ErasureRequestError, erase, erase_review_items, preview
+from ..erasure.selection import batches
 from ..manager import MemoryManager
 from ..models import MemoryEvent, ReviewItem, ReviewStatus, SessionSummary
 from .common import (
@@ -28,6 +31,8 @@ from .common import (
     db_for,
     namespace_label,
     plural,
+    refusals,
+    selection_changed,
     short_time,
     two_lines,
 )
@@ -35,9 +40,20 @@ from .forms import PurgeForm
 
 
 def _queue_counts(ids) -> list[dict]:
-    """The rows a purge of these review items removes, for its confirmation page."""
-    events = MemoryEvent.objects.filter(memory_id__in=ids).count()
-    return count_rows({"memory_review_queue": len(ids), "memory_events": events})
+    """The rows a purge of these review items removes, for its confirmation page.
+
+    Events are counted in batches: one ``IN`` list for a whole status would
+    pass SQLite's limit of 32,766 bound variables.
+    """
+    events = MemoryEvent.objects
+    n = sum(events.filter(memory_id__in=batch).count() for batch in batches(ids))
+    return count_rows({"memory_review_queue": len(ids), "memory_events": n})
+
+
+def _pending_in_batches(pending, ids):
+    """The pending items among ``ids``, one batch of rows in memory at a time."""
+    for batch in batches(ids):
+        yield from pending.filter(pk__in=batch)
 
 
 def receipt_link(receipt) -> str:
@@ -210,9 +226,12 @@ class ReviewItemAdmin(StyledAdmin):
                 ],
                 submit="Yes, approve them",
             )
+        ids = list(pending.values_list("pk", flat=True))
+        if selection_changed(self, request, ids):
+            return None
         who = actor(request)
         approved, failed = 0, []
-        for item in pending:
+        for item in _pending_in_batches(pending, ids):
             mm = MemoryManager(project=item.namespace, user=item.subject)
             try:
                 memory = mm.approve_review_item(item.pk, actor=who)
@@ -228,8 +247,7 @@ class ReviewItemAdmin(StyledAdmin):
                 + ("it is a memory now." if approved == 1 else "they are memories now."),
                 messages.SUCCESS,
             )
-        for item, reason in failed:
-            self.message_user(request, f"“{item}” was not approved: {reason}", messages.ERROR)
+        refusals(self, request, failed, "approved")
         return None
 
     @admin.action(description="Reject selected review items", permissions=["decide"])
@@ -248,9 +266,12 @@ class ReviewItemAdmin(StyledAdmin):
                 ],
                 submit="Yes, reject them",
             )
+        ids = list(pending.values_list("pk", flat=True))
+        if selection_changed(self, request, ids):
+            return None
         who = actor(request)
         rejected = 0
-        for item in pending:
+        for item in _pending_in_batches(pending, ids):
             if MemoryManager(project=item.namespace).reject_review_item(item.pk, actor=who):
                 rejected += 1  # the facade logged the review_reject event
         self.message_user(
@@ -276,10 +297,13 @@ class ReviewItemAdmin(StyledAdmin):
                     "text cannot be recovered. A receipt records the counts.",
                 ],
                 warning="This cannot be undone.",
-                counts=_queue_counts(ids),
+                # What erase(ids=...) below removes, counted by the erasure itself.
+                counts=count_rows(preview(ids=ids)["counts"]) if ids else None,
                 submit="Yes, purge them permanently",
                 danger=True,
             )
+        if selection_changed(self, request, ids):
+            return None
         self._purge(request, lambda: erase(ids=ids, actor=actor(request)))
         return None
 
@@ -382,9 +406,7 @@ class SessionSummaryAdmin(StyledAdmin):
     )
     readonly_fields = ("namespace_display",)
     delete_confirmation_template = "admin/memoryapp/sessionsummary/delete_confirmation.html"
-    delete_selected_confirmation_template = (
-        "admin/memoryapp/sessionsummary/delete_selected_confirmation.html"
-    )
+    actions = ("delete_selected",)  # ours, in place of Django's (same name, same permission)
 
     def has_add_permission(self, request):
         return False
@@ -412,15 +434,68 @@ class SessionSummaryAdmin(StyledAdmin):
     def excerpt(self, obj):
         return Truncator(obj.summary_text).chars(100)
 
+    @admin.action(description="Delete selected session summaries", permissions=["delete"])
+    def delete_selected(self, request, queryset):
+        """Django's "delete selected", on the shared confirmation page.
+
+        Django's own page lists every summary and re-posts every id, which
+        fails above ~1,000 rows; this one names the first hundred and, under
+        "Select all", carries the changelist's filter. The log entries, the
+        hard delete and the message are Django's.
+        """
+        if not confirmed(request):
+            return confirmation(
+                self,
+                request,
+                queryset,
+                action="delete_selected",
+                title="Delete session summaries",
+                intro=[
+                    format_html(
+                        "Deleting session summaries is a <strong>hard delete</strong>: the rows "
+                        "are removed, and the agent no longer carries them into later sessions. "
+                        "This is not a verified erasure — to remove someone's data for good, "
+                        'with a receipt, use <a href="{}">Erase a subject</a>.',
+                        reverse("admin:memoryapp_erase_subject"),
+                    )
+                ],
+                submit="Yes, delete them",
+                danger=True,
+            )
+        ids = list(queryset.values_list("pk", flat=True))
+        if selection_changed(self, request, ids):
+            return None
+        if ids:
+            for batch in batches(ids):
+                self.log_deletions(request, SessionSummary.objects.filter(pk__in=batch))
+            self._hard_delete(request, ids)
+            self.message_user(
+                request,
+                _("Successfully deleted %(count)d %(items)s.")
+                % {"count": len(ids), "items": model_ngettext(self.opts, len(ids))},
+                messages.SUCCESS,
+            )
+        return None
+
     def delete_model(self, request, obj):
-        self.delete_queryset(request, SessionSummary.objects.filter(pk=obj.pk))
+        self._hard_delete(request, [obj.pk])
 
     def delete_queryset(self, request, queryset):
-        """Hard delete, with an audit event naming the acting user for each summary."""
+        self._hard_delete(request, list(queryset.values_list("pk", flat=True)))
+
+    def _hard_delete(self, request, ids) -> None:
+        """Hard delete, with an audit event naming the acting user for each summary.
+
+        In batches of 500 ids (SQLite's bound-variable limit), one transaction.
+        """
         using = db_for(SessionSummary)
-        rows = list(queryset.values_list("pk", "namespace"))
+        summaries = SessionSummary.objects.using(using)
         who = actor(request)
         with transaction.atomic(using=using):
-            SessionSummary.objects.using(using).filter(pk__in=[pk for pk, _ in rows]).delete()
-            for pk, ns in rows:
-                store.log_event(using, pk, "summary_delete", namespace=ns, actor=who)
+            for batch in batches(ids):
+                rows = list(summaries.filter(pk__in=batch).values_list("pk", "namespace"))
+                summaries.filter(pk__in=batch).delete()
+                MemoryEvent.objects.using(using).bulk_create(
+                    MemoryEvent(memory_id=pk, event_type="summary_delete", namespace=ns, actor=who)
+                    for pk, ns in rows
+                )

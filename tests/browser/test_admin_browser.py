@@ -117,6 +117,26 @@ def test_soft_delete_and_restore_one(page, root, log_in, shot):
     shot("memory-detail")
 
 
+def test_select_all_across_pages_then_soft_delete(page, root, log_in, shot):
+    from ..test_admin_select_across import _memories
+
+    _memories("bulk/big", 1_200, "alpha")  # more rows than Django accepts fields in a POST
+    _memories("bulk/small", 10, "beta")
+    log_in("root", PASSWORD)
+    page.goto("/admin/memoryapp/memory/?namespace=bulk%2Fbig")
+    page.check("#action-toggle")
+    page.locator(".actions .question a").click()  # "Select all 1200 memories"
+    _run_action(page, "soft_delete_selected")
+    expect(page.locator("h1")).to_have_text("Soft-delete memories")
+    expect(page.locator("#content-main")).to_contain_text("You chose “Select all”")
+    expect(page.locator("#content-main h2")).to_contain_text("1200 memories")
+    shot("confirm-select-all")
+    page.click("input[value='Yes, soft-delete them']")
+    expect(page.locator(".messagelist")).to_contain_text("Soft-deleted 1,200 memories")
+    assert not Memory.objects.live().filter(namespace="bulk/big").exists()
+    assert Memory.objects.live().filter(namespace="bulk/small").count() == 10
+
+
 def test_erase_a_subject_through_the_compliance_page(page, root, log_in, shot):
     markers, kept = seed(ALICE), seed(BOB)
     log_in("root", PASSWORD)
