@@ -416,3 +416,13 @@ def json_download(document: dict, filename: str) -> HttpResponse:
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     response["Cache-Control"] = "no-store"
     return response
+
+
+def worker_note(receipt) -> str:
+    """What to add to an erasure's message when the erasure worker finishes it."""
+    from ..erasure import purge_now
+    from ..models import ReceiptState
+
+    if purge_now() or receipt.state == ReceiptState.COMPLETE:
+        return ""
+    return " The rows are deleted; the erasure worker purges the files and verifies."

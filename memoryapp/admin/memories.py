@@ -11,7 +11,7 @@ from django.utils.safestring import mark_safe
 from django.utils.text import Truncator
 
 from .. import store, validation
-from ..erasure import ErasureRequestError, erase, preview
+from ..erasure import ErasureRequestError, erase, preview, purge_now
 from ..erasure.export import memory_as_dict
 from ..erasure.selection import batches
 from ..fields import now
@@ -34,6 +34,7 @@ from .common import (
     selection_changed,
     short_time,
     two_lines,
+    worker_note,
 )
 from .forms import MemoryForm
 
@@ -381,14 +382,15 @@ class MemoryAdmin(StyledAdmin):
                 danger=True,
             )
         try:
-            receipt = erase(ids=ids, actor=actor(request))
+            receipt = erase(ids=ids, actor=actor(request), purge=purge_now())
         except ErasureRequestError as exc:
             self.message_user(request, f"Nothing was erased: {exc}", messages.ERROR)
             return None
         n = receipt.counts.get("memories", 0)
         self.message_user(
             request,
-            f"Erased {plural(n, 'memory', 'memories')} permanently. This is the receipt.",
+            f"Erased {plural(n, 'memory', 'memories')} permanently. This is the receipt."
+            + worker_note(receipt),
             messages.SUCCESS,
         )
         return HttpResponseRedirect(

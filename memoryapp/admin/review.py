@@ -15,7 +15,7 @@ from django.utils.text import Truncator
 from django.utils.translation import gettext as _
 
 from .. import guards
-from ..erasure import ErasureRequestError, erase, erase_review_items, preview
+from ..erasure import ErasureRequestError, erase, erase_review_items, preview, purge_now
 from ..erasure.selection import batches
 from ..manager import MemoryManager
 from ..models import MemoryEvent, ReviewItem, ReviewStatus, SessionSummary
@@ -35,6 +35,7 @@ from .common import (
     selection_changed,
     short_time,
     two_lines,
+    worker_note,
 )
 from .forms import PurgeForm
 
@@ -304,7 +305,7 @@ class ReviewItemAdmin(StyledAdmin):
             )
         if selection_changed(self, request, ids):
             return None
-        self._purge(request, lambda: erase(ids=ids, actor=actor(request)))
+        self._purge(request, lambda: erase(ids=ids, actor=actor(request), purge=purge_now()))
         return None
 
     def _purge(self, request, run) -> bool:
@@ -318,9 +319,10 @@ class ReviewItemAdmin(StyledAdmin):
         self.message_user(
             request,
             format_html(
-                "Purged {} permanently ({}).",
+                "Purged {} permanently ({}).{}",
                 plural(n, "review item", "review items"),
                 receipt_link(receipt),
+                worker_note(receipt),
             ),
             messages.SUCCESS,
         )
@@ -359,7 +361,7 @@ class ReviewItemAdmin(StyledAdmin):
             purged = self._purge(
                 request,
                 lambda: erase_review_items(
-                    status=status, namespace=namespace, actor=actor(request)
+                    status=status, namespace=namespace, actor=actor(request), purge=purge_now()
                 ),
             )
             if not purged:
