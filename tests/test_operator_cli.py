@@ -76,8 +76,12 @@ def test_import_progress_is_one_line_that_ends(tmp_path):
     source = tmp_path / "m.jsonl"
     source.write_text("\n".join(lines) + "\n")
     out, err = run("import", str(source), "--project", "p")
-    assert err == "\rimporting: 10,000 written\n"
+    # Not a terminal here: plain lines, the last one complete and ended.
+    assert err.endswith("\n") and "\r" not in err
+    assert err.splitlines()[-1].startswith("importing [########################] 10,000/10,000")
     assert out.strip() == "Imported 10,000 memories (10,000 new, 0 updated)."
+    out, err = run("import", str(source), "--project", "p", "--quiet")
+    assert err == "" and "Imported 10,000 memories" in out
 
 
 def test_a_review_items_dry_run_shows_the_count():

@@ -7,7 +7,7 @@ from collections import Counter
 from django.core.management.base import CommandError
 
 from memoryapp import search, validation
-from memoryapp.cli import cli_actor
+from memoryapp.cli import cli_actor, progress
 from memoryapp.guards import SCOPES
 from memoryapp.models import Memory, ReviewItem, SchemaMeta
 from memoryapp.wording import plural
@@ -189,6 +189,15 @@ def do_stats(cmd, options) -> None:
     cmd.stdout.write("store problems: " + ("; ".join(problems) if problems else "none"))
 
 
+def _count_lines(path: str) -> int | None:
+    """Lines of a file (the import's total, for the progress line's ETA); None if unreadable."""
+    try:
+        with open(path, "rb") as handle:
+            return sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(1 << 20), b""))
+    except OSError:
+        return None
+
+
 def do_import(cmd, options) -> None:
     """Validate then write a JSON-lines file of memories in one transaction."""
     import sys
@@ -200,27 +209,15 @@ def do_import(cmd, options) -> None:
         handle = sys.stdin if source == "-" else open(source, encoding="utf-8")  # noqa: SIM115
     except OSError as exc:
         raise CommandError(f"cannot read {source}: {exc.strerror}") from exc
-    shown = []
-
-    def progress(n: int) -> None:
-        # Progress is not an error: plain style on stderr, one line rewritten in place.
-        if n % 10000 == 0:
-            cmd.stderr.write(f"\rimporting: {n:,} written", ending="", style_func=str)
-            cmd.stderr.flush()
-            shown.append(n)
-
-    with handle:
-        try:
-            report = cmd.manager(options).import_memories(
-                parse_json_lines(handle),
-                actor=cli_actor(options),
-                skip_invalid=options["skip_invalid"],
-                dry_run=options["dry_run"],
-                progress=progress,
-            )
-        finally:
-            if shown:
-                cmd.stderr.write("", style_func=str)  # end the progress line
+    total = _count_lines(source) if source != "-" else None
+    with handle, progress.for_command(cmd, options, "importing", unit="lines") as bar:
+        report = cmd.manager(options).import_memories(
+            parse_json_lines(handle),
+            actor=cli_actor(options),
+            skip_invalid=options["skip_invalid"],
+            dry_run=options["dry_run"],
+            progress=lambda n: bar.update(n, total),
+        )
     for number, reason in report.invalid[:50]:
         cmd.stdout.write(f"line {number}: {reason}")
     if len(report.invalid) > 50:

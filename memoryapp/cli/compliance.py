@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -10,7 +11,7 @@ from django.core.management.base import CommandError
 from django.db import DEFAULT_DB_ALIAS, connections
 
 from memoryapp import erasure
-from memoryapp.cli import cli_actor
+from memoryapp.cli import cli_actor, progress
 from memoryapp.db.purge import for_connection
 from memoryapp.models import ErasureReceipt, ReviewItem, ReviewStatus
 from memoryapp.wording import plural
@@ -87,7 +88,6 @@ def register(verbs, common) -> dict:
     p.add_argument(
         "--poll", type=float, default=2.0, metavar="SECONDS", help="idle wait between rounds"
     )
-    p.add_argument("--quiet", action="store_true", help="print nothing per receipt")
     return {
         "worker": do_worker,
         "erase": do_erase,
@@ -140,6 +140,16 @@ def _fail_unless_purged(receipts) -> None:
             f"the rows are deleted but the purge is not complete for {ids}; "
             "run 'manage.py memory erase --retry' later"
         )
+
+
+@contextlib.contextmanager
+def _erasure_progress(cmd, options):
+    """The erasure's steps (deleting, purging, verifying) on the progress line."""
+    with (
+        progress.for_command(cmd, options, "erasing").tick() as bar,
+        erasure.phases.observe(bar.phase),
+    ):
+        yield
 
 
 # ------------------------------------------------------------------ worker
@@ -195,7 +205,8 @@ def do_erase(cmd, options) -> None:
     if options["retry"] is not None:
         target = None if options["retry"] == "*" else options["retry"]
         try:
-            done = erasure.retry_purge(target, using=using)
+            with _erasure_progress(cmd, options):
+                done = erasure.retry_purge(target, using=using)
         except ErasureReceipt.DoesNotExist:
             raise CommandError(f"no erasure receipt {target!r}") from None
         for r in done:
@@ -229,10 +240,10 @@ def do_erase(cmd, options) -> None:
         return None
     if not cmd.confirm(question, options):
         return None
-    cmd.stdout.write("Erasing: deleting the rows, then purging the database files...")
-    receipt = erasure.erase(
-        **request, actor=_actor(options), using=using, purge=not options["no_purge"]
-    )
+    with _erasure_progress(cmd, options):
+        receipt = erasure.erase(
+            **request, actor=_actor(options), using=using, purge=not options["no_purge"]
+        )
     _print_receipt(cmd, receipt)
     if not options["no_purge"]:
         _fail_unless_purged([receipt])
@@ -268,9 +279,10 @@ def _erase_review_items(cmd, options, using) -> None:
         return
     if not cmd.confirm(f"Permanently purge the review queue ({label})?", options):
         return
-    receipt = erasure.erase_review_items(
-        **filters, actor=_actor(options), using=using, purge=not options["no_purge"]
-    )
+    with _erasure_progress(cmd, options):
+        receipt = erasure.erase_review_items(
+            **filters, actor=_actor(options), using=using, purge=not options["no_purge"]
+        )
     _print_receipt(cmd, receipt)
     if not options["no_purge"]:
         _fail_unless_purged([receipt])
@@ -335,26 +347,6 @@ def _list(cmd, using) -> None:
 
 
 # ------------------------------------------------------------------ export
-class _Bar:
-    """A one-line progress bar on the command's standard error."""
-
-    def __init__(self, stream) -> None:
-        self.stream = stream
-        self.shown = False
-
-    def __call__(self, done: int, total: int) -> None:
-        width = 30
-        filled = width if total == 0 else int(width * done / total)
-        bar = f"\rexporting [{'#' * filled}{'.' * (width - filled)}] {done}/{total} rows"
-        self.stream.write(bar, ending="")
-        self.stream.flush()
-        self.shown = True
-
-    def close(self) -> None:
-        if self.shown:
-            self.stream.write("")
-
-
 def _require_writable(path: Path) -> None:
     """A clean error unless ``path`` can be (over)written."""
     if path.is_dir():
@@ -372,16 +364,13 @@ def do_export(cmd, options) -> None:
     out = options["output"] if options["output"] not in (None, "", "-") else None
     if out:
         _require_writable(Path(out))  # before the export's work, not a traceback after it
-    bar = _Bar(cmd.stderr)
-    try:
+    with progress.for_command(cmd, options, "exporting") as bar:
         document = erasure.export(
             subject=options["subject"],
             namespace=options["namespace"],
             using=_using(options),
-            progress=bar,
+            progress=bar.update,
         )
-    finally:
-        bar.close()
     text = json.dumps(document, indent=2, ensure_ascii=False)
     if out:
         try:
@@ -412,7 +401,8 @@ def do_purge_expired(cmd, options) -> None:
         return
     if not cmd.confirm("Permanently erase the expired rows?", options):
         return
-    receipt = erasure.purge_expired(actor=_actor(options), using=using)
+    with _erasure_progress(cmd, options):
+        receipt = erasure.purge_expired(actor=_actor(options), using=using)
     _print_receipt(cmd, receipt)
     _fail_unless_purged([receipt])
 
@@ -422,7 +412,10 @@ def do_backup(cmd, options) -> None:
     """SQLite: VACUUM INTO a new file. PostgreSQL: print the pg_dump command to run."""
     alias = options["database"]
     connection = connections[alias]
-    cmd.stdout.write(for_connection(connection).backup(connection, options["path"]))
+    with progress.for_command(cmd, options, "backing up").tick() as bar:
+        bar.phase("writing the copy")
+        message = for_connection(connection).backup(connection, options["path"])
+    cmd.stdout.write(message)
     n = ErasureReceipt.objects.using(alias).count()
     cmd.stdout.write(
         f"This backup holds {plural(n, 'erasure receipt', 'erasure receipts')} "

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from django.core.management.base import CommandError
 
-from memoryapp.cli import cli_actor
+from memoryapp.cli import cli_actor, progress
 from memoryapp.interop import adopt as adoption
 from memoryapp.wording import plural
 
@@ -50,12 +50,14 @@ def do_adopt(cmd, options) -> None:
                 backup = "" if options["no_backup"] else " A backup copy is written first."
                 if not cmd.confirm(f"Adopt {where} into this app's schema?{backup}", options):
                     return
-            report = adoption.adopt(
-                alias,
-                backup=not options["no_backup"],
-                actor=cli_actor(options),
-                verbosity=max(int(options.get("verbosity", 1)) - 1, 0),
-            )
+            with progress.for_command(cmd, options, "adopting").tick() as bar:
+                bar.phase("backup, migration and adoption")
+                report = adoption.adopt(
+                    alias,
+                    backup=not options["no_backup"],
+                    actor=cli_actor(options),
+                    verbosity=max(int(options.get("verbosity", 1)) - 1, 0),
+                )
         except adoption.AdoptionError as exc:
             raise CommandError(str(exc)) from exc
         if report.backup:

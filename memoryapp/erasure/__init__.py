@@ -11,6 +11,7 @@ erasure needs, encrypted), ``worker`` (completes receipts off the request); vend
 
 from __future__ import annotations
 
+from . import phases
 from .export import export, retention_statement
 from .receipts import as_dict as receipt_as_dict
 from .receipts import subject_hmac
@@ -31,6 +32,7 @@ from .service import (
 
 __all__ = [
     "ErasureRequestError",
+    "phases",
     "authored_count",
     "ReplayReport",
     "erase",

@@ -24,7 +24,7 @@ from ..models import (
     ReceiptState,
     SliceChange,
 )
-from . import probes, sealed
+from . import phases, probes, sealed
 from .purging import caveats, finish, finish_after_commit
 from .receipts import append_ledger, key_id, keyed_hmac, safe_actor
 from .selection import (
@@ -269,6 +269,7 @@ def execute(
     receipt.purge_method = "; ".join(dict.fromkeys(v.method for v in vendors.values()))
     receipt.caveats = caveats(aliases, vendors)
     receipt.save(using=primary, force_insert=True)
+    phases.report("deleting")
     per_target = delete(receipt, targets)
     return after_delete(receipt, purge=purge), per_target
 

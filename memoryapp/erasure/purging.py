@@ -13,7 +13,7 @@ from .. import conf, metrics
 from ..db import purge as vendor_purge
 from ..fields import now
 from ..models import UNFINISHED_STATES, ErasureReceipt, MemoryEvent, ReceiptState
-from . import probes, sealed
+from . import phases, probes, sealed
 from .kept import explained as explained_by_kept_rows
 from .receipts import append_ledger
 from .selection import (
@@ -73,6 +73,7 @@ def finish(receipts: Sequence[ErasureReceipt], *, using: str) -> list[ErasureRec
         )
         token = _newest_token([i.get("token") or {} for i in infos])
         if tables:
+            phases.report("purging")
             began = time.monotonic()
             outcome = vendors[alias].purge(connection, tables, token=token, timeout=timeout)
             metrics.purge_done(vendors[alias].name, time.monotonic() - began, ok=outcome.ok)
@@ -82,6 +83,7 @@ def finish(receipts: Sequence[ErasureReceipt], *, using: str) -> list[ErasureRec
             if not tables:
                 check = (True, "nothing was deleted, so nothing needed purging", {})
             elif outcome.ok:
+                phases.report("verifying")
                 check = _verify(alias, r, vendors[alias], tables)
             else:
                 check = None

@@ -300,15 +300,35 @@ def _timestamp(column: str) -> str:
     )
 
 
+# Columns later migrations added without a database default, and what an older
+# file's rows get: receipts written before states existed were written after
+# their rows went (migration 0007 decides the same way).
+_FILLED = {
+    "memory_erasure_receipts": {
+        "state": "CASE WHEN purge_status = 'purged' AND verified THEN 'complete' "
+        "ELSE 'deleted' END",
+        "claimed_by": "''",
+    },
+}
+
+
 def _copy(cursor, using: str, table: str) -> int:
     source = PREFIX + table
     have = {name for name, _, _ in _columns(using, source)}
     targets = _columns(using, table)
-    missing = [n for n, not_null, default in targets if n not in have and not_null and not default]
+    filled = {n: e for n, e in _FILLED.get(table, {}).items() if n not in have}
+    missing = [
+        n
+        for n, not_null, default in targets
+        if n not in have and n not in filled and not_null and not default
+    ]
     if missing:
         raise AdoptionError(f"{source} lacks required column(s): {', '.join(missing)}")
     names = [n for n, _, _ in targets if n in have]
     select = ", ".join(_timestamp(n) if n in TIMESTAMP_COLUMNS else f'"{n}"' for n in names)
+    if filled:
+        select = ", ".join([select, *filled.values()])
+        names += list(filled)
     columns = ", ".join(f'"{n}"' for n in names)
     verb = "INSERT OR IGNORE" if table == "schema_meta" else "INSERT"
     cursor.execute(

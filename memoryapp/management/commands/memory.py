@@ -27,6 +27,9 @@ class Command(BaseCommand):
         common.add_argument("--project", default="", help="project namespace ('' by default)")
         common.add_argument("--user", default=None, help="user namespace (none by default)")
         common.add_argument("--database", default=DEFAULT_DB_ALIAS, help="database alias")
+        common.add_argument(
+            "--quiet", action="store_true", help="no progress line on standard error"
+        )
         verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
         self.handlers = {}
         for module in VERB_MODULES:
