@@ -2,8 +2,8 @@
 
 # Usage: .venv/bin/python bench/recall_index.py [--sizes 1000,10000,100000]
 #        [--reference-sizes 1000,10000] [--out bench/out/recall_index.json]
-# The corpus is bench/corpus.py (make_corpus(n, seed=1234)), found beside the
-# repository; keywords come from the installed reference runtime's own keyword function. The
+# The corpus is bench/corpus.py (make_corpus(n, seed=1234)), imported from this
+# folder; keywords come from the installed reference runtime's own keyword function. The
 # reference retriever (agentao 0.5.17) is measured at the smaller sizes for a ratio.
 
 from __future__ import annotations
@@ -170,7 +170,7 @@ def bench_reference(n: int, corpus_module, write_iterations: int) -> dict[str, A
                 (f"m{i:06d}", guard.normalize_key(key), title, value, json.dumps(list(tags)))
                 + (json.dumps(keywords), stamp)
             )
-        # One transaction in the store's file format (SPEC §1) instead of n commits.
+        # One transaction in the store's file format (docs/behaviour.md §1) instead of n commits.
         with sqlite3.connect(path) as connection:
             connection.executemany(
                 "INSERT INTO memories (id, scope, type, key_normalized, title, content,"

@@ -1,7 +1,7 @@
 """memoryapp: the long-term memory of AI agents, and its Django back office.
 
 ``from memoryapp import MemoryManager, SensitiveMemoryError`` is the host-facing
-entry point (SPEC §13). The manager is imported lazily so that importing the
+entry point (docs/behaviour.md §13). The manager is imported lazily so that importing the
 package never touches the app registry before Django is set up.
 """
 

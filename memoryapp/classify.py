@@ -14,7 +14,7 @@ __all__ = ["STOP_WORDS", "default_confidence", "extract_keywords", "infer_scope"
 
 # Tags (case-insensitive) that put a memory in user scope when no scope is given.
 _USER_SCOPE_TAGS = frozenset({"user", "preference", "profile", "personal"})
-# Tag-to-type inference order (SPEC §2); "note" is the fallback, never inferred from a tag.
+# Tag-to-type inference order (docs/behaviour.md §2); the fallback "note" is never read from a tag.
 _TYPE_PRIORITY = ("preference", "workflow", "decision", "constraint", "profile", "project_fact")
 
 # fmt: off
@@ -34,7 +34,7 @@ _LOWER_WORD = re.compile(r"\b[a-z_]{3,}\b")
 
 
 def infer_scope(key_normalized: str, tags: Iterable[str] | None, scope: str | None = None) -> str:
-    """Choose the scope of a memory (SPEC §2).
+    """Choose the scope of a memory (docs/behaviour.md §2).
 
     Args:
         key_normalized: The key after :func:`normalize_key`.
@@ -63,7 +63,7 @@ def infer_scope(key_normalized: str, tags: Iterable[str] | None, scope: str | No
 
 
 def infer_type(tags: Iterable[str] | None, type: str | None = None) -> str:
-    """Choose the type of a memory (SPEC §2).
+    """Choose the type of a memory (docs/behaviour.md §2).
 
     Args:
         tags: The memory's tags.
@@ -146,7 +146,7 @@ def _path_tokens(content: str) -> list[str]:
 
 
 def extract_keywords(title: str, content: str, tags: Iterable[str] | None) -> list[str]:
-    """Compute the search/recall keywords of a memory (SPEC §2).
+    """Compute the search/recall keywords of a memory (docs/behaviour.md §2).
 
     The set of: the title's ``\\w+`` words longer than 2 characters, lower-cased; the
     tags (cleaned as by :func:`clean_tags`), lower-cased; the content's path-like

@@ -192,7 +192,7 @@ def _days(name: str, default: int | None) -> int | None:
 def retention_deleted_memories_days() -> int | None:
     """``MEMORYAPP_RETENTION_DELETED_MEMORIES_DAYS``: days a soft-deleted memory is kept.
 
-    Soft-deleted memories still hold their content (SPEC §3). ``memory
+    Soft-deleted memories still hold their content (docs/behaviour.md §3). ``memory
     purge-expired`` erases — for real, with a receipt — those deleted longer
     ago than this. ``None`` keeps them forever. Default 30.
     """

@@ -1,4 +1,4 @@
-"""Rule-based crystallizer: review-queue proposals from raw user messages (SPEC §6)."""
+"""Rule-based crystallizer: review-queue proposals from raw user messages (docs/behaviour.md §6)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ PIN_MARKER = "[PIN]"
 """Marker a host puts at the start of a pinned message; never part of a phrase."""
 
 TITLE_MAX = 60
-"""A title phrase longer than this is cut (SPEC §6)."""
+"""A title phrase longer than this is cut (docs/behaviour.md §6)."""
 
 TITLE_CUT = 57
 """Characters of the phrase kept before ``…`` when the title is cut."""

@@ -52,7 +52,7 @@ __all__ = [
 
 
 class MemoryGuard:
-    """The write-time checks every memory goes through (SPEC §8).
+    """The write-time checks every memory goes through (docs/behaviour.md §8).
 
     Hosts subclass and override :meth:`detect_sensitive` to refuse more (or less);
     the ``MEMORYAPP_GUARD`` setting names the class to use.
@@ -108,7 +108,7 @@ class MemoryGuard:
             raise SensitiveMemoryError()
 
     def check(self, key: str, content: str) -> tuple[str, str, str]:
-        """Run every check of a write, in SPEC §8 order.
+        """Run every check of a write, in docs/behaviour.md §8 order.
 
         ``validate_title``, :func:`normalize_key`, ``validate_content``, then
         ``detect_sensitive`` on the content and on the key: a title is stored and

@@ -1,6 +1,6 @@
 """Process-wide recall indexes, one per (database, namespace, scope), kept fresh by counters.
 
-SPEC §1: the ``memories_change`` counter moves on every write by any writer.
+docs/behaviour.md §1: the ``memories_change`` counter moves on every write by any writer.
 The same triggers keep one counter per (namespace, scope) slice in
 ``memory_slice_changes``, and an index remembers the value of *its* slice's
 counter it is current for. A write in namespace B therefore leaves namespace

@@ -1,4 +1,4 @@
-"""The five tables of SPEC §1 (plus erasure receipts), with Agentao-compatible names and columns."""
+"""The tables of docs/behaviour.md §1, with Agentao-compatible names and columns, and our own."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ class Scope(models.TextChoices):
 
 
 class MemoryType(models.TextChoices):
-    """What kind of fact a memory is (SPEC §2)."""
+    """What kind of fact a memory is (docs/behaviour.md §2)."""
 
     PREFERENCE = "preference", "preference"
     PROFILE = "profile", "profile"
@@ -174,7 +174,7 @@ class Memory(_TagsMixin, models.Model):
 
     @property
     def keywords(self) -> list[str]:
-        """The recall keywords (SPEC §2) as a list."""
+        """The recall keywords (docs/behaviour.md §2) as a list."""
         return json_list(self.keywords_json)
 
     @keywords.setter
@@ -326,7 +326,7 @@ class SliceChange(models.Model):
 
     The recall index of one slice is current for its slice's value, so writes in
     other namespaces cost it nothing (not even a delta query); the database-wide
-    ``memories_change`` row stays for Agentao and SPEC §1. A slice without a row
+    ``memories_change`` row stays for Agentao and docs/behaviour.md §1. A slice without a row
     has never been written since this table was installed: its value is 0.
     """
 
@@ -407,7 +407,7 @@ UNFINISHED_STATES = (ReceiptState.REQUESTED, ReceiptState.DELETED)
 
 
 class ErasureReceipt(models.Model):
-    """Proof of one erasure (SPEC §9): who, when, what, counts, purge and verification.
+    """Proof of one erasure (docs/behaviour.md §9): who, when, what, counts, purge and verification.
 
     The receipt is written before any row goes (``state`` ``requested``), so an
     erasure interrupted at any moment leaves a record that the worker or

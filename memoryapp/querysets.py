@@ -60,7 +60,7 @@ class MemoryQuerySet(models.QuerySet):
         return self._keeping(self.filter(scope=scope), chosen)
 
     def recall(self, query: str, messages=None, top_k: int = 5, exclude_ids=None) -> list:
-        """The ``top_k`` memories of this namespace scored against ``query`` (SPEC §5).
+        """The ``top_k`` memories of this namespace scored against ``query`` (docs/behaviour.md §5).
 
         ``Memory.objects.in_namespace("acme/web").recall(q)`` gives the candidates
         ``MemoryManager(project="acme/web").recall(q)`` gives — one implementation
@@ -157,7 +157,7 @@ class MemoryObjects(models.Manager.from_queryset(MemoryQuerySet)):
         guard=None,
         actor: str = "",
     ):
-        """Validate, classify and write one memory in ``namespace`` (SPEC §2); returns it.
+        """Validate, classify and write a memory in ``namespace`` (docs/behaviour.md §2); return it.
 
         Raises:
             MemoryValidationError: invalid input.

@@ -1,4 +1,4 @@
-"""Recall scoring (SPEC §5) and the exact, incremental in-memory recall index."""
+"""Recall scoring (docs/behaviour.md §5) and the exact, incremental in-memory recall index."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The prompt blocks (SPEC §5) and the cross-session tail (SPEC §4), over plain values."""
+"""The prompt blocks and the cross-session tail (docs/behaviour.md §5, §4), over plain values."""
 
 from __future__ import annotations
 
@@ -110,7 +110,7 @@ def _by_creation(facts: Sequence[Fact]) -> list[Fact]:
 
 
 def select_stable(facts: Sequence[Fact]) -> list[Fact]:
-    """Pick the facts of the stable block (SPEC §5).
+    """Pick the facts of the stable block (docs/behaviour.md §5).
 
     Every user-scope fact; every project fact of type decision, constraint, workflow,
     profile or preference; of the project facts of type project_fact or note only the 3 most
@@ -149,7 +149,7 @@ def _fact_text(fact: Fact) -> str:
 
 
 def render_stable_block(facts: Sequence[Fact], tail: str) -> tuple[str, list[str]]:
-    """Render ``<memory-stable>`` within :data:`STABLE_BLOCK_MAX_CHARS` (SPEC §5).
+    """Render ``<memory-stable>`` within :data:`STABLE_BLOCK_MAX_CHARS` (docs/behaviour.md §5).
 
     The header (plus 1), the closing line (plus 1) and the session part (plus 1) are charged
     first, so the cross-session tail is never crowded out. Facts are then tried newest first
@@ -201,7 +201,7 @@ def _item_text(item: ContextItem) -> str:
 
 
 def render_context_block(items: Sequence[ContextItem]) -> str:
-    """Render ``<memory-context>`` within :data:`CONTEXT_BLOCK_MAX_CHARS` (SPEC §5).
+    """Render ``<memory-context>`` within :data:`CONTEXT_BLOCK_MAX_CHARS` (docs/behaviour.md §5).
 
     Charged like the stable block. Items are added in score order (highest first; equal
     scores keep their input order) until one does not fit, and the block stops there.
@@ -226,7 +226,7 @@ def render_context_block(items: Sequence[ContextItem]) -> str:
 
 
 def cross_session_tail(summaries: Sequence[tuple[str, str]], current_session_id: str) -> str:
-    """The summaries of earlier sessions for the stable block (SPEC §4).
+    """The summaries of earlier sessions for the stable block (docs/behaviour.md §4).
 
     Args:
         summaries: ``(session_id, text)`` pairs, oldest first (the latest 10, picked by the

@@ -13,7 +13,7 @@ from .crystallizer import Proposal
 from .fields import now
 from .models import Confidence, ReviewItem, ReviewStatus, dump_list
 
-# Occurrences from which a folded candidate counts as inferred (SPEC §6).
+# Occurrences from which a folded candidate counts as inferred (docs/behaviour.md §6).
 INFERRED_FROM = 2
 
 

@@ -1,4 +1,4 @@
-"""SPEC §3 search semantics: literal, case-insensitive substring; when SQL may prefilter."""
+"""Search (docs/behaviour.md §3): a literal, case-insensitive substring; when SQL may prefilter."""
 
 from __future__ import annotations
 
@@ -8,7 +8,10 @@ from .models import Memory
 
 
 def matches(memory: Memory, needle: str) -> bool:
-    """SPEC §3: literal, case-insensitive substring of title, content, key, a tag or a keyword."""
+    """Whether ``needle`` is in the title, content, key, a tag or a keyword (docs/behaviour.md §3).
+
+    ``needle`` is already lower-cased; the match is a literal substring.
+    """
     if needle in memory.title.lower() or needle in memory.content.lower():
         return True
     if needle in memory.key_normalized.lower():

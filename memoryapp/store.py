@@ -75,7 +75,7 @@ def prepare(
     type: str | None = None,
     source: str = Source.EXPLICIT,
 ) -> Prepared:
-    """Run the guard and the classification of SPEC §2 (no database access).
+    """Run the guard and the classification of docs/behaviour.md §2 (no database access).
 
     Raises:
         MemoryValidationError: bad key, title, content, tags, scope, type or source.

@@ -1,4 +1,4 @@
-"""Recall tokenisation (SPEC §5): the tokeniser, normal forms, query tokens and path hints."""
+"""Recall tokenisation (docs/behaviour.md §5): tokeniser, normal forms, query tokens, path hints."""
 
 from __future__ import annotations
 
@@ -39,8 +39,8 @@ _LATIN = "A-Za-z0-9\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f\u1e00-\u1eff"
 _HAS_CJK = re.compile(f"[{_CJK}]")
 _CJK_RUN = re.compile(f"[{_CJK}]{{2,}}")
 _BOUNDARY = re.compile(f"(?<=[{_LATIN}])(?=[{_CJK}])|(?<=[{_CJK}])(?=[{_LATIN}])")
-# The SPEC's split characters become spaces, then str.split() splits on runs of (Unicode)
-# whitespace: the same cut as one regex, about twice as fast.
+# The split characters of docs/behaviour.md §5 become spaces, then str.split() splits on runs of
+# (Unicode) whitespace: the same cut as one regex, about twice as fast.
 SPLIT_CHARS = "/\\_-.,:;|@#$%^&*()+=[]{}<>?!'\""
 _TO_SPACE = str.maketrans(dict.fromkeys(SPLIT_CHARS, " "))
 _PATH = re.compile(r"[\w./\\-]+\.\w{2,6}")  # the rule; path_hints finds its matches linearly
@@ -110,8 +110,8 @@ def tokenize(text: str) -> list[str]:
     """Split ``text`` into recall tokens, in order of appearance (repeats kept).
 
     A space is inserted between a Latin letter or digit and a CJK character, the text is
-    lower-cased and split on whitespace and the SPEC's punctuation set; tokens of one
-    character and stop words are dropped. When jieba is installed, a token holding CJK
+    lower-cased and split on whitespace and the punctuation set of docs/behaviour.md §5; tokens
+    of one character and stop words are dropped. When jieba is installed, a token holding CJK
     text is followed by the 2+ character words jieba finds in it (the whole run stays).
 
     Args:

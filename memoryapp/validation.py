@@ -122,7 +122,7 @@ def _is_mark(char: str) -> bool:
 
 
 def normalize_key(key: str) -> str:
-    """Normalise a memory key into its identity form (SPEC §2).
+    """Normalise a memory key into its identity form (docs/behaviour.md §2).
 
     Strip, lower-case, turn every run of characters that are not letters, digits or
     ``_`` (whitespace included) into one ``_``, collapse ``_`` runs, strip ``_`` at

@@ -88,7 +88,7 @@ def _database(url: str) -> dict:
     if db["ENGINE"] == "django.db.backends.sqlite3":
         options = db.setdefault("OPTIONS", {})
         # WAL lets readers run beside one writer; secure_delete zeroes freed
-        # pages (erasure, SPEC §9); busy_timeout waits for a lock instead of
+        # pages (erasure, docs/behaviour.md §9); busy_timeout waits for a lock instead of
         # failing; IMMEDIATE takes the write lock at BEGIN so two upserts never
         # both read "no row" and then collide (the reference's race).
         options.setdefault(

@@ -27,7 +27,7 @@ from django.core.management import call_command  # noqa: E402
 
 
 class AppSide:
-    """This app's own ``MemoryManager`` (SPEC §13 names)."""
+    """This app's own ``MemoryManager`` (docs/behaviour.md §13 names)."""
 
     def __init__(self, project: str, user: str | None) -> None:
         from memoryapp import MemoryManager

@@ -48,7 +48,7 @@ FAKE = {
 
 
 def requests_for(t: dict) -> list[tuple[str, str, dict | None]]:
-    """Every endpoint of SPEC §13, aimed at the target's rows and namespaces."""
+    """Every endpoint of docs/behaviour.md §13, aimed at the target's rows and namespaces."""
     ns, subject = t["namespace"], t["subject"]
     bound = {"project": ns, "user": subject}
     return [

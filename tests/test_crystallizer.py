@@ -1,4 +1,4 @@
-"""Tests for the rule-based crystallizer (memoryapp.crystallizer, SPEC §6)."""
+"""Tests for the rule-based crystallizer (memoryapp.crystallizer, docs/behaviour.md §6)."""
 
 from __future__ import annotations
 
@@ -620,7 +620,7 @@ def test_parity_with_reference_runtime(text: str) -> None:
 
 def test_parity_with_reference_runtime_on_folding() -> None:
     # Same phrase text in both messages: the reference keeps the first message's
-    # title/content where SPEC §6 says the latest wins (tested above).
+    # title/content where docs/behaviour.md §6 says the latest wins (tested above).
     messages = [
         user("I prefer tabs"),
         {"role": "assistant", "content": "Never push to main"},

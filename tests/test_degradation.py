@@ -1,4 +1,4 @@
-"""A store that cannot be read never breaks a turn (SPEC §11)."""
+"""A store that cannot be read never breaks a turn (docs/behaviour.md §11)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Erasure (SPEC §9): hard delete, vendor purge, byte scan, receipts, replay after restore.
+"""Erasure (docs/behaviour.md §9): hard delete, vendor purge, byte scan, receipts, replay.
 
 Transactional tests: VACUUM cannot run inside the transaction a plain
 ``django_db`` test wraps around itself.

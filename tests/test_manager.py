@@ -1,4 +1,4 @@
-"""The MemoryManager facade: writes, reads, deletes, wipe, summaries, isolation (SPEC §2–4, 10)."""
+"""The facade: writes, reads, deletes, wipe, summaries, isolation (docs/behaviour.md §2–§4, §10)."""
 
 from __future__ import annotations
 

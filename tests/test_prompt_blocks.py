@@ -1,4 +1,4 @@
-"""Recall and the two prompt blocks through the facade: freshness, caching, exclusion (SPEC §5)."""
+"""Recall and prompt blocks via the facade (docs/behaviour.md §5): freshness, caching, exclusion."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tests of recall tokenisation, scoring and the exact index (SPEC §5), with reference parity."""
+"""Recall tokenisation, scoring and the exact index (docs/behaviour.md §5); reference parity."""
 
 from __future__ import annotations
 
@@ -506,8 +506,8 @@ def test_parity_with_the_reference_retriever(bench_corpus, tmp_path, monkeypatch
             (record.id, guard.normalize_key(key), title, value, json.dumps(list(tags)))
             + (json.dumps(list(record.keywords)), confidence, updated.isoformat())
         )
-    # The reference store's file is the shared format of SPEC §1; one bulk insert keeps the
-    # chosen timestamps (its own writes stamp rows with the wall clock).
+    # The reference store's file is the shared format of docs/behaviour.md §1; one bulk insert keeps
+    # the chosen timestamps (its own writes stamp rows with the wall clock).
     path = tmp_path / "reference.db"
     store = SQLiteMemoryStore(str(path))
     with sqlite3.connect(path) as connection:

@@ -1,4 +1,4 @@
-"""Tests of the prompt blocks (SPEC §5) and the cross-session tail (SPEC §4)."""
+"""Tests of the prompt blocks and the cross-session tail (docs/behaviour.md §5, §4)."""
 
 from __future__ import annotations
 

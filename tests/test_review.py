@@ -1,4 +1,4 @@
-"""Review queue through the facade: crystallize, fold, list, approve, reject, purge (SPEC §6)."""
+"""The review queue via the facade (docs/behaviour.md §6): crystallize, fold, decide, purge."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Sub-agent (child) managers and ephemeral managers (SPEC §7)."""
+"""Sub-agent (child) managers and ephemeral managers (docs/behaviour.md §7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The Django admin as the memory back office (SPEC §3, §6, §9, §11).
+"""The Django admin as the memory back office (docs/behaviour.md §3, §6, §9, §11).
 
 One module per area: ``memories`` (list, guarded editing, soft delete,
 restore, erase, export), ``review`` (the review queue and session summaries),

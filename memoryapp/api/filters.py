@@ -62,7 +62,7 @@ class NamespacedFilterSet(django_filters.FilterSet):
 
 # Characters of the JSON text of the tag and keyword columns outside the values
 # themselves. A stripped needle without any of them cannot match across two values,
-# so the SQL ``LIKE`` is then exact, not a superset (SPEC §3 semantics in SQL).
+# so the SQL ``LIKE`` is then exact, not a superset (docs/behaviour.md §3 semantics in SQL).
 _JSON_SYNTAX = frozenset('"\\,[]')
 
 

@@ -1,4 +1,4 @@
-"""Input and output serializers of the API (SPEC §13 field names).
+"""Input and output serializers of the API (docs/behaviour.md §13 field names).
 
 Input serializers check shapes and map each guard rule to the field it is
 about, so a refusal is a field-level 400; the facade runs the guard again as
@@ -155,7 +155,7 @@ class MemoryWriteSerializer(BoundInput):
     )
 
     def validate(self, attrs: dict) -> dict:
-        """The guard's rules, each reported on its own field (SPEC §2, §8)."""
+        """The guard's rules, each reported on its own field (docs/behaviour.md §2, §8)."""
         guard = get_guard()
         errors: dict[str, list[str]] = {}
         key, value = attrs["key"], attrs["value"]
@@ -182,7 +182,7 @@ class MemoryWriteSerializer(BoundInput):
 
 
 class MemorySerializer(serializers.ModelSerializer):
-    """A memory as stored (SPEC §13 field names)."""
+    """A memory as stored (docs/behaviour.md §13 field names)."""
 
     tags = serializers.ListField(child=serializers.CharField(), read_only=True)
     keywords = serializers.ListField(child=serializers.CharField(), read_only=True)
@@ -320,7 +320,7 @@ class RecallInputSerializer(BoundInput):
 
 
 class RecallCandidateSerializer(serializers.Serializer):
-    """A ``RecallCandidate`` (SPEC §5)."""
+    """A ``RecallCandidate`` (docs/behaviour.md §5)."""
 
     memory_id = serializers.CharField()
     scope = serializers.ChoiceField(choices=Scope.choices)
@@ -450,7 +450,7 @@ class PurgeOutputSerializer(serializers.Serializer):
 
 # ------------------------------------------------------------------- wipe
 class WipeOutputSerializer(serializers.Serializer):
-    """``WipeResult`` (SPEC §3)."""
+    """``WipeResult`` (docs/behaviour.md §3)."""
 
     memories_cleared = serializers.IntegerField(min_value=0)
     summaries_cleared = serializers.IntegerField(min_value=0)
@@ -537,7 +537,7 @@ class ErasurePreviewSerializer(serializers.Serializer):
 
 
 class ReceiptSerializer(serializers.ModelSerializer):
-    """An erasure receipt (SPEC §9): who, when, what, counts per table, purge, verification.
+    """An erasure receipt (docs/behaviour.md §9): who, when, what, counts, purge, verification.
 
     It never holds erased text: the subject and namespace appear only as keyed HMACs.
     """

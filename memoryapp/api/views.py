@@ -1,4 +1,4 @@
-"""The API views (SPEC §13): thin translations between HTTP and the ``MemoryManager`` facade.
+"""The API views (docs/behaviour.md §13): thin translations between HTTP and the facade.
 
 Every view authenticates (token or session), asks the request's
 :class:`~memoryapp.api.permissions.Access` before touching a namespace (404 for
@@ -429,7 +429,7 @@ class ReviewItemViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Namesp
             if subject is not None:
                 rows = rows.filter(subject=subject)
             namespaces = sorted(set(rows.values_list("namespace", flat=True)))
-        # An erasure per namespace: hard delete, vendor purge, receipt (SPEC §6, §9).
+        # An erasure per namespace: hard delete, vendor purge, receipt (docs/behaviour.md §6, §9).
         receipts = [
             erase_review_items(
                 namespace=ns,
@@ -562,7 +562,7 @@ class StoreProblemsView(MemoryAPIMixin, APIView):
     rule = permissions.MEMORY_READ
 
     @extend_schema(
-        summary="Stores that could not be read (SPEC §11)",
+        summary="Stores that could not be read (docs/behaviour.md §11)",
         parameters=[serializers.StoreProblemsQuerySerializer],
         responses={200: serializers.StoreProblemsSerializer},
     )

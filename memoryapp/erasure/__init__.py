@@ -1,6 +1,6 @@
 """Erasure that really removes the bytes, with receipts; replay after restore; export; retention.
 
-``from memoryapp.erasure import erase, export`` (SPEC §13). See
+``from memoryapp.erasure import erase, export`` (docs/behaviour.md §13). See
 ``docs/compliance.md`` for what each vendor's purge guarantees and what it
 cannot reach. The package: ``selection`` (which rows), ``engine`` (delete,
 purge, verify), ``service`` (the requests), ``replay``, ``export``,

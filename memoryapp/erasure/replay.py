@@ -170,7 +170,7 @@ def replay(
     dry_run: bool = False,
     purge: bool = True,
 ) -> ReplayReport:
-    """Re-apply every recorded erasure (SPEC §9; ``manage.py memory erase --replay``).
+    """Re-apply every recorded erasure (docs/behaviour.md §9; ``manage.py memory erase --replay``).
 
     Receipts found only in the ledger are saved back into the database (the
     restored receipts table did not have them). One replay receipt records

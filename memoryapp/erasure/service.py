@@ -101,7 +101,7 @@ def erase(
     using: str | Sequence[str] | None = None,
     purge: bool = True,
 ) -> ErasureReceipt:
-    """Erase for real (SPEC §9): hard-delete, then purge the bytes, verify, write a receipt.
+    """Erase for real (docs/behaviour.md §9): hard-delete, purge the bytes, verify, write a receipt.
 
     One transaction per database deletes the chosen rows of ``memories`` (live
     and soft-deleted), ``session_summaries``, ``memory_review_queue`` and the

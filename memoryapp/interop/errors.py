@@ -1,6 +1,6 @@
 """Database errors of the Agentao store: Django's classes that are also ``sqlite3``'s.
 
-Agentao's ``MemoryManager`` degrades a store that cannot be read (SPEC §11)
+Agentao's ``MemoryManager`` degrades a store that cannot be read (docs/behaviour.md §11)
 only for exceptions it recognises as ``sqlite3.DatabaseError`` — it matches
 the class by module name, so Django's wrappers (and any PostgreSQL error)
 would propagate and break the agent's turn. Every database error leaving

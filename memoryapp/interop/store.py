@@ -98,7 +98,7 @@ class DjangoMemoryStore:
             store shares a file with).
         using: the database alias (default ``"default"``).
         subject: provenance written into new rows' ``subject`` column (the
-            user key in whose session they were written; SPEC §9), or None.
+            user key in whose session they were written; docs/behaviour.md §9), or None.
         actor: recorded on the audit events this store writes.
     """
 

@@ -1,4 +1,4 @@
-"""Recall and the two prompt blocks of the facade (SPEC §5)."""
+"""Recall and the two prompt blocks of the facade (docs/behaviour.md §5)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from .types import RecallCandidate, StoreSlice
 
 logger = logging.getLogger("memoryapp.manager")
 
-EXCERPT_CHARS = 200  # of a recall candidate's content (SPEC §5)
+EXCERPT_CHARS = 200  # of a recall candidate's content (docs/behaviour.md §5)
 FIRST_BATCH = 32  # newest stable facts read before the budget is known
 _FACT_COLUMNS = (
     "scope",
@@ -42,7 +42,7 @@ class PromptBlocks:
     def _stable_querysets(
         self, *, by_type: bool = False, recent_limit: int = render.RECENT_PROJECT_LIMIT
     ) -> list:
-        """The live rows of the stable selection (SPEC §5), as querysets to merge.
+        """The live rows of the stable selection (docs/behaviour.md §5), as querysets to merge.
 
         One queryset per database alias by default (one statement reads the newest
         facts of every slice through ``ix_memories_ns_created``). ``by_type``: a user
@@ -83,7 +83,7 @@ class PromptBlocks:
     def get_stable_entries(
         self, recent_project_limit: int = render.RECENT_PROJECT_LIMIT
     ) -> list[Memory]:
-        """The memories the stable block selects from, ordered by ``created_at`` (SPEC §5).
+        """The memories the stable block selects from, by ``created_at`` (docs/behaviour.md §5).
 
         ``recent_project_limit``: how many of the most recently updated project facts
         and notes join (Agentao's argument, 3 by default).
@@ -159,7 +159,10 @@ class PromptBlocks:
         return text, ids
 
     def render_stable_block(self) -> str:
-        """The ``<memory-stable>`` block; byte-identical until this manager writes (SPEC §5)."""
+        """The ``<memory-stable>`` block (docs/behaviour.md §5).
+
+        Byte-identical until this manager writes.
+        """
         try:
             return self._stable_block()[0]
         except Exception:
@@ -206,7 +209,7 @@ class PromptBlocks:
         top_k: int = 5,
         exclude_ids: Iterable[str] | None = None,
     ) -> list[RecallCandidate]:
-        """The ``top_k`` memories scored against ``query`` (SPEC §5), highest first.
+        """The ``top_k`` memories scored against ``query`` (docs/behaviour.md §5), highest first.
 
         Never breaks a turn: a database error records a store problem, any
         other failure logs a warning, and both return ``[]``.
@@ -240,7 +243,7 @@ class PromptBlocks:
 def recall_slices(
     stores: list[StoreSlice], query, messages=None, top_k: int = 5, exclude_ids=None
 ) -> list[RecallCandidate]:
-    """The ``top_k`` live memories of ``stores`` scored against ``query`` (SPEC §5).
+    """The ``top_k`` live memories of ``stores`` scored against ``query`` (docs/behaviour.md §5).
 
     The one recall implementation: :meth:`MemoryManager.recall` runs it over the
     manager's stores, ``Memory.objects.in_namespace(ns).recall(...)`` over that
@@ -293,7 +296,7 @@ def _slice_versions(stores: list[StoreSlice]) -> list[tuple[str, str, str, int]]
     return versions
 
 
-CONTEXT_TOP_K = 5  # memories in the context block (SPEC: recall's default top_k)
+CONTEXT_TOP_K = 5  # memories in the context block: recall's default top_k (docs/behaviour.md §5)
 
 
 def _context_block(hits: list[RecallCandidate]) -> str:

@@ -1,4 +1,4 @@
-"""Sub-agent managers (SPEC §7): writes through the parent, reads that see nothing."""
+"""Sub-agent managers (docs/behaviour.md §7): writes through the parent, reads that see nothing."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from .types import RecallCandidate
 
 
 class ChildManager(MemoryManager):
-    """A sub-agent's manager: ``save_memory`` is the parent's, reads are empty (SPEC §7)."""
+    """A sub-agent's manager (docs/behaviour.md §7): the parent's ``save_memory``, empty reads."""
 
     _route = None
 

@@ -22,7 +22,7 @@ from .types import StoreSlice, WipeResult
 
 logger = logging.getLogger("memoryapp.manager")
 
-SUMMARY_TAIL_WINDOW = 10  # the latest summaries the cross-session tail looks at (SPEC §4)
+SUMMARY_TAIL_WINDOW = 10  # latest summaries the cross-session tail looks at (docs/behaviour.md §4)
 
 
 SCOPE_DOWNGRADE_WARNING = (
@@ -32,7 +32,7 @@ SCOPE_DOWNGRADE_WARNING = (
 
 
 class MemoryManager(PromptBlocks, ReviewQueue):
-    """The long-term memory of one agent session (SPEC §13).
+    """The long-term memory of one agent session (docs/behaviour.md §13).
 
     Args:
         project: the project namespace (``""`` = single-tenant, Agentao-compatible).
@@ -175,14 +175,14 @@ class MemoryManager(PromptBlocks, ReviewQueue):
         return True
 
     def take_store_problems(self) -> list[str]:
-        """Messages about stores that could not be read, each reported once (SPEC §11)."""
+        """Messages about stores that could not be read, each told once (docs/behaviour.md §11)."""
         fresh = [msg for label, msg in self._problems.items() if label not in self._reported]
         self._reported.update(label for label in self._problems)
         return fresh
 
     # ----------------------------------------------------------------- writes
     def _downgrade(self, prepared: store.Prepared) -> store.Prepared:
-        """No user store: a user-scope write lands in the project scope (SPEC §2).
+        """No user store: a user-scope write lands in the project scope (docs/behaviour.md §2).
 
         The log lines never carry the key or the value.
         """
@@ -208,7 +208,7 @@ class MemoryManager(PromptBlocks, ReviewQueue):
         *,
         actor: str = "",
     ) -> Memory:
-        """Validate, classify and save a memory; the same key updates it in place (SPEC §2).
+        """Validate, classify and save a memory (docs/behaviour.md §2); a known key is updated.
 
         Raises:
             MemoryValidationError: invalid key, content, scope, type or tags.
@@ -347,7 +347,7 @@ class MemoryManager(PromptBlocks, ReviewQueue):
 
     # ---------------------------------------------------------- delete, clear
     def delete(self, memory_id: str, *, actor: str = "") -> bool:
-        """Soft-delete one memory; True if a live row was found (SPEC §3)."""
+        """Soft-delete one memory; True if a live row was found (docs/behaviour.md §3)."""
         memory_id = validation.check_id(memory_id)
         for s in self._stores():
             if self._soft_delete(s, [memory_id], actor=actor):
@@ -394,7 +394,7 @@ class MemoryManager(PromptBlocks, ReviewQueue):
     def wipe_all(self, *, actor: str = "") -> WipeResult:
         """The seed's reset: clear both scopes and hard-delete the session summaries.
 
-        Never raises. Not erasure: soft-deleted rows keep their content (SPEC §3, §9).
+        Never raises. Not erasure: soft-deleted rows keep their content (docs/behaviour.md §3, §9).
         """
         not_cleared: list[str] = []
         memories = 0
@@ -527,7 +527,7 @@ class MemoryManager(PromptBlocks, ReviewQueue):
         return list(qs.order_by("created_at", "id"))
 
     def get_cross_session_tail(self) -> str:
-        """The latest summaries of other sessions, for the stable block (SPEC §4); never raises."""
+        """The cross-session tail of the stable block (docs/behaviour.md §4); never raises."""
         from ..render import cross_session_tail
 
         def read():
@@ -572,8 +572,9 @@ class MemoryManager(PromptBlocks, ReviewQueue):
             finalizer()
 
     def child(self) -> MemoryManager:
-        """A sub-agent's manager (SPEC §7): writes go through this manager's ``save_memory``;
-        its summaries and candidates stay in a throw-away store; its reads see nothing."""
+        """A sub-agent's manager (docs/behaviour.md §7): writes go through this manager's
+        ``save_memory``; its summaries and candidates stay in a throw-away store; its reads
+        see nothing."""
         route = getattr(self, "save_memory", None)
         alias = ephemeral.ephemeral_alias()
         project = ephemeral.new_namespace()

@@ -1,4 +1,4 @@
-"""The review queue of the facade (SPEC §6)."""
+"""The review queue of the facade (docs/behaviour.md §6)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ class ReviewQueue:
         return ReviewItem.objects.using(self.using).in_namespace(self.project)
 
     def crystallize_user_messages(self, messages) -> list[ReviewItem]:
-        """Queue the crystallizer's proposals from the user messages (SPEC §6); never memories."""
+        """Queue the crystallizer's proposals (docs/behaviour.md §6); never memories."""
         proposals = [p for p in crystallizer.propose(messages or []) if self._storable(p)]
         if not proposals:
             return []

@@ -10,7 +10,10 @@ from ..models import Memory
 
 @dataclass(frozen=True)
 class WipeResult:
-    """Outcome of :meth:`MemoryManager.wipe_all` (SPEC §3): failures live here, never in raises."""
+    """What :meth:`MemoryManager.wipe_all` did (docs/behaviour.md §3).
+
+    Failures show here, never as exceptions.
+    """
 
     memories_cleared: int
     summaries_cleared: int
@@ -33,7 +36,7 @@ class WipeResult:
 
 @dataclass(frozen=True)
 class RecallCandidate:
-    """A scored recall hit (SPEC §13); ``excerpt`` is the first 200 characters of content."""
+    """A scored recall hit (docs/behaviour.md §13); ``excerpt`` is the content's first 200 chars."""
 
     memory_id: str
     scope: str

@@ -1,6 +1,6 @@
 """The ``memories_change`` counter: its rows and the triggers that advance it, per vendor.
 
-The SQL is frozen here on purpose (DESIGN.md): what a migration installed must
+The SQL is frozen here on purpose (docs/design.md): what a migration installed must
 not change when the app's code changes. Trigger names are Agentao's, so an
 Agentao process opening the same SQLite file finds them and creates no others.
 """

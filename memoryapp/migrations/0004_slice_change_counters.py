@@ -2,7 +2,7 @@
 
 ``memory_slice_changes`` holds one counter per (namespace, scope), advanced by
 triggers beside the database-wide ``memories_change`` ones (0002), so a recall
-index knows when *its* slice changed. The trigger SQL is frozen here (DESIGN.md);
+index knows when *its* slice changed. The trigger SQL is frozen here (docs/design.md);
 on PostgreSQL the triggers are statement-level with transition tables, so a bulk
 statement bumps each slice it touched once. Trigger names sort after 0002's, so
 on PostgreSQL every writer locks the ``memories_change`` row before any slice row
