@@ -13,6 +13,7 @@ from django.utils.html import format_html
 from django.utils.text import Truncator
 
 from .. import guards, store
+from .. import permissions as perms
 from ..erasure import ErasureRequestError, erase, erase_review_items
 from ..manager import MemoryManager
 from ..models import MemoryEvent, ReviewItem, ReviewStatus, SessionSummary
@@ -125,10 +126,10 @@ class ReviewItemAdmin(StyledAdmin):
         return False  # removing is "purge": hard delete, vacuum, receipt
 
     def has_decide_permission(self, request):
-        return request.user.has_perm("memoryapp.change_reviewitem")
+        return request.user.has_perm(perms.CHANGE_REVIEWITEM)
 
     def has_purge_permission(self, request):
-        return request.user.has_perm("memoryapp.purge_reviewitem")
+        return request.user.has_perm(perms.PURGE_REVIEWITEM)
 
     def get_ordering(self, request):
         pending_first = Case(

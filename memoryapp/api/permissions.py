@@ -18,6 +18,7 @@ from django.db.models import Q
 from rest_framework.exceptions import NotFound, PermissionDenied
 from rest_framework.permissions import BasePermission
 
+from .. import permissions as perms
 from ..db.lookups import prefix_q
 from .models import NamespaceGrant
 
@@ -30,7 +31,8 @@ class Rule:
 
     Attributes:
         right: the grant right an API client needs (``read``, ``write`` or ``erase``).
-        perms: the model permissions that let a staff user do it in every namespace.
+        perms: the model permissions that let a staff user do it in every namespace
+            (codenames from the registry, :mod:`memoryapp.permissions`).
         see: model permissions that let staff *see* every namespace; staff who see a
             namespace but lack ``perms`` get 403 rather than 404.
     """
@@ -40,30 +42,27 @@ class Rule:
     see: tuple[str, ...] = ()
 
 
-_VIEW_MEMORY = "memoryapp.view_memory"
-_VIEW_REVIEW = "memoryapp.view_reviewitem"
-
-MEMORY_READ = Rule(READ, (_VIEW_MEMORY,))
-MEMORY_WRITE = Rule(WRITE, ("memoryapp.add_memory", "memoryapp.change_memory"), (_VIEW_MEMORY,))
-MEMORY_DELETE = Rule(WRITE, ("memoryapp.delete_memory",), (_VIEW_MEMORY,))
-MEMORY_ERASE = Rule(ERASE, ("memoryapp.erase_memory",), (_VIEW_MEMORY,))
-WIPE = Rule(ERASE, ("memoryapp.wipe_memory",), (_VIEW_MEMORY,))
-EXPORT = Rule(READ, ("memoryapp.export_memory",), (_VIEW_MEMORY,))
-SUMMARY_READ = Rule(READ, ("memoryapp.view_sessionsummary",))
-SUMMARY_WRITE = Rule(WRITE, ("memoryapp.add_sessionsummary",), ("memoryapp.view_sessionsummary",))
-CRYSTALLIZE = Rule(WRITE, ("memoryapp.add_reviewitem",), (_VIEW_REVIEW,))
-REVIEW_READ = Rule(READ, (_VIEW_REVIEW,))
-REVIEW_REJECT = Rule(WRITE, ("memoryapp.change_reviewitem",), (_VIEW_REVIEW,))
+MEMORY_READ = Rule(READ, (perms.VIEW_MEMORY,))
+MEMORY_WRITE = Rule(WRITE, (perms.ADD_MEMORY, perms.CHANGE_MEMORY), (perms.VIEW_MEMORY,))
+MEMORY_DELETE = Rule(WRITE, (perms.DELETE_MEMORY,), (perms.VIEW_MEMORY,))
+MEMORY_ERASE = Rule(ERASE, (perms.ERASE_MEMORY,), (perms.VIEW_MEMORY,))
+WIPE = Rule(ERASE, (perms.WIPE_MEMORY,), (perms.VIEW_MEMORY,))
+EXPORT = Rule(READ, (perms.EXPORT_MEMORY,), (perms.VIEW_MEMORY,))
+SUMMARY_READ = Rule(READ, (perms.VIEW_SESSIONSUMMARY,))
+SUMMARY_WRITE = Rule(WRITE, (perms.ADD_SESSIONSUMMARY,), (perms.VIEW_SESSIONSUMMARY,))
+CRYSTALLIZE = Rule(WRITE, (perms.ADD_REVIEWITEM,), (perms.VIEW_REVIEWITEM,))
+REVIEW_READ = Rule(READ, (perms.VIEW_REVIEWITEM,))
+REVIEW_REJECT = Rule(WRITE, (perms.CHANGE_REVIEWITEM,), (perms.VIEW_REVIEWITEM,))
 REVIEW_APPROVE = Rule(
     WRITE,
-    ("memoryapp.change_reviewitem", "memoryapp.add_memory", "memoryapp.change_memory"),
-    (_VIEW_REVIEW,),
+    (perms.CHANGE_REVIEWITEM, perms.ADD_MEMORY, perms.CHANGE_MEMORY),
+    (perms.VIEW_REVIEWITEM,),
 )
-REVIEW_PURGE = Rule(ERASE, ("memoryapp.purge_reviewitem",), (_VIEW_REVIEW,))
-EVENTS_READ = Rule(READ, ("memoryapp.view_memoryevent",))
+REVIEW_PURGE = Rule(ERASE, (perms.PURGE_REVIEWITEM,), (perms.VIEW_REVIEWITEM,))
+EVENTS_READ = Rule(READ, (perms.VIEW_MEMORYEVENT,))
 # Staff with this permission read every receipt; anyone else reads the receipts
 # of the erasures they asked for (receipts carry no namespace to grant on).
-RECEIPT_READ = Rule(ERASE, ("memoryapp.view_erasurereceipt",))
+RECEIPT_READ = Rule(ERASE, (perms.VIEW_ERASURERECEIPT,))
 
 
 class Access:
