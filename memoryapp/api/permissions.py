@@ -1,7 +1,10 @@
 """Who may do what where: namespace grants for API clients, model permissions for staff.
 
-Every endpoint names the :class:`Rule` it needs and asks the request's
-:class:`Access` before touching a namespace:
+Every view declares the :class:`Rule` of each thing it does (``rule`` or
+``rules``) and :class:`DeclaredRule`, its permission class, enforces it: a view
+or action without a rule refuses (fail closed); rows are checked as objects;
+namespaces a request body or query names are checked through
+:meth:`DeclaredRule.has_target_permission`. The request's :class:`Access` answers:
 
 * a staff user holding the rule's model permissions acts in every namespace;
 * anyone else acts through their :class:`~memoryapp.api.models.NamespaceGrant` rows:
@@ -11,7 +14,7 @@ Every endpoint names the :class:`Rule` it needs and asks the request's
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from django.db.models import Q
@@ -155,6 +158,29 @@ def _covering_q(grants: Iterable[NamespaceGrant], field: str) -> Q:
     return q
 
 
+Check = Callable[[Access, Rule], object]
+"""A check of what one request names: raises NotFound (hidden) or PermissionDenied."""
+
+
+def in_namespaces(*namespaces: str | None) -> Check:
+    """The check that every namespace (``None`` skipped) is visible, then allows the rule."""
+
+    def check(access: Access, rule: Rule) -> None:
+        access.require(namespaces, rule)
+
+    return check
+
+
+def holding_rule(access: Access, rule: Rule) -> None:
+    """The check that the user may do ``rule`` somewhere (staff permissions or a grant's right).
+
+    For a request that names no namespace and acts on all of the user's: without
+    the right anywhere it is a 403, not an empty success.
+    """
+    if not access.is_global(rule) and not any(g.rights()[rule.right] for g in access.grants):
+        raise PermissionDenied()
+
+
 def access_for(request) -> Access:
     """The request's :class:`Access`, built once and cached on the request."""
     access = getattr(request, "_memory_access", None)
@@ -208,7 +234,10 @@ class DeclaredRule(IsActiveUser):
     refuses every request, so forgetting to authorise is a 403, never an open
     endpoint. Object routes check the row's namespace (404 when hidden, 403 when
     the right is missing) in :meth:`has_object_permission`, which DRF's
-    ``get_object`` calls; rows without a namespace are refused.
+    ``get_object`` calls; rows without a namespace are refused. What a request
+    body or query names (namespaces, a subject, ids) is checked in
+    :meth:`has_target_permission`, which the view calls once it has validated
+    the input (``MemoryAPIMixin.check_target_permissions``).
     """
 
     def has_permission(self, request, view) -> bool:
@@ -226,4 +255,12 @@ class DeclaredRule(IsActiveUser):
         if rule is None or not isinstance(namespace, str):
             return False
         access_for(request).require([namespace], rule)
+        return True
+
+    def has_target_permission(self, request, view, check: Check) -> bool:
+        """Run ``check`` with the declared rule (it raises 404/403); no rule: refused."""
+        rule = declared_rule(view)
+        if rule is None:
+            return False
+        check(access_for(request), rule)
         return True
