@@ -153,8 +153,9 @@ class NamespacedViewSet(MemoryAPIMixin, viewsets.GenericViewSet):
     """A viewset over one table with a ``namespace`` column.
 
     ``rules`` maps each action to the :class:`~memoryapp.api.permissions.Rule` it
-    needs. Lists show the rows the client may read; detail routes look rows up
-    among the namespaces visible to the client, then require the action's rule.
+    needs. Lists show the rows the client may read (and ``?namespace=`` must be
+    one the client may name); detail routes look rows up among the namespaces
+    visible to the client, then require the action's rule.
     """
 
     rules: dict[str, permissions.Rule] = {}
@@ -175,6 +176,15 @@ class NamespacedViewSet(MemoryAPIMixin, viewsets.GenericViewSet):
         if self.detail:
             return access.scope_visible(queryset, rule)
         return access.scope(queryset, rule)
+
+    def filter_queryset(self, queryset):
+        queryset = super().filter_queryset(queryset)  # an invalid filter is a 400 first
+        # The filter set narrows to ``?namespace=``; whether the client may name it
+        # (404 hidden, 403 without the right) is the declared rule's business.
+        if "namespace" in self.request.query_params:
+            namespace = self.request.query_params["namespace"]
+            self.check_target_permissions(self.request, in_namespaces(namespace))
+        return queryset
 
     def get_object(self):
         value = self.kwargs.get(self.lookup_url_kwarg or self.lookup_field, "")
