@@ -191,7 +191,7 @@ def access_for(request) -> Access:
 
 
 class IsActiveUser(BasePermission):
-    """An authenticated, active user; namespace rights are checked per request by ``Access``."""
+    """An authenticated, active user (namespace rights are :class:`DeclaredRule`'s business)."""
 
     def has_permission(self, request, view) -> bool:
         user = request.user
