@@ -9,6 +9,7 @@ from django.db import models
 from django.db.models import Q
 
 from .fields import IsoDateTimeField, now
+from .permissions import MEMORY_CUSTOM, REVIEW_CUSTOM
 from .querysets import MemoryObjects, ReviewItemQuerySet, SessionSummaryQuerySet
 
 
@@ -163,11 +164,7 @@ class Memory(_TagsMixin, models.Model):
             ),
             models.Index(fields=["subject"], name="ix_memories_subject"),
         ]
-        permissions = [
-            ("erase_memory", "Can erase memories permanently"),
-            ("wipe_memory", "Can wipe a namespace (soft reset)"),
-            ("export_memory", "Can export memories"),
-        ]
+        permissions = MEMORY_CUSTOM  # codenames: memoryapp.permissions
 
     def __str__(self) -> str:
         return self.title
@@ -263,7 +260,7 @@ class ReviewItem(_TagsMixin, models.Model):
             models.Index(fields=["namespace", "status"], name="ix_review_ns_status"),
             models.Index(fields=["subject"], name="ix_review_subject"),
         ]
-        permissions = [("purge_reviewitem", "Can purge review items permanently")]
+        permissions = REVIEW_CUSTOM
 
     def __str__(self) -> str:
         return self.title

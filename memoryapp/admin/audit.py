@@ -7,6 +7,7 @@ from django.db.models import Exists, OuterRef
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
+from .. import permissions as perms
 from ..db.meta import CHANGE_KEY, VERSION_KEY, read_change_counter
 from ..erasure import retry_purge
 from ..models import ErasureReceipt, Memory, MemoryEvent, ReviewItem, SchemaMeta, SessionSummary
@@ -136,14 +137,7 @@ class SchemaMetaAdmin(ReadOnlyAdmin):
 # ------------------------------------------------------------------ receipts
 def can_see_receipts(user) -> bool:
     """Receipts are for whoever may read them, erase, or purge the review queue."""
-    return any(
-        user.has_perm(p)
-        for p in (
-            "memoryapp.view_erasurereceipt",
-            "memoryapp.erase_memory",
-            "memoryapp.purge_reviewitem",
-        )
-    )
+    return any(user.has_perm(p) for p in perms.RECEIPT_READERS)
 
 
 @admin.register(ErasureReceipt)
@@ -214,7 +208,7 @@ class ErasureReceiptAdmin(ReadOnlyAdmin):
         return can_see_receipts(request.user)
 
     def has_retry_permission(self, request):
-        return request.user.has_perm("memoryapp.erase_memory")
+        return request.user.has_perm(perms.ERASE_MEMORY)
 
     def get_urls(self):
         view = self.admin_site.admin_view

@@ -9,6 +9,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.text import slugify
 
+from .. import permissions as perms
 from ..erasure import ErasureRequestError, authored_count, erase, export, preview, purge_now
 from ..fields import now
 from ..manager import MemoryManager
@@ -16,9 +17,9 @@ from ..models import Memory, ReceiptState, ReviewItem, Scope, SessionSummary
 from .common import actor, confirmed, count_rows, db_for, json_download, namespace_label
 from .forms import EraseSubjectForm, ExportForm, WipeForm
 
-ERASE_PERM = "memoryapp.erase_memory"
-WIPE_PERM = "memoryapp.wipe_memory"
-EXPORT_PERM = "memoryapp.export_memory"
+ERASE_PERM = perms.ERASE_MEMORY
+WIPE_PERM = perms.WIPE_MEMORY
+EXPORT_PERM = perms.EXPORT_MEMORY
 
 
 def links(user) -> dict:

@@ -10,6 +10,7 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 from django.utils.text import Truncator
 
+from .. import permissions as perms
 from .. import store, validation
 from ..erasure import ErasureRequestError, erase, preview, purge_now
 from ..erasure.export import memory_as_dict
@@ -108,16 +109,16 @@ class MemoryAdmin(StyledAdmin):
         return super().has_change_permission(request, obj)
 
     def has_soft_delete_permission(self, request):
-        return request.user.has_perm("memoryapp.delete_memory")
+        return request.user.has_perm(perms.DELETE_MEMORY)
 
     def has_restore_permission(self, request):
-        return request.user.has_perm("memoryapp.change_memory")
+        return request.user.has_perm(perms.CHANGE_MEMORY)
 
     def has_erase_permission(self, request):
-        return request.user.has_perm("memoryapp.erase_memory")
+        return request.user.has_perm(perms.ERASE_MEMORY)
 
     def has_export_permission(self, request):
-        return request.user.has_perm("memoryapp.export_memory")
+        return request.user.has_perm(perms.EXPORT_MEMORY)
 
     def get_actions(self, request):
         actions = super().get_actions(request)

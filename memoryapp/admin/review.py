@@ -15,6 +15,7 @@ from django.utils.text import Truncator
 from django.utils.translation import gettext as _
 
 from .. import guards
+from .. import permissions as perms
 from ..erasure import ErasureRequestError, erase, erase_review_items, preview, purge_now
 from ..erasure.selection import batches
 from ..manager import MemoryManager
@@ -142,10 +143,10 @@ class ReviewItemAdmin(StyledAdmin):
         return False  # removing is "purge": hard delete, vacuum, receipt
 
     def has_decide_permission(self, request):
-        return request.user.has_perm("memoryapp.change_reviewitem")
+        return request.user.has_perm(perms.CHANGE_REVIEWITEM)
 
     def has_purge_permission(self, request):
-        return request.user.has_perm("memoryapp.purge_reviewitem")
+        return request.user.has_perm(perms.PURGE_REVIEWITEM)
 
     def get_ordering(self, request):
         pending_first = Case(

@@ -26,7 +26,7 @@ from memoryapp.models import ErasureReceipt, Memory, ReceiptState, ReviewItem, S
 from . import permissions
 from .exceptions import Conflict, Unprocessable
 from .models import ErasureRequest
-from .permissions import Access, access_for
+from .permissions import Access
 from .serializers import ErasurePreviewSerializer, ErrorSerializer, ReceiptSerializer
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
@@ -90,18 +90,19 @@ def _namespaces_of_ids(access: Access, ids, rule: permissions.Rule) -> dict[str,
     return found
 
 
-def authorize(access: Access, data: dict) -> None:
+# The checks below get the view's declared rule: the view passes them to
+# ``check_target_permissions`` once the body is valid (see DeclaredRule).
+def authorize(data: dict, access: Access, rule: permissions.Rule) -> None:
     """Check every target of an erasure request (404 hidden, 403 not allowed).
 
     ``namespace`` with ``subject`` or ``ids`` restricts the erasure to that
     namespace, so only the namespace needs the right then; a subject alone must
     be within reach in every namespace holding its rows.
     """
-    rule = permissions.MEMORY_ERASE
     if data["everything"]:
         if not access.is_global(rule):
             raise PermissionDenied(
-                "Erasing everything needs the memoryapp.erase_memory permission."
+                f"Erasing everything needs the {' and '.join(rule.perms)} permission."
             )
         return
     if data["namespace"] is not None:
@@ -113,6 +114,26 @@ def authorize(access: Access, data: dict) -> None:
         access.require(sorted(set(found.values())), rule)
     if data["subject"] is not None and data["namespace"] is None:
         require_subject(access, data["subject"], rule)
+
+
+def authorize_export(data: dict, access: Access, rule: permissions.Rule) -> None:
+    """Check the target of an export: a namespace (alone, or restricting the subject to
+    it), else a subject within reach in every namespace holding its rows."""
+    if data["namespace"] is not None:
+        access.require([data["namespace"]], rule)
+    else:
+        require_subject(access, data["subject"], rule)
+
+
+def authorize_receipt(pk: str, access: Access, rule: permissions.Rule) -> None:
+    """404 unless the client may read receipt ``pk``: staff holding ``rule`` read all,
+    anyone else the receipts of the erasures they asked for."""
+    if not pk or len(pk) > 64 or "\x00" in pk:
+        raise NotFound()
+    if access.is_global(rule):
+        return
+    if not ErasureRequest.objects.filter(user=access.user, receipt_id=pk).exists():
+        raise NotFound()
 
 
 def preview_body(data: dict) -> dict:
@@ -228,15 +249,8 @@ def respond(request, data: dict, actor: str, check: Callable[[], object]) -> Res
     return response
 
 
-def visible_receipt(request, pk: str):
-    """The receipt ``pk`` if the client may read it: staff with the permission read all,
-    anyone else the receipts of the erasures they asked for. Otherwise 404."""
-    if not pk or len(pk) > 64 or "\x00" in pk:
-        raise NotFound()
-    access = access_for(request)
-    mine = ErasureRequest.objects.filter(user=request.user, receipt_id=pk)
-    if not access.is_global(permissions.RECEIPT_READ) and not mine.exists():
-        raise NotFound()
+def get_receipt(pk: str) -> ErasureReceipt:
+    """The receipt ``pk`` (checked by :func:`authorize_receipt` first), or 404."""
     try:
         return ErasureReceipt.objects.get(pk=pk)
     except (ErasureReceipt.DoesNotExist, ValueError, TypeError, DjangoValidationError):

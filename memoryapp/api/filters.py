@@ -1,8 +1,10 @@
 """Query-string filters of the list endpoints (django-filter).
 
 ``namespace`` is an exact key; it is applied whenever the parameter is present,
-so ``?namespace=`` selects the single-tenant namespace ``''``. A namespace the
-client may not see answers 404, like every other route to another tenant.
+so ``?namespace=`` selects the single-tenant namespace ``''``. Filters only
+filter: the viewset scopes its queryset to the client's grants and checks a
+requested namespace against the action's declared rule (a namespace the client
+may not see answers 404, like every other route to another tenant).
 """
 
 from __future__ import annotations
@@ -23,14 +25,9 @@ from memoryapp.models import (
 from memoryapp.search import matches, sql_can_prefilter
 from memoryapp.validation import MAX_QUERY_CHARS
 
-from . import permissions
-from .permissions import access_for
-
 
 class NamespacedFilterSet(django_filters.FilterSet):
-    """A filter set with an exact ``namespace`` filter checked against the client's grants."""
-
-    rule: permissions.Rule = permissions.MEMORY_READ
+    """A filter set with an exact ``namespace`` filter (``''`` included)."""
 
     namespace = django_filters.CharFilter(
         method="filter_namespace",
@@ -55,7 +52,6 @@ class NamespacedFilterSet(django_filters.FilterSet):
         queryset = super().filter_queryset(queryset)
         if "namespace" in self.data:
             namespace = self.form.cleaned_data.get("namespace") or ""
-            access_for(self.request).require([namespace], self.rule)
             queryset = queryset.filter(namespace=namespace)
         return queryset
 
@@ -77,8 +73,6 @@ class MemoryFilter(NamespacedFilterSet):
     substring) run in SQL when that is exact; otherwise SQL narrows to a superset
     and :meth:`exact` keeps the true matches in Python, as the facade does.
     """
-
-    rule = permissions.MEMORY_READ
 
     scope = django_filters.ChoiceFilter(choices=Scope.choices)
     type = django_filters.ChoiceFilter(choices=MemoryType.choices)
@@ -133,8 +127,6 @@ class MemoryFilter(NamespacedFilterSet):
 class SessionSummaryFilter(NamespacedFilterSet):
     """``GET /api/session-summaries/``."""
 
-    rule = permissions.SUMMARY_READ
-
     session_id = django_filters.CharFilter(strip=False, max_length=255)
     subject = django_filters.CharFilter(strip=False, max_length=255)
 
@@ -146,8 +138,6 @@ class SessionSummaryFilter(NamespacedFilterSet):
 class ReviewItemFilter(NamespacedFilterSet):
     """``GET /api/review-items/``: every status unless ``status`` is given."""
 
-    rule = permissions.REVIEW_READ
-
     status = django_filters.ChoiceFilter(choices=ReviewStatus.choices)
     subject = django_filters.CharFilter(strip=False, max_length=255)
 
@@ -158,8 +148,6 @@ class ReviewItemFilter(NamespacedFilterSet):
 
 class MemoryEventFilter(NamespacedFilterSet):
     """``GET /api/events/``."""
-
-    rule = permissions.EVENTS_READ
 
     memory_id = django_filters.CharFilter(strip=False, max_length=64)
     event_type = django_filters.ChoiceFilter(choices=[(t, t) for t in EVENT_TYPES])

@@ -1,7 +1,10 @@
 """Who may do what where: namespace grants for API clients, model permissions for staff.
 
-Every endpoint names the :class:`Rule` it needs and asks the request's
-:class:`Access` before touching a namespace:
+Every view declares the :class:`Rule` of each thing it does (``rule`` or
+``rules``) and :class:`DeclaredRule`, its permission class, enforces it: a view
+or action without a rule refuses (fail closed); rows are checked as objects;
+namespaces a request body or query names are checked through
+:meth:`DeclaredRule.has_target_permission`. The request's :class:`Access` answers:
 
 * a staff user holding the rule's model permissions acts in every namespace;
 * anyone else acts through their :class:`~memoryapp.api.models.NamespaceGrant` rows:
@@ -11,13 +14,14 @@ Every endpoint names the :class:`Rule` it needs and asks the request's
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from django.db.models import Q
 from rest_framework.exceptions import NotFound, PermissionDenied
 from rest_framework.permissions import BasePermission
 
+from .. import permissions as perms
 from ..db.lookups import prefix_q
 from .models import NamespaceGrant
 
@@ -30,7 +34,8 @@ class Rule:
 
     Attributes:
         right: the grant right an API client needs (``read``, ``write`` or ``erase``).
-        perms: the model permissions that let a staff user do it in every namespace.
+        perms: the model permissions that let a staff user do it in every namespace
+            (codenames from the registry, :mod:`memoryapp.permissions`).
         see: model permissions that let staff *see* every namespace; staff who see a
             namespace but lack ``perms`` get 403 rather than 404.
     """
@@ -40,30 +45,27 @@ class Rule:
     see: tuple[str, ...] = ()
 
 
-_VIEW_MEMORY = "memoryapp.view_memory"
-_VIEW_REVIEW = "memoryapp.view_reviewitem"
-
-MEMORY_READ = Rule(READ, (_VIEW_MEMORY,))
-MEMORY_WRITE = Rule(WRITE, ("memoryapp.add_memory", "memoryapp.change_memory"), (_VIEW_MEMORY,))
-MEMORY_DELETE = Rule(WRITE, ("memoryapp.delete_memory",), (_VIEW_MEMORY,))
-MEMORY_ERASE = Rule(ERASE, ("memoryapp.erase_memory",), (_VIEW_MEMORY,))
-WIPE = Rule(ERASE, ("memoryapp.wipe_memory",), (_VIEW_MEMORY,))
-EXPORT = Rule(READ, ("memoryapp.export_memory",), (_VIEW_MEMORY,))
-SUMMARY_READ = Rule(READ, ("memoryapp.view_sessionsummary",))
-SUMMARY_WRITE = Rule(WRITE, ("memoryapp.add_sessionsummary",), ("memoryapp.view_sessionsummary",))
-CRYSTALLIZE = Rule(WRITE, ("memoryapp.add_reviewitem",), (_VIEW_REVIEW,))
-REVIEW_READ = Rule(READ, (_VIEW_REVIEW,))
-REVIEW_REJECT = Rule(WRITE, ("memoryapp.change_reviewitem",), (_VIEW_REVIEW,))
+MEMORY_READ = Rule(READ, (perms.VIEW_MEMORY,))
+MEMORY_WRITE = Rule(WRITE, (perms.ADD_MEMORY, perms.CHANGE_MEMORY), (perms.VIEW_MEMORY,))
+MEMORY_DELETE = Rule(WRITE, (perms.DELETE_MEMORY,), (perms.VIEW_MEMORY,))
+MEMORY_ERASE = Rule(ERASE, (perms.ERASE_MEMORY,), (perms.VIEW_MEMORY,))
+WIPE = Rule(ERASE, (perms.WIPE_MEMORY,), (perms.VIEW_MEMORY,))
+EXPORT = Rule(READ, (perms.EXPORT_MEMORY,), (perms.VIEW_MEMORY,))
+SUMMARY_READ = Rule(READ, (perms.VIEW_SESSIONSUMMARY,))
+SUMMARY_WRITE = Rule(WRITE, (perms.ADD_SESSIONSUMMARY,), (perms.VIEW_SESSIONSUMMARY,))
+CRYSTALLIZE = Rule(WRITE, (perms.ADD_REVIEWITEM,), (perms.VIEW_REVIEWITEM,))
+REVIEW_READ = Rule(READ, (perms.VIEW_REVIEWITEM,))
+REVIEW_REJECT = Rule(WRITE, (perms.CHANGE_REVIEWITEM,), (perms.VIEW_REVIEWITEM,))
 REVIEW_APPROVE = Rule(
     WRITE,
-    ("memoryapp.change_reviewitem", "memoryapp.add_memory", "memoryapp.change_memory"),
-    (_VIEW_REVIEW,),
+    (perms.CHANGE_REVIEWITEM, perms.ADD_MEMORY, perms.CHANGE_MEMORY),
+    (perms.VIEW_REVIEWITEM,),
 )
-REVIEW_PURGE = Rule(ERASE, ("memoryapp.purge_reviewitem",), (_VIEW_REVIEW,))
-EVENTS_READ = Rule(READ, ("memoryapp.view_memoryevent",))
+REVIEW_PURGE = Rule(ERASE, (perms.PURGE_REVIEWITEM,), (perms.VIEW_REVIEWITEM,))
+EVENTS_READ = Rule(READ, (perms.VIEW_MEMORYEVENT,))
 # Staff with this permission read every receipt; anyone else reads the receipts
 # of the erasures they asked for (receipts carry no namespace to grant on).
-RECEIPT_READ = Rule(ERASE, ("memoryapp.view_erasurereceipt",))
+RECEIPT_READ = Rule(ERASE, (perms.VIEW_ERASURERECEIPT,))
 
 
 class Access:
@@ -156,6 +158,29 @@ def _covering_q(grants: Iterable[NamespaceGrant], field: str) -> Q:
     return q
 
 
+Check = Callable[[Access, Rule], object]
+"""A check of what one request names: raises NotFound (hidden) or PermissionDenied."""
+
+
+def in_namespaces(*namespaces: str | None) -> Check:
+    """The check that every namespace (``None`` skipped) is visible, then allows the rule."""
+
+    def check(access: Access, rule: Rule) -> None:
+        access.require(namespaces, rule)
+
+    return check
+
+
+def holding_rule(access: Access, rule: Rule) -> None:
+    """The check that the user may do ``rule`` somewhere (staff permissions or a grant's right).
+
+    For a request that names no namespace and acts on all of the user's: without
+    the right anywhere it is a 403, not an empty success.
+    """
+    if not access.is_global(rule) and not any(g.rights()[rule.right] for g in access.grants):
+        raise PermissionDenied()
+
+
 def access_for(request) -> Access:
     """The request's :class:`Access`, built once and cached on the request."""
     access = getattr(request, "_memory_access", None)
@@ -166,7 +191,7 @@ def access_for(request) -> Access:
 
 
 class IsActiveUser(BasePermission):
-    """An authenticated, active user; namespace rights are checked per request by ``Access``."""
+    """An authenticated, active user (namespace rights are :class:`DeclaredRule`'s business)."""
 
     def has_permission(self, request, view) -> bool:
         user = request.user
@@ -209,7 +234,10 @@ class DeclaredRule(IsActiveUser):
     refuses every request, so forgetting to authorise is a 403, never an open
     endpoint. Object routes check the row's namespace (404 when hidden, 403 when
     the right is missing) in :meth:`has_object_permission`, which DRF's
-    ``get_object`` calls; rows without a namespace are refused.
+    ``get_object`` calls; rows without a namespace are refused. What a request
+    body or query names (namespaces, a subject, ids) is checked in
+    :meth:`has_target_permission`, which the view calls once it has validated
+    the input (``MemoryAPIMixin.check_target_permissions``).
     """
 
     def has_permission(self, request, view) -> bool:
@@ -227,4 +255,12 @@ class DeclaredRule(IsActiveUser):
         if rule is None or not isinstance(namespace, str):
             return False
         access_for(request).require([namespace], rule)
+        return True
+
+    def has_target_permission(self, request, view, check: Check) -> bool:
+        """Run ``check`` with the declared rule (it raises 404/403); no rule: refused."""
+        rule = declared_rule(view)
+        if rule is None:
+            return False
+        check(access_for(request), rule)
         return True

@@ -1,14 +1,18 @@
 """The API views (docs/behaviour.md §13): thin translations between HTTP and the facade.
 
-Every view authenticates (token or session), asks the request's
-:class:`~memoryapp.api.permissions.Access` before touching a namespace (404 for
-one outside the client's grants, 403 for a missing right), calls the facade
-(or, for id lookups and lists, the model querysets) and serialises the result.
+Every view authenticates (token or session) and declares the
+:class:`~memoryapp.api.permissions.Rule` of each thing it does; its permission
+class, :class:`~memoryapp.api.permissions.DeclaredRule`, refuses what declares
+no rule, checks rows as objects and, through :meth:`MemoryAPIMixin.check_target_permissions`,
+the namespaces a request names (404 for one outside the client's grants, 403 for
+a missing right). Then the view calls the facade (or, for id lookups and lists,
+the model querysets) and serialises the result.
 """
 
 from __future__ import annotations
 
 import re
+from functools import partial
 
 from django.http import JsonResponse
 from django.urls import Resolver404, resolve, reverse
@@ -32,7 +36,7 @@ from . import erasures, permissions, serializers
 from .exceptions import Conflict, exception_handler
 from .filters import MemoryEventFilter, MemoryFilter, ReviewItemFilter, SessionSummaryFilter
 from .parsers import JSONParser
-from .permissions import DeclaredRule, access_for, declared_rule
+from .permissions import DeclaredRule, access_for, declared_rule, holding_rule, in_namespaces
 from .schema import MemoryAutoSchema
 from .throttles import ERASE, RECALL, WRITE, MemoryScopedThrottle
 
@@ -60,10 +64,7 @@ def bound_manager(view, serializer_class, data=None) -> tuple[dict, MemoryManage
     """
     request = view.request
     data = validated(serializer_class, request.data if data is None else data)
-    rule = declared_rule(view)
-    if rule is None:  # unreachable behind DeclaredRule; never bind without a rule
-        raise PermissionDenied()
-    access_for(request).require([data["project"], data["user"]], rule)
+    view.check_target_permissions(request, in_namespaces(data["project"], data["user"]))
     mm = MemoryManager(
         project=data["project"], user=data["user"], session_id=data.get("session_id")
     )
@@ -129,13 +130,32 @@ class MemoryAPIMixin:
     def get_exception_handler(self):
         return exception_handler
 
+    def check_target_permissions(self, request, check) -> None:
+        """Authorize what the request names (body or query), as ``get_object`` does a row.
+
+        ``check(access, rule)`` raises 404/403; every permission class with a
+        ``has_target_permission`` runs it with the view's declared rule. The one
+        way a view authorizes its input: none of them, or no rule, refuses.
+        """
+        checkers = [p for p in self.get_permissions() if hasattr(p, "has_target_permission")]
+        if not checkers:
+            self.permission_denied(request)
+        for permission in checkers:
+            if not permission.has_target_permission(request, self, check):
+                self.permission_denied(
+                    request,
+                    message=getattr(permission, "message", None),
+                    code=getattr(permission, "code", None),
+                )
+
 
 class NamespacedViewSet(MemoryAPIMixin, viewsets.GenericViewSet):
     """A viewset over one table with a ``namespace`` column.
 
     ``rules`` maps each action to the :class:`~memoryapp.api.permissions.Rule` it
-    needs. Lists show the rows the client may read; detail routes look rows up
-    among the namespaces visible to the client, then require the action's rule.
+    needs. Lists show the rows the client may read (and ``?namespace=`` must be
+    one the client may name); detail routes look rows up among the namespaces
+    visible to the client, then require the action's rule.
     """
 
     rules: dict[str, permissions.Rule] = {}
@@ -156,6 +176,15 @@ class NamespacedViewSet(MemoryAPIMixin, viewsets.GenericViewSet):
         if self.detail:
             return access.scope_visible(queryset, rule)
         return access.scope(queryset, rule)
+
+    def filter_queryset(self, queryset):
+        queryset = super().filter_queryset(queryset)  # an invalid filter is a 400 first
+        # The filter set narrows to ``?namespace=``; whether the client may name it
+        # (404 hidden, 403 without the right) is the declared rule's business.
+        if "namespace" in self.request.query_params:
+            namespace = self.request.query_params["namespace"]
+            self.check_target_permissions(self.request, in_namespaces(namespace))
+        return queryset
 
     def get_object(self):
         value = self.kwargs.get(self.lookup_url_kwarg or self.lookup_field, "")
@@ -314,6 +343,15 @@ class SessionSummaryViewSet(mixins.ListModelMixin, NamespacedViewSet):
 
 
 # ---------------------------------------------------------------- review
+def _writes_to(user_ns: str | None, access, rule: permissions.Rule) -> None:
+    """Approving a user-scope item writes to its subject's namespace: 403 without the right
+    there (the item itself is visible, so a hidden subject namespace is not a 404)."""
+    if user_ns is not None and not access.allows(user_ns, rule):
+        raise PermissionDenied(
+            "Approving this item writes to a user namespace outside your grants."
+        )
+
+
 @extend_schema(tags=["review queue"])
 class CrystallizeView(MemoryAPIMixin, APIView):
     """``POST /api/crystallize/``: queue the crystallizer's proposals (never memories)."""
@@ -369,13 +407,9 @@ class ReviewItemViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Namesp
     @action(detail=True, methods=["post"])
     def approve(self, request, *args, **kwargs):
         item = self.get_object()
-        access = access_for(request)
         # A user-scope item becomes a memory in its subject's (user) namespace.
         user_ns = item.subject if item.scope == Scope.USER else None
-        if user_ns is not None and not access.allows(user_ns, permissions.REVIEW_APPROVE):
-            raise PermissionDenied(
-                "Approving this item writes to a user namespace outside your grants."
-            )
+        self.check_target_permissions(request, partial(_writes_to, user_ns))
         mm = MemoryManager(project=item.namespace, user=user_ns)
         memory = mm.approve_review_item(item.id, actor=actor_of(request))
         item.refresh_from_db()
@@ -415,20 +449,19 @@ class ReviewItemViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Namesp
     @action(detail=False, methods=["post"])
     def purge(self, request, *args, **kwargs):
         data = validated(serializers.PurgeInputSerializer, request.data)
-        access, rule = access_for(request), permissions.REVIEW_PURGE
         namespace, wanted, subject = data["namespace"], data["status"], data["subject"]
         if namespace is not None:
-            access.require([namespace], rule)
+            self.check_target_permissions(request, in_namespaces(namespace))
             namespaces = [namespace]
-        elif access.is_global(rule):
-            namespaces = [None]  # every namespace
-        else:
-            if not any(g.can_erase for g in access.grants):
-                raise PermissionDenied()
-            rows = access.scope(ReviewItem.objects.with_status(wanted).order_by(), rule)
-            if subject is not None:
-                rows = rows.filter(subject=subject)
-            namespaces = sorted(set(rows.values_list("namespace", flat=True)))
+        else:  # every namespace the client may purge in: 403 when there is none
+            self.check_target_permissions(request, holding_rule)
+            if access_for(request).is_global(declared_rule(self)):
+                namespaces = [None]  # every namespace, one receipt
+            else:
+                rows = self.get_queryset().with_status(wanted).order_by()  # scoped to the rule
+                if subject is not None:
+                    rows = rows.filter(subject=subject)
+                namespaces = sorted(set(rows.values_list("namespace", flat=True)))
         # An erasure per namespace: hard delete, vendor purge, receipt (docs/behaviour.md §6, §9).
         receipts = [
             erase_review_items(
@@ -476,8 +509,8 @@ class ErasureViewSet(MemoryAPIMixin, viewsets.GenericViewSet):
     """Erasure for good (hard delete + vacuum + verification) and its receipts."""
 
     serializer_class = serializers.ReceiptSerializer
-    # Who may erase what is decided per request by erasures.authorize (the target
-    # names the namespaces); receipts are visible to their requester or to staff.
+    # The body names what to erase: erasures.authorize checks it under the declared
+    # rule (check_target_permissions); receipts are visible to their requester or to staff.
     rules = {"create": permissions.MEMORY_ERASE, "retrieve": permissions.RECEIPT_READ}
     throttle_scopes = {"create": ERASE}
     lookup_value_regex = r"[^/]+"
@@ -490,20 +523,23 @@ class ErasureViewSet(MemoryAPIMixin, viewsets.GenericViewSet):
     )
     def create(self, request, *args, **kwargs):
         data = validated(serializers.ErasureInputSerializer, request.data)
-        access = access_for(request)
-        if data.pop("dry_run"):
-            erasures.authorize(access, data)
+        dry_run = data.pop("dry_run")
+
+        def check():
+            self.check_target_permissions(request, partial(erasures.authorize, data))
+
+        if dry_run:
+            check()
             return Response(erasures.preview_body(data))
-        return erasures.respond(
-            request, data, actor_of(request), check=lambda: erasures.authorize(access, data)
-        )
+        return erasures.respond(request, data, actor_of(request), check=check)
 
     @extend_schema(
         summary="Read an erasure receipt", responses={200: serializers.ReceiptSerializer}
     )
     def retrieve(self, request, *args, **kwargs):
-        receipt = erasures.visible_receipt(request, self.kwargs.get("pk", ""))
-        return Response(erasures.receipt_body(receipt))
+        pk = self.kwargs.get("pk", "")
+        self.check_target_permissions(request, partial(erasures.authorize_receipt, pk))
+        return Response(erasures.receipt_body(erasures.get_receipt(pk)))
 
 
 @extend_schema(tags=["erasure"])
@@ -525,11 +561,7 @@ class ExportView(MemoryAPIMixin, APIView):
     )
     def get(self, request):
         data = validated(serializers.ExportQuerySerializer, request.query_params)
-        access = access_for(request)
-        if data["namespace"] is not None:  # alone, or restricting the subject to it
-            access.require([data["namespace"]], permissions.EXPORT)
-        else:
-            erasures.require_subject(access, data["subject"], permissions.EXPORT)
+        self.check_target_permissions(request, partial(erasures.authorize_export, data))
         return Response(export(subject=data["subject"], namespace=data["namespace"]))
 
 

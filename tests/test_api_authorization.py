@@ -1,0 +1,312 @@
+"""Authorization fails closed, from one source.
+
+Every URL of the API (walked from its urlpatterns, not from the schema) answers
+404 or 403 to a client without a grant on the namespace it names; every route
+declares a rule for what it serves; a view or action that declares none refuses;
+codenames are spelled once, in ``memoryapp.permissions``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from urllib.parse import urlencode
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.urls import URLPattern, get_resolver, reverse
+from rest_framework.decorators import action
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.response import Response
+from rest_framework.test import APIClient, APIRequestFactory, force_authenticate
+from rest_framework.views import APIView
+
+from memoryapp import MemoryManager
+from memoryapp import permissions as perms
+from memoryapp.api import permissions as api_permissions
+from memoryapp.api import serializers, views
+from memoryapp.api.filters import MemoryFilter
+from memoryapp.api.models import NamespaceGrant
+from memoryapp.api.permissions import DeclaredRule, declared_rule
+from memoryapp.api.testing import token_client
+from memoryapp.api.views import MemoryAPIMixin, NamespacedViewSet
+from memoryapp.models import ErasureReceipt, Memory, MemoryEvent, ReviewItem, SessionSummary
+
+pytestmark = pytest.mark.django_db
+
+ROOT = Path(__file__).resolve().parents[1]
+REGISTRY = ROOT / "memoryapp" / "permissions.py"
+# A permission codename of memoryapp, qualified or bare, as a string literal.
+_VERBS = "view|add|change|delete|erase|wipe|export|purge"
+_MODELS = "memory|sessionsummary|reviewitem|memoryevent|erasurereceipt|schemameta"
+SPELLED = re.compile(rf"[\"'](?:memoryapp\.)?(?:{_VERBS})_(?:{_MODELS})[\"']")
+
+
+def test_every_registered_codename_is_a_permission_django_knows():
+    known = {
+        f"{app}.{code}"
+        for app, code in Permission.objects.values_list("content_type__app_label", "codename")
+    }
+    assert set(perms.ALL) <= known
+    rules = [v for v in vars(api_permissions).values() if isinstance(v, api_permissions.Rule)]
+    assert len(rules) >= 15
+    for rule in rules:
+        assert set(rule.perms) | set(rule.see) <= set(perms.ALL), rule
+
+
+def test_codenames_are_spelled_only_in_the_registry():
+    offenders = []
+    for path in (ROOT / "memoryapp").rglob("*.py"):
+        if path == REGISTRY or "migrations" in path.parts:
+            continue
+        text = path.read_text(encoding="utf-8")
+        offenders += [f"{path.relative_to(ROOT)}: {m.group(0)}" for m in SPELLED.finditer(text)]
+    assert offenders == []
+
+
+# ------------------------------------------------------- every URL, closed
+NS, USER = "acme/web", "acme/alice"
+BOUND = {"project": NS, "user": USER}
+MESSAGES = [{"role": "user", "content": "I prefer vim"}]
+
+# Requests aimed at acme's rows, per (route name, method): (query, body) each.
+SAMPLES: dict[tuple[str, str], list[tuple[dict, dict | None]]] = {
+    ("memory-list", "get"): [({"namespace": NS}, None)],
+    ("memory-list", "post"): [({}, {**BOUND, "key": "k", "value": "v"})],
+    ("memory-detail", "get"): [({}, None)],
+    ("memory-detail", "delete"): [({}, None)],
+    ("memory-erase", "post"): [({}, None)],
+    ("session-summary-list", "get"): [({"namespace": NS}, None)],
+    ("session-summary-list", "post"): [({}, {**BOUND, "session_id": "s1", "summary": "sum"})],
+    ("review-item-list", "get"): [
+        ({"namespace": NS}, None),
+        ({"namespace": NS, "status": "pending"}, None),
+    ],
+    ("review-item-detail", "get"): [({}, None)],
+    ("review-item-approve", "post"): [({}, None)],
+    ("review-item-reject", "post"): [({}, None)],
+    ("review-item-purge", "post"): [({}, {"namespace": NS})],
+    ("erasure-list", "post"): [
+        ({}, {"namespace": NS}),
+        ({}, {"namespace": NS, "dry_run": True}),
+        ({}, {"ids": ["<memories>"]}),
+        ({}, {"subject": USER}),
+        ({}, {"everything": True}),
+    ],
+    ("erasure-detail", "get"): [({}, None)],
+    ("event-list", "get"): [({"namespace": NS}, None), ({"memory_id": "<memories>"}, None)],
+    ("recall", "post"): [({}, {**BOUND, "query": "roadmap"})],
+    ("crystallize", "post"): [({}, {**BOUND, "messages": MESSAGES})],
+    ("wipe-all", "post"): [({}, BOUND)],
+    ("export", "get"): [({"namespace": NS}, None), ({"subject": USER}, None)],
+    ("store-problems", "get"): [({"project": NS}, None)],
+}
+# Which existing acme row a detail route's placeholder id names, by route basename.
+DETAIL_ROWS = {"memory": "memories", "review-item": "review-items", "erasure": "erasures"}
+PUBLIC = {"schema", "docs"}  # the OpenAPI document and its docs page: public on purpose
+
+
+def api_routes():
+    """(name, pattern, view class, {method: action or None}) of every route of the API."""
+    for pattern in get_resolver("memoryapp.api.urls").url_patterns:
+        assert isinstance(pattern, URLPattern), pattern  # the API includes nothing
+        cls = getattr(pattern.callback, "cls", None)
+        if cls is None:
+            assert pattern.callback is views.not_found, pattern
+            continue
+        actions = getattr(pattern.callback, "actions", None)
+        if actions is None:  # an APIView: the handlers it defines
+            served = ("get", "post", "put", "patch", "delete")
+            actions = {m: None for m in served if hasattr(cls, m)}
+        yield pattern.name, pattern, cls, dict(actions)
+
+
+def test_every_route_declares_a_rule_for_everything_it_serves():
+    seen = set()
+    for name, _, cls, actions in api_routes():
+        if name in PUBLIC:
+            continue
+        assert any(issubclass(p, DeclaredRule) for p in cls.permission_classes), name
+        for method, action_name in actions.items():
+            view = cls()
+            view.action = action_name
+            view.request = APIRequestFactory().generic(method.upper(), "/")
+            assert declared_rule(view) is not None, (name, method, action_name)
+            seen.add((name, method))
+    assert seen == set(SAMPLES)  # a new route needs samples below, and gets checked
+
+
+@pytest.fixture
+def acme_rows():
+    mm = MemoryManager(project=NS, user=USER)
+    memory = mm.upsert("roadmap", "acme roadmap")
+    mm.save_session_summary("acme session summary")
+    (item,) = mm.crystallize_user_messages([{"role": "user", "content": "We decided to use Go."}])
+    owner = token_client("acme-owner", ["acme/"], write=True, erase=True)
+    receipt = owner.post("/api/erasures/", {"ids": [mm.upsert("tmp", "x").id]}, format="json")
+    assert receipt.status_code in (201, 202), receipt.content
+    return {"memories": memory.id, "review-items": item.id, "erasures": receipt.json()["id"]}
+
+
+def _snapshot():
+    return {
+        model.__name__: sorted(model.objects.values_list("pk", flat=True))
+        for model in (Memory, SessionSummary, ReviewItem, MemoryEvent, ErasureReceipt)
+    } | {"deleted": sorted(Memory.objects.filter(deleted_at__isnull=False).values_list("pk"))}
+
+
+def _outsiders(django_user_model):
+    """Clients holding a token (or a session) but no grant on acme's namespaces."""
+    bare = token_client("no-grant", ["placeholder"], write=True, erase=True)
+    NamespaceGrant.objects.filter(user=bare.user).delete()  # a token, no grant at all
+    globex = token_client("globex-app", ["globex/"], write=True, erase=True)
+    staff = APIClient()  # staff without any permission is no one special
+    staff.force_authenticate(django_user_model.objects.create_user("clerk", is_staff=True))
+    return {"no grant": bare, "globex/ grant": globex, "staff without perms": staff}
+
+
+def _fill(value, rows):
+    if isinstance(value, dict):
+        return {k: _fill(v, rows) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fill(v, rows) for v in value]
+    if isinstance(value, str) and value.startswith("<") and value.endswith(">"):
+        return rows[value[1:-1]]
+    return value
+
+
+def test_a_client_without_a_grant_gets_404_or_403_on_every_url(acme_rows, django_user_model):
+    clients = _outsiders(django_user_model)
+    anonymous = APIClient()
+    before = _snapshot()
+    calls = 0
+    for name, pattern, _, actions in api_routes():
+        if name in PUBLIC:
+            continue
+        kwargs = {}
+        if "pk" in pattern.pattern.regex.groupindex:
+            kwargs["pk"] = acme_rows[DETAIL_ROWS[name.rsplit("-", 1)[0]]]
+        url = reverse(f"memoryapp_api:{name}", kwargs=kwargs)
+        # OPTIONS describes the endpoint's shape to any authenticated user, never data:
+        # the same answer for acme's row as for an id that does not exist.
+        fake = reverse(f"memoryapp_api:{name}", kwargs={k: "0" * 16 for k in kwargs})
+        for client in clients.values():
+            r, twin = client.options(url), client.options(fake)
+            assert (r.status_code, r.content) == (twin.status_code, twin.content), url
+            assert b"acme" not in r.content, url
+        for method in actions:
+            methods = [method, "head"] if method == "get" else [method]
+            for query, body in SAMPLES[(name, method)]:
+                query, body = _fill(query, acme_rows), _fill(body, acme_rows)
+                for verb in methods:
+                    for who, client in [*clients.items(), ("anonymous", anonymous)]:
+                        call = getattr(client, verb)
+                        if verb in ("get", "head"):
+                            r = call(url, query)
+                        else:
+                            r = call(f"{url}?{urlencode(query)}", body or {}, format="json")
+                        allowed = (401, 403) if who == "anonymous" else (403, 404)
+                        assert r.status_code in allowed, (who, verb, url, query, body, r.content)
+                        assert b"acme" not in r.content, (who, verb, url)
+                        calls += 1
+    assert calls >= 4 * 30
+    assert _snapshot() == before  # nothing of acme's was read, changed or erased
+
+
+def test_requests_naming_no_namespace_answer_an_outsider_with_nothing(acme_rows, django_user_model):
+    for client in _outsiders(django_user_model).values():
+        for path in ("/api/memories/", "/api/session-summaries/", "/api/review-items/"):
+            r = client.get(path)
+            assert (r.status_code, r.json()["count"]) == (200, 0), path
+        assert client.get("/api/events/").json()["count"] == 0
+        # Purging "everything I may" purges none of acme's items: nothing, or 403 without
+        # an erase right anywhere.
+        r = client.post("/api/review-items/purge/", {}, format="json")
+        assert r.status_code == 403 or r.json() == {"purged": 0, "receipts": []}
+    assert ReviewItem.objects.filter(namespace=NS).exists()
+
+
+def test_the_schema_and_its_docs_stay_public(client):
+    assert client.get("/api/schema/", {"format": "json"}).status_code == 200
+    assert client.get("/api/docs/").status_code == 200
+
+
+# ------------------------------------------------ a view that forgets refuses
+@pytest.fixture
+def people(django_user_model):
+    root = django_user_model.objects.create_superuser("root", password="x")
+    return {"superuser": root, "acme grantee": token_client("acme-rw", ["acme/"], write=True).user}
+
+
+def _call(view, user, method="get", data=None):
+    factory = APIRequestFactory()
+    request = getattr(factory, method)("/x/", data or {}, format="json")
+    force_authenticate(request, user=user)
+    return view(request)
+
+
+class _Memories(NamespacedViewSet):
+    """A new viewset that declares a rule for ``list`` only."""
+
+    serializer_class = serializers.MemorySerializer
+    rules = {"list": api_permissions.MEMORY_READ}
+
+    def base_queryset(self):
+        return Memory.objects.live().order_by("id")
+
+    def list(self, request):
+        return Response([m.id for m in self.get_queryset()])
+
+    @action(detail=False, methods=["get"])
+    def everything(self, request):  # a new action without a rule
+        return Response([m.id for m in Memory.objects.all()])
+
+    def retrieve(self, request, pk=None):  # a new route without a rule
+        return Response({"id": self.get_object().id})
+
+
+def test_a_new_action_without_a_rule_refuses_even_a_superuser(people):
+    memory = MemoryManager(project=NS).upsert("k", "acme roadmap")
+    for user in people.values():
+        assert _call(_Memories.as_view({"get": "list"}), user).data == [memory.id]
+        assert _call(_Memories.as_view({"get": "everything"}), user).status_code == 403
+        detail = _Memories.as_view({"get": "retrieve"})
+        factory = APIRequestFactory()
+        request = factory.get("/x/")
+        force_authenticate(request, user=user)
+        assert detail(request, pk=memory.id).status_code == 403
+
+
+def test_a_view_that_checks_its_input_without_declaring_a_rule_refuses(people):
+    class Unruled(MemoryAPIMixin, APIView):
+        def post(self, request):
+            self.check_target_permissions(request, api_permissions.in_namespaces(NS))
+            return Response({"secret": "everything"})
+
+    class Unchecked(Unruled):  # someone swapped the permission class for a laxer one
+        rule = api_permissions.MEMORY_READ
+        permission_classes = [IsAuthenticated]
+
+    class Declared(Unruled):
+        rule = api_permissions.MEMORY_READ
+
+    for user in people.values():
+        assert _call(Unruled.as_view(), user, "post").status_code == 403
+        assert _call(Unchecked.as_view(), user, "post").status_code == 403
+        assert _call(Declared.as_view(), user, "post").status_code == 200
+    outsider = token_client("globex-app", ["globex/"]).user
+    assert _call(Declared.as_view(), outsider, "post").status_code == 404
+
+
+def test_rows_without_a_namespace_are_refused_as_objects(people):
+    view = _Memories()
+    view.action = "list"
+    request = APIRequestFactory().get("/x/")
+    assert not DeclaredRule().has_object_permission(request, view, object())
+
+
+def test_filters_only_filter():
+    """The filter sets narrow by namespace without asking who asks (no request at all)."""
+    MemoryManager(project="globex/web").upsert("k", "globex roadmap")
+    rows = MemoryFilter({"namespace": "globex/web"}, queryset=Memory.objects.all()).qs
+    assert [m.namespace for m in rows] == ["globex/web"]
