@@ -154,15 +154,20 @@ CACHES = {"default": _cache}
 
 STATIC_URL = "static/"
 STATIC_ROOT = env.path("STATIC_ROOT", default=VAR_DIR / "static")
+# STATIC_HASHED=true (set by `make serve`, after its collectstatic): pages name the
+# hashed, compressed copies, which WhiteNoise serves with far-future caching. Off
+# (development, tests), pages name the plain files, found where they live — a
+# manifest left in STATIC_ROOT by an earlier `make serve` must not send `make run`
+# after copies it does not serve.
+STATIC_HASHED = env.bool("STATIC_HASHED", default=False)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
-        # Hashed, compressed copies made by `collectstatic` (part of `make serve`).
         "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        if STATIC_HASHED
+        else "django.contrib.staticfiles.storage.StaticFilesStorage"
     },
 }
-# Without a collectstatic (development, tests) names stay unhashed instead of failing.
-WHITENOISE_MANIFEST_STRICT = False
 
 # Behind HTTPS (HTTPS=true): secure cookies, redirect to https, HSTS. A proxy that
 # terminates TLS must send X-Forwarded-Proto (SECURE_PROXY_SSL_HEADER below).

@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 
 export DEBUG="${DEBUG:-false}"
+export STATIC_HASHED=true  # pages name the hashed copies collectstatic writes below
 export MEMORYAPP_ERASURE_WORKER="${MEMORYAPP_ERASURE_WORKER:-true}"
 # One directory where every process (gunicorn workers, the erasure worker) keeps its
 # metrics, so a scrape of /metrics adds them up; emptied at each start.

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import logging
 
 from django.db import transaction
 
 from .. import crystallizer, guards, review, store, validation
-from ..models import Memory, ReviewItem, ReviewStatus, Source
+from ..fields import now
+from ..models import Memory, MemoryEvent, ReviewItem, ReviewStatus, Source
+
+DECISION_CHUNK = 500  # review items decided per transaction (and per IN list)
 
 logger = logging.getLogger(__name__)
 
@@ -110,6 +114,124 @@ class ReviewQueue:
             session_id=self.session_id,
             guard=self.guard,
         )
+
+    def approve_review_items(
+        self, item_ids, *, actor: str = ""
+    ) -> tuple[int, list[tuple[ReviewItem, str]]]:
+        """Approve many pending items of this namespace at once: ``(approved, refused)``.
+
+        The bulk path of :meth:`approve_review_item` for an operator's "select all":
+        the same guard and classification (through :mod:`memoryapp.bulk`), the same
+        namespace, scope and subject taken from each item, the same events, but a
+        few statements per chunk of items instead of a dozen per item. An item the
+        guard refuses now stays pending and is returned with the reason.
+        """
+        approved = 0
+        refused: list[tuple[ReviewItem, str]] = []
+        ids = list(dict.fromkeys(item_ids))
+        for start in range(0, len(ids), DECISION_CHUNK):
+            with transaction.atomic(using=self.using):
+                items = list(
+                    self._review_items()
+                    .select_for_update()
+                    .filter(pk__in=ids[start : start + DECISION_CHUNK], status=ReviewStatus.PENDING)
+                    .order_by("created_at", "id")
+                )
+                by_subject: dict[str | None, list[ReviewItem]] = {}
+                for item in items:
+                    by_subject.setdefault(item.subject, []).append(item)
+                done: list[tuple[ReviewItem, str]] = []
+                for group in by_subject.values():
+                    ok, bad = self._approve_group(group, actor)
+                    done += ok
+                    refused += bad
+                stamp = now()
+                ReviewItem.objects.using(self.using).filter(
+                    pk__in=[item.pk for item, _ in done]
+                ).update(status=ReviewStatus.APPROVED, updated_at=stamp)
+                MemoryEvent.objects.using(self.using).bulk_create(
+                    MemoryEvent(
+                        memory_id=item.pk,
+                        event_type="review_approve",
+                        namespace=self.project,
+                        actor=actor,
+                        detail=json.dumps({"memory": memory_id}, sort_keys=True),
+                    )
+                    for item, memory_id in done
+                )
+                approved += len(done)
+        return approved, refused
+
+    def _approve_group(self, items: list[ReviewItem], actor: str):
+        """Write the memories of one subject's items; ``(item, memory id)`` pairs and refusals."""
+        writer = self._writer_for(items[0])
+        records = [
+            (
+                n,
+                {
+                    "key": item.key_normalized,
+                    "value": item.content,
+                    "tags": list(item.tags),
+                    "scope": item.scope,
+                    "type": item.type,
+                    "source": Source.CRYSTALLIZED,
+                },
+            )
+            for n, item in enumerate(items, start=1)
+        ]
+        report = writer.import_memories(records, actor=actor, skip_invalid=True)
+        bad_lines = dict(report.invalid)
+        refused = [(items[n - 1], reason) for n, reason in bad_lines.items()]
+        written = [item for n, item in enumerate(items, start=1) if n not in bad_lines]
+        ids = writer._memory_ids_for(written)
+        return [(item, ids[item.pk]) for item in written], refused
+
+    def _memory_ids_for(self, items: list[ReviewItem]) -> dict[str, str]:
+        """Item id → the live memory it became (where an upsert of it lands), few queries."""
+        by_target: dict[tuple[str, str, str], dict[str, str]] = {}
+        for item in items:
+            scope = item.scope if item.scope != "user" or self._user_store else "project"
+            target = self._store_for(scope)
+            key = (target.using, target.namespace, target.scope)
+            by_target.setdefault(key, {})[item.key_normalized] = item.pk
+        found: dict[str, str] = {}
+        for (using, namespace, scope), items_by_key in by_target.items():
+            rows = Memory.objects.using(using).live().filter(namespace=namespace, scope=scope)
+            keys = list(items_by_key)
+            for start in range(0, len(keys), DECISION_CHUNK):
+                chunk = keys[start : start + DECISION_CHUNK]
+                for key, pk in rows.filter(key_normalized__in=chunk).values_list(
+                    "key_normalized", "pk"
+                ):
+                    found[items_by_key[key]] = pk
+        return found
+
+    def reject_review_items(self, item_ids, *, actor: str = "") -> int:
+        """Reject many pending items of this namespace at once; how many were pending."""
+        rejected = 0
+        ids = list(dict.fromkeys(item_ids))
+        for start in range(0, len(ids), DECISION_CHUNK):
+            with transaction.atomic(using=self.using):
+                chosen = list(
+                    self._review_items()
+                    .select_for_update()
+                    .filter(pk__in=ids[start : start + DECISION_CHUNK], status=ReviewStatus.PENDING)
+                    .values_list("pk", flat=True)
+                )
+                ReviewItem.objects.using(self.using).filter(pk__in=chosen).update(
+                    status=ReviewStatus.REJECTED, updated_at=now()
+                )
+                MemoryEvent.objects.using(self.using).bulk_create(
+                    MemoryEvent(
+                        memory_id=pk,
+                        event_type="review_reject",
+                        namespace=self.project,
+                        actor=actor,
+                    )
+                    for pk in chosen
+                )
+                rejected += len(chosen)
+        return rejected
 
     def reject_review_item(self, item_id: str, *, actor: str = "") -> bool:
         """Mark a pending item rejected; False if it is not pending (or not ours).

@@ -37,6 +37,7 @@ def served(tmp_path):
         **os.environ,
         "DATABASE_URL": database_url(),
         "DEBUG": "false",
+        "STATIC_HASHED": "true",
         "SECRET_KEY": settings.SECRET_KEY,
         "STATIC_ROOT": str(tmp_path / "static"),
         "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "prom"),
