@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from django.db import connections, transaction
 
 from . import guards, store
+from .db import vendor
 from .fields import now
 from .models import Memory, Source, new_id
 
@@ -124,7 +125,7 @@ def _refresh_statistics(using: str) -> None:
     0.09 ms per upsert at 100,000 memories in bench/RESULTS.md.
     """
     connection = connections[using]
-    if connection.vendor == "postgresql":
+    if vendor.for_connection(connection).analyze_after_bulk_load:
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE memories")
             cursor.execute("ANALYZE memory_events")
@@ -284,7 +285,7 @@ def _write_chunk(rows, using, namespace, subject, actor) -> tuple[int, int]:
     order, then the ``update`` ones.
     """
     connection = connections[using]
-    postgresql = connection.vendor == "postgresql"
+    postgresql = vendor.for_connection(connection).bulk_copy
     stamp = _STAMP_FIELD.get_db_prep_value(now(), connection)
     inserts: list[tuple] = []
     updates: list[tuple] = []

@@ -5,7 +5,8 @@ from __future__ import annotations
 from django.core import checks
 from django.db import connections
 
-from .conf import SUPPORTED_VENDORS, guard_class_path
+from .conf import guard_class_path
+from .db import vendor as vendors
 
 
 @checks.register(checks.Tags.database, checks.Tags.compatibility)
@@ -13,8 +14,8 @@ def check_database_vendor(app_configs=None, databases=None, **kwargs):
     """memoryapp.E001: every configured database must be SQLite or PostgreSQL."""
     errors = []
     for alias in connections:
-        vendor = connections[alias].vendor
-        if vendor not in SUPPORTED_VENDORS:
+        if vendors.known(connections[alias]) is None:
+            vendor = connections[alias].vendor
             errors.append(
                 checks.Error(
                     f"Database {alias!r} uses the {vendor!r} backend, which memoryapp does not "

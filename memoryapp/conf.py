@@ -73,9 +73,6 @@ def ephemeral_database() -> str:
     return getattr(settings, "MEMORYAPP_EPHEMERAL_DATABASE", "memoryapp_ephemeral")
 
 
-SUPPORTED_VENDORS = ("sqlite", "postgresql")
-
-
 # --- erasure, retention, export (memoryapp.erasure; docs/compliance.md) -----
 
 _DERIVED_KEY_LABEL = b"memoryapp.erasure.receipt-key.v1"

@@ -7,6 +7,8 @@ import datetime as dt
 from django.db import models
 from django.utils import timezone
 
+from .db.vendor import known
+
 
 class IsoDateTimeField(models.DateTimeField):
     """A ``DateTimeField`` stored on SQLite as ``YYYY-MM-DDTHH:MM:SS.ffffff`` (UTC).
@@ -22,7 +24,12 @@ class IsoDateTimeField(models.DateTimeField):
 
     def get_db_prep_value(self, value, connection, prepared=False):
         value = super().get_db_prep_value(value, connection, prepared)
-        if connection.vendor == "sqlite" and isinstance(value, str) and len(value) >= 19:
+        if (
+            (vendor := known(connection)) is not None
+            and vendor.text_timestamps
+            and isinstance(value, str)
+            and len(value) >= 19
+        ):
             # Django's adapter produced "YYYY-MM-DD HH:MM:SS[.ffffff]" (naive UTC).
             if len(value) == 19:
                 value += ".000000"

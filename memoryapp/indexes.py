@@ -34,6 +34,7 @@ from django.utils.dateparse import parse_datetime
 from . import metrics, recall_snapshot
 from .conf import recall_cache_bytes, recall_snapshots
 from .db import snapshots as stored_snapshots
+from .db import vendor
 from .db.meta import SliceKey, read_change_counter, read_slice_counters
 from .fields import now
 from .models import Confidence, Memory, json_list
@@ -72,7 +73,7 @@ def change_window(using: str, slices: Iterable[SliceKey]):
     window = ChangeWindow(using)
     slices = list(slices)
     with transaction.atomic(using=using):
-        if connections[using].vendor != "sqlite":
+        if vendor.of(using).lock_counter_first:
             read_change_counter(using, lock=True)
         window.before = read_slice_counters(using, slices)
         yield window

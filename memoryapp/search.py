@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from django.db import connections
-
+from .db import vendor
 from .models import Memory
 
 
@@ -30,7 +29,7 @@ def sql_can_prefilter(text: str, alias: str) -> bool:
     """
     if '"' in text or "\\" in text:
         return False
-    return text.isascii() or connections[alias].vendor == "postgresql"
+    return text.isascii() or vendor.of(alias).unicode_like
 
 
 def sql_narrowing(method: str, needle: str):

@@ -16,6 +16,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from . import guards
+from .db import vendor
 from .fields import now
 from .models import Memory, MemoryEvent, Source, dump_list, new_id
 
@@ -129,7 +130,7 @@ def write(
     values = [p.type, p.title, p.content, dump_list(p.tags), dump_list(p.keywords), p.source,
               p.confidence]  # fmt: skip
     sql_stamp = _STAMP_FIELD.get_db_prep_value(stamp, connection)
-    lock = " FOR UPDATE" if connection.vendor == "postgresql" else ""
+    lock = vendor.for_connection(connection).row_lock
     find = _FIND_LIVE + lock
     key = [namespace, p.scope, p.key_normalized]
     with transaction.atomic(using=using, savepoint=savepoint), connection.cursor() as cursor:

@@ -110,3 +110,19 @@ def test_the_bench_corpus_is_deterministic_and_prefix_stable():
     assert len(queries) == 260
     assert module.make_corpus(200, seed=1234)[0] == small
     assert module.make_corpus(200, seed=1235)[0] != small
+
+
+VENDOR_BRANCH = re.compile(r"\.vendor\s*(==|!=|in\b|not\s+in\b)|vendor\s*(==|!=)\s*[\"']")
+
+
+def test_no_vendor_branch_outside_the_db_package():
+    """Vendor differences are asked of ``memoryapp.db.vendor``, never compared elsewhere."""
+    offenders = []
+    for path in (ROOT / "memoryapp").rglob("*.py"):
+        relative = path.relative_to(ROOT)
+        if relative.parts[:2] in (("memoryapp", "db"), ("memoryapp", "migrations")):
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if VENDOR_BRANCH.search(line):
+                offenders.append(f"{relative}:{number}: {line.strip()}")
+    assert offenders == []

@@ -38,6 +38,7 @@ from pathlib import Path
 from django.core.management import call_command
 from django.db import NotSupportedError, connections, transaction
 
+from ..db import vendor
 from ..db.meta import CHANGE_KEY
 from ..fields import now
 from ..models import MemoryEvent
@@ -145,7 +146,7 @@ def _memoryapp_recorded(using: str, tables: set[str]) -> bool:
 
 def inspect_layout(using: str) -> str:
     """Which layout the database of alias ``using`` has (``EMPTY``, ``AGENTAO``, …)."""
-    if connections[using].vendor != "sqlite":
+    if not vendor.of(using).adopts_files:
         tables = _tables(using)
         if "memories" not in tables:
             return EMPTY
@@ -213,7 +214,7 @@ def adopt(
             call_command("migrate", database=using, interactive=False, verbosity=verbosity)
             report.migrated = True
         return report
-    if connection.vendor != "sqlite":
+    if not vendor.for_connection(connection).adopts_files:
         raise NotSupportedError("Only SQLite files can be adopted.")
     if connection.in_atomic_block:
         raise AdoptionError("adopt() cannot run inside a transaction.")

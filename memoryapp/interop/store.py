@@ -25,6 +25,7 @@ from django.db.models import F, QuerySet
 from django.db.models.expressions import OrderBy, RawSQL
 
 from .. import store as memory_store
+from ..db import vendor
 from ..db.meta import read_change_counter
 from ..fields import now
 from ..models import Memory, ReviewItem, SessionSummary, new_id
@@ -148,7 +149,7 @@ class DjangoMemoryStore:
         Agentao's queries have no tie-breaker at all: SQLite's sorter leaves
         ties in an order of its own, usually the table's (rowid) order.
         """
-        if connections[self.using].vendor == "sqlite":
+        if vendor.of(self.using).rowid_order:
             table = connections[self.using].ops.quote_name(qs.model._meta.db_table)
             return RawSQL(f"{table}.rowid", ()).asc()
         return F("pk").asc()

@@ -1,0 +1,86 @@
+"""What differs between the two supported databases, asked in one place.
+
+The rest of the app never compares ``connection.vendor`` itself: it asks
+:func:`for_connection` for the facts below. Vendor *SQL* (triggers, the purge,
+snapshots) lives in the other ``memoryapp.db`` modules; erasure's vendor purge
+has its own per-vendor classes in :mod:`memoryapp.db.purge`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import NotSupportedError
+
+
+@dataclass(frozen=True)
+class Vendor:
+    """The facts of one database vendor that the app's code depends on."""
+
+    name: str
+    row_lock: str
+    """Suffix of a ``SELECT`` whose row is updated next (SQLite's IMMEDIATE
+    transactions already exclude other writers)."""
+    lock_counter_first: bool
+    """Writers lock the database-wide change counter before any slice counter:
+    one lock order, so concurrent transactions never deadlock (PostgreSQL)."""
+    unicode_like: bool
+    """``LIKE`` folds case beyond ASCII, so a ``LIKE`` prefilter is a superset."""
+    rowid_order: bool
+    """Rows have an implicit insertion order (SQLite's ``rowid``)."""
+    bulk_copy: bool
+    """Bulk loads go through ``COPY FROM STDIN`` (else ``executemany``)."""
+    analyze_after_bulk_load: bool
+    """The planner needs fresh statistics after a bulk load to keep using the indexes."""
+    text_timestamps: bool
+    """Timestamps are stored as ISO text (shared with Agentao's files)."""
+    adopts_files: bool
+    """An Agentao ``memory.db`` file can be adopted in place."""
+
+
+SQLITE = Vendor(
+    name="sqlite",
+    row_lock="",
+    lock_counter_first=False,
+    unicode_like=False,
+    rowid_order=True,
+    bulk_copy=False,
+    analyze_after_bulk_load=False,
+    text_timestamps=True,
+    adopts_files=True,
+)
+POSTGRESQL = Vendor(
+    name="postgresql",
+    row_lock=" FOR UPDATE",
+    lock_counter_first=True,
+    unicode_like=True,
+    rowid_order=False,
+    bulk_copy=True,
+    analyze_after_bulk_load=True,
+    text_timestamps=False,
+    adopts_files=False,
+)
+_BY_NAME = {v.name: v for v in (SQLITE, POSTGRESQL)}
+
+
+def for_connection(connection) -> Vendor:
+    """The :class:`Vendor` of a Django connection (system check ``memoryapp.E001``
+    refuses the others at start-up)."""
+    try:
+        return _BY_NAME[connection.vendor]
+    except KeyError:
+        raise NotSupportedError(
+            f"memoryapp supports SQLite and PostgreSQL, not {connection.vendor}"
+        ) from None
+
+
+def known(connection) -> Vendor | None:
+    """The :class:`Vendor` of a connection, or None for one memoryapp does not support."""
+    return _BY_NAME.get(connection.vendor)
+
+
+def of(alias: str) -> Vendor:
+    """The :class:`Vendor` of the database alias ``alias``."""
+    from django.db import connections
+
+    return for_connection(connections[alias])
