@@ -69,6 +69,7 @@ def import_records(
     skip_invalid: bool = False,
     dry_run: bool = False,
     progress: Callable[[int], None] | None = None,
+    analyze: bool = True,
 ) -> ImportReport:
     """Validate then write many memories; the same key updates in place (later lines win).
 
@@ -83,6 +84,8 @@ def import_records(
         skip_invalid: write the valid records even when some are invalid.
         dry_run: validate only.
         progress: called with the number of rows written so far.
+        analyze: refresh the planner's statistics afterwards (a caller importing in
+            many small pieces does it once at the end: :func:`refresh_statistics`).
     """
     report = ImportReport()
     latest: dict[tuple[str, str, str, str], store.Prepared] = {}
@@ -112,12 +115,13 @@ def import_records(
                     progress(report.total)
             for scope in {p.scope for p in rows if p.source == Source.AUTO}:
                 store.enforce_auto_cap(using, namespace, scope, actor=actor)
-        _refresh_statistics(using)
+        if analyze:
+            refresh_statistics(using)
     report.written = True
     return report
 
 
-def _refresh_statistics(using: str) -> None:
+def refresh_statistics(using: str) -> None:
     """After a bulk load, give PostgreSQL's planner statistics for the new rows.
 
     Without them (autovacuum off, or not yet run) the planner scans the whole

@@ -259,6 +259,7 @@ class MemoryManager(PromptBlocks, ReviewQueue):
         skip_invalid: bool = False,
         dry_run: bool = False,
         progress=None,
+        analyze: bool = True,
     ) -> bulk.ImportReport:
         """Bulk-import ``(line number, record dict)`` pairs (see :mod:`memoryapp.bulk`).
 
@@ -280,6 +281,7 @@ class MemoryManager(PromptBlocks, ReviewQueue):
             skip_invalid=skip_invalid,
             dry_run=dry_run,
             progress=progress,
+            analyze=analyze,
         )
         if report.written:
             self._wrote()

@@ -7,7 +7,7 @@ import logging
 
 from django.db import transaction
 
-from .. import crystallizer, guards, review, store, validation
+from .. import bulk, crystallizer, guards, review, store, validation
 from ..fields import now
 from ..models import Memory, MemoryEvent, ReviewItem, ReviewStatus, Source
 
@@ -160,6 +160,9 @@ class ReviewQueue:
                     for item, memory_id in done
                 )
                 approved += len(done)
+        if approved >= DECISION_CHUNK:  # many new rows: the planner should know (as an import)
+            for alias in {self.using, self.user_using}:
+                bulk.refresh_statistics(alias)
         return approved, refused
 
     def _approve_group(self, items: list[ReviewItem], actor: str):
@@ -179,7 +182,7 @@ class ReviewQueue:
             )
             for n, item in enumerate(items, start=1)
         ]
-        report = writer.import_memories(records, actor=actor, skip_invalid=True)
+        report = writer.import_memories(records, actor=actor, skip_invalid=True, analyze=False)
         bad_lines = dict(report.invalid)
         refused = [(items[n - 1], reason) for n, reason in bad_lines.items()]
         written = [item for n, item in enumerate(items, start=1) if n not in bad_lines]
