@@ -216,6 +216,8 @@ def test_export_a_namespace_and_a_subject(acme, alice):
 def test_export_rights_and_input(acme, alice):
     assert acme.get("/api/exports/").status_code == 400
     assert acme.get("/api/exports/", {"subject": " "}).status_code == 400
+    blank = acme.get("/api/exports/?subject=&namespace=acme/web")  # not "no subject"
+    assert blank.status_code == 400 and "subject" in blank.json()
     assert acme.get("/api/exports/", {"namespace": "globex/web"}).status_code == 404
     assert acme.get("/api/exports/", {"subject": "globex/bob"}).status_code == 404
     MemoryManager(project="globex/web", user="acme/alice").save_session_summary("elsewhere")

@@ -597,6 +597,10 @@ class ExportQuerySerializer(serializers.Serializer):
         return value
 
     def validate(self, attrs: dict) -> dict:
+        # A query string's "?subject=" reaches the field as "not given" (DRF's reading
+        # of blank HTML input); the schema says a subject is never empty, so say so.
+        if getattr(self.initial_data, "get", lambda _k: None)("subject") == "":
+            raise serializers.ValidationError({"subject": ["A subject is a non-empty user key."]})
         if attrs.get("subject") is None and attrs.get("namespace") is None:
             raise serializers.ValidationError(
                 {"non_field_errors": ["Give `subject`, `namespace`, or both."]}
