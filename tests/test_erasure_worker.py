@@ -346,3 +346,21 @@ def test_admin_subject_erasure_leaves_the_purge_to_the_worker(settings):
     worker.run(once=True)
     receipt.refresh_from_db()
     assert receipt.state == ReceiptState.COMPLETE and receipt.verified, receipt.verification
+
+
+def test_a_worker_never_purges_a_receipt_its_own_process_is_purging(monkeypatch):
+    """An inline erasure holds its receipt: a worker polling meanwhile skips it."""
+    from memoryapp.erasure import phases
+
+    _seed()
+    seen: list[list] = []
+
+    def during(phase: str) -> None:
+        if phase == "purging":
+            seen.append(worker.claim(worker="elsewhere:1"))
+
+    with phases.observe(during):
+        receipt = erase(namespace=GONE)
+    assert seen == [[]]
+    receipt.refresh_from_db()
+    assert receipt.state == ReceiptState.COMPLETE and receipt.claimed_by == ""

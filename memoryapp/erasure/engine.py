@@ -6,7 +6,10 @@ verifies; inside a caller's transaction that waits for ``on_commit``.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
+import os
+import socket
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -55,6 +58,11 @@ DEFERRED = (
     "not purged: deferred to the erasure worker ('manage.py memory worker', "
     "or 'manage.py memory erase --retry')"
 )
+
+
+def worker_name() -> str:
+    """This process as a claim on a receipt names it: ``host:pid``."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def aliases_for(using: str | Sequence[str] | None) -> list[str]:
@@ -379,6 +387,12 @@ def after_delete(receipt: ErasureReceipt, *, purge: bool) -> ErasureReceipt:
         receipt.save(using=primary, update_fields=["purge_status"])
         append_ledger(receipt)
         return receipt
+    # This process purges it: a worker polling meanwhile must not purge it too (two
+    # purges at once would race to record their outcome). The lease is dropped when
+    # the outcome is recorded, or runs out if this process dies first.
+    receipt.claimed_by = worker_name()
+    receipt.claimed_until = now() + dt.timedelta(seconds=conf.erasure_worker_lease())
+    receipt.save(using=primary, update_fields=["claimed_by", "claimed_until"])
     if any(connections[a].in_atomic_block for a in receipt.databases):
         receipt.purge_status = PENDING_COMMIT
         receipt.save(using=primary, update_fields=["purge_status"])

@@ -27,18 +27,13 @@ from django.db.models import Q
 from .. import conf
 from ..fields import now
 from ..models import UNFINISHED_STATES, ErasureReceipt, ReceiptState
-from .engine import resume
+from .engine import resume, worker_name
 from .purging import finish, unfinished
 
 logger = logging.getLogger(__name__)
 
 CLAIM_LIMIT = 50  # receipts purged together in one round
 MAX_BACKOFF = 600.0
-
-
-def worker_name() -> str:
-    """This process as a claim names it: ``host:pid``."""
-    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def holder_gone(claimed_by: str) -> bool:
