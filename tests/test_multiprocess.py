@@ -18,10 +18,10 @@ import select
 import subprocess
 import sys
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
-from django.db import connection
+
+from ._processes import database_url
 
 REPO = Path(__file__).resolve().parent.parent
 WORKER = Path(__file__).resolve().parent / "mp_worker.py"
@@ -75,16 +75,6 @@ class Worker:
         self._stderr.close()
 
 
-def _postgres_url() -> str:
-    s = connection.settings_dict
-    auth = quote(s["USER"] or "", safe="")
-    if s["PASSWORD"]:
-        auth += ":" + quote(s["PASSWORD"], safe="")
-    host = s["HOST"] or "localhost"
-    port = f":{s['PORT']}" if s["PORT"] else ""
-    return f"postgres://{auth}@{host}{port}/{quote(s['NAME'], safe='')}"
-
-
 @pytest.fixture(
     params=[
         "sqlite-file",
@@ -97,7 +87,7 @@ def _postgres_url() -> str:
 def spawn(request, tmp_path):
     """``spawn(mode)`` starts a worker on the shared database; all are stopped at teardown."""
     if request.param == "postgresql":
-        url, needs_migrate = _postgres_url(), False  # the migrated pytest test database
+        url, needs_migrate = database_url(), False  # the migrated pytest test database
     else:
         url, needs_migrate = f"sqlite:///{tmp_path / 'shared.sqlite3'}", True
     workers: list[Worker] = []

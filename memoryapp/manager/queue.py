@@ -128,15 +128,9 @@ class ReviewQueue:
         """
         approved = 0
         refused: list[tuple[ReviewItem, str]] = []
-        ids = list(dict.fromkeys(item_ids))
-        for start in range(0, len(ids), DECISION_CHUNK):
+        for pending in self._pending_chunks(item_ids):
             with transaction.atomic(using=self.using):
-                items = list(
-                    self._review_items()
-                    .select_for_update()
-                    .filter(pk__in=ids[start : start + DECISION_CHUNK], status=ReviewStatus.PENDING)
-                    .order_by("created_at", "id")
-                )
+                items = list(pending.select_for_update().order_by("created_at", "id"))
                 by_subject: dict[str | None, list[ReviewItem]] = {}
                 for item in items:
                     by_subject.setdefault(item.subject, []).append(item)
@@ -164,6 +158,14 @@ class ReviewQueue:
             for alias in {self.using, self.user_using}:
                 bulk.refresh_statistics(alias)
         return approved, refused
+
+    def _pending_chunks(self, item_ids):
+        """This namespace's pending items among ``item_ids``, as one queryset per chunk
+        (each decided in its own transaction, its IN list far below SQLite's limit)."""
+        ids = list(dict.fromkeys(item_ids))
+        for start in range(0, len(ids), DECISION_CHUNK):
+            chunk = ids[start : start + DECISION_CHUNK]
+            yield self._review_items().filter(pk__in=chunk, status=ReviewStatus.PENDING)
 
     def _approve_group(self, items: list[ReviewItem], actor: str):
         """Write the memories of one subject's items; ``(item, memory id)`` pairs and refusals."""
@@ -212,15 +214,9 @@ class ReviewQueue:
     def reject_review_items(self, item_ids, *, actor: str = "") -> int:
         """Reject many pending items of this namespace at once; how many were pending."""
         rejected = 0
-        ids = list(dict.fromkeys(item_ids))
-        for start in range(0, len(ids), DECISION_CHUNK):
+        for pending in self._pending_chunks(item_ids):
             with transaction.atomic(using=self.using):
-                chosen = list(
-                    self._review_items()
-                    .select_for_update()
-                    .filter(pk__in=ids[start : start + DECISION_CHUNK], status=ReviewStatus.PENDING)
-                    .values_list("pk", flat=True)
-                )
+                chosen = list(pending.select_for_update().values_list("pk", flat=True))
                 ReviewItem.objects.using(self.using).filter(pk__in=chosen).update(
                     status=ReviewStatus.REJECTED, updated_at=now()
                 )
