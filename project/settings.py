@@ -163,6 +163,12 @@ STORAGES = {
 }
 # Without a collectstatic (development, tests) names stay unhashed instead of failing.
 WHITENOISE_MANIFEST_STRICT = False
+if "pytest" in sys.modules:
+    # Tests run with DEBUG off, where the manifest storage must find every file in
+    # STATIC_ROOT: a checkout that never ran `collectstatic` failed every admin page,
+    # and one that did served its stale copies. The suite serves the apps' own files
+    # (the serve test collects into its own STATIC_ROOT, in a process of its own).
+    STORAGES["staticfiles"] = {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}
 
 # Behind HTTPS (HTTPS=true): secure cookies, redirect to https, HSTS. A proxy that
 # terminates TLS must send X-Forwarded-Proto (SECURE_PROXY_SSL_HEADER below).
