@@ -14,12 +14,12 @@ from . import compliance
 from .common import (
     InputFilter,
     ReadOnlyAdmin,
+    admin_time,
     count_rows,
     db_for,
     format_detail,
     namespace_label,
     plural,
-    short_time,
 )
 
 
@@ -80,7 +80,7 @@ class MemoryEventAdmin(ReadOnlyAdmin):
 
     @admin.display(description="when", ordering="timestamp")
     def when(self, obj):
-        return short_time(obj.timestamp)
+        return admin_time(obj.timestamp)
 
     @admin.display(description="memory id", ordering="memory_id")
     def row_link(self, obj):

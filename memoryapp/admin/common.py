@@ -14,6 +14,7 @@ from django.db import router
 from django.http import HttpResponse
 from django.template.response import TemplateResponse
 from django.utils import timezone
+from django.utils.formats import date_format
 from django.utils.html import format_html, format_html_join
 
 from ..models import Memory, MemoryEvent, ReviewItem, SessionSummary
@@ -57,11 +58,17 @@ def namespace_label(namespace: str | None) -> str:
     return "(default namespace)" if namespace == "" else str(namespace)
 
 
-def short_time(value) -> str:
-    """A timestamp as ``YYYY-MM-DD HH:MM`` in the current time zone (lists stay narrow)."""
+def admin_time(value) -> str:
+    """A timestamp as every admin page shows one: ``DATETIME_FORMAT``, current time zone.
+
+    Django formats its own date columns, read-only fields and History pages
+    with ``DATETIME_FORMAT``; the app's columns, tooltips and templates
+    (``|date:"DATETIME_FORMAT"``) use it too, so one project setting (the
+    project's is ``2025-12-03 14:32:05``, see ``project/formats``) sets them all.
+    """
     if value is None:
         return "—"
-    return timezone.localtime(value).strftime("%Y-%m-%d %H:%M")
+    return date_format(timezone.localtime(value), "DATETIME_FORMAT")
 
 
 def chips(values, css: str = "mem-chip") -> str:

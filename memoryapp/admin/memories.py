@@ -20,6 +20,7 @@ from .common import (
     NamespaceFilter,
     StyledAdmin,
     actor,
+    admin_time,
     chips,
     confirmation,
     confirmed,
@@ -32,7 +33,6 @@ from .common import (
     plural,
     refusals,
     selection_changed,
-    short_time,
     two_lines,
     worker_note,
 )
@@ -148,7 +148,7 @@ class MemoryAdmin(StyledAdmin):
 
     @admin.display(description="updated", ordering="updated_at")
     def updated(self, obj):
-        return short_time(obj.updated_at)
+        return admin_time(obj.updated_at)
 
     @admin.display(description="state")
     def state(self, obj):
@@ -156,7 +156,7 @@ class MemoryAdmin(StyledAdmin):
             return mark_safe('<span class="mem-badge mem-live">live</span>')
         return format_html(
             '<span class="mem-badge mem-deleted" title="soft-deleted {}">deleted</span>',
-            short_time(obj.deleted_at),
+            admin_time(obj.deleted_at),
         )
 
     @admin.display(description="tags")

@@ -24,6 +24,7 @@ from .common import (
     NamespaceFilter,
     StyledAdmin,
     actor,
+    admin_time,
     chips,
     confirmation,
     confirmed,
@@ -33,7 +34,6 @@ from .common import (
     plural,
     refusals,
     selection_changed,
-    short_time,
     two_lines,
     worker_note,
 )
@@ -422,7 +422,7 @@ class SessionSummaryAdmin(StyledAdmin):
 
     @admin.display(description="created", ordering="created_at")
     def created(self, obj):
-        return short_time(obj.created_at)
+        return admin_time(obj.created_at)
 
     @admin.display(description="messages", ordering="messages_summarized")
     def messages(self, obj):
