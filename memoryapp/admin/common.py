@@ -16,6 +16,7 @@ from django.template.response import TemplateResponse
 from django.utils import timezone
 from django.utils.formats import date_format
 from django.utils.html import format_html, format_html_join
+from django.utils.text import Truncator
 
 from ..models import Memory, MemoryEvent, ReviewItem, SessionSummary
 from ..wording import plural  # noqa: F401  (re-exported: the admin modules import it from here)
@@ -79,6 +80,32 @@ def chips(values, css: str = "mem-chip") -> str:
 def two_lines(first: str, second: str) -> str:
     """A list cell with a main value and a quieter second line."""
     return format_html('{}<span class="mem-excerpt">{}</span>', first, second)
+
+
+TITLE_CHARS = 60  # a list shows this much of a title; its tooltip holds all of it
+
+
+def title_cell(title: str, excerpt: str) -> str:
+    """A list's first cell: the title cut to :data:`TITLE_CHARS` over a quieter excerpt.
+
+    One long unbroken title (a URL, a key without spaces) widened the column
+    until the state, namespace, type, source and date columns left the
+    screen. The title is cut here, kept whole in its ``title`` tooltip, and
+    the stylesheet ends either line with an ellipsis where the column is
+    narrower still (``.mem-title``, ``.mem-excerpt`` in ``#result_list``).
+    """
+    return format_html(
+        '<span class="mem-title" title="{}">{}</span><span class="mem-excerpt">{}</span>',
+        title,
+        Truncator(title).chars(TITLE_CHARS),
+        excerpt,
+    )
+
+
+def namespace_cell(namespace: str | None) -> str:
+    """A namespace in a list: named as :func:`namespace_label` does, whole in its tooltip."""
+    label = namespace_label(namespace)
+    return format_html('<span class="mem-ns" title="{}">{}</span>', label, label)
 
 
 def format_detail(detail: str | None) -> str:

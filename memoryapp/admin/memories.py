@@ -29,10 +29,11 @@ from .common import (
     event_as_dict,
     event_rows,
     json_download,
-    namespace_label,
+    namespace_cell,
     plural,
     refusals,
     selection_changed,
+    title_cell,
     two_lines,
     worker_note,
 )
@@ -130,13 +131,11 @@ class MemoryAdmin(StyledAdmin):
     # ---------------------------------------------------------------- lists
     @admin.display(description="namespace", ordering="namespace")
     def namespace_display(self, obj):
-        return namespace_label(obj.namespace)
+        return namespace_cell(obj.namespace)
 
     @admin.display(description="title", ordering="title")
     def memory(self, obj):
-        return format_html(
-            '{}<span class="mem-excerpt">{}</span>', obj.title, Truncator(obj.content).chars(90)
-        )
+        return title_cell(obj.title, Truncator(obj.content).chars(90))
 
     @admin.display(description="type", ordering="type")
     def kind(self, obj):

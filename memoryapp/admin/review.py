@@ -34,6 +34,7 @@ from .common import (
     plural,
     refusals,
     selection_changed,
+    title_cell,
     two_lines,
     worker_note,
 )
@@ -170,10 +171,8 @@ class ReviewItemAdmin(StyledAdmin):
 
     @admin.display(description="candidate and evidence", ordering="title")
     def item(self, obj):
-        return format_html(
-            '{}<span class="mem-excerpt">“{}”</span>',
-            obj.title,
-            Truncator(obj.evidence or obj.content).chars(110),
+        return title_cell(
+            obj.title, format_html("“{}”", Truncator(obj.evidence or obj.content).chars(110))
         )
 
     @admin.display(description="type", ordering="type")
