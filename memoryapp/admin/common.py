@@ -215,6 +215,37 @@ def confirmation(
     )
 
 
+def forbidden(modeladmin, request, perm: str, page: str) -> TemplateResponse:
+    """The admin's own 403 for one of the app's pages: what is missing, in words, and a way back.
+
+    Raising ``PermissionDenied`` gave Django's bare "403 Forbidden", without the
+    admin's header or a reason, to a staff user who followed a link to a page
+    their account may not open. ``perm`` is ``"app_label.codename"``; ``page``
+    names the page as its links do.
+    """
+    from django.contrib.auth.models import Permission
+
+    app_label, _, codename = perm.partition(".")
+    name = (
+        Permission.objects.filter(content_type__app_label=app_label, codename=codename)
+        .values_list("name", flat=True)
+        .first()
+    )
+    request.current_app = modeladmin.admin_site.name
+    return TemplateResponse(
+        request,
+        "memoryapp/admin/forbidden.html",
+        {
+            **modeladmin.admin_site.each_context(request),
+            "title": "Permission needed",
+            "page": page,
+            "permission": perm,
+            "permission_name": name or perm,
+        },
+        status=403,
+    )
+
+
 def confirmed(request) -> bool:
     """True on the confirmation page's re-post."""
     return request.POST.get("post") == "yes"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 from django.contrib.admin.utils import model_ngettext
-from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Case, IntegerField, Value, When
 from django.http import HttpResponseRedirect
@@ -30,6 +29,7 @@ from .common import (
     confirmed,
     count_rows,
     db_for,
+    forbidden,
     namespace_label,
     plural,
     refusals,
@@ -331,7 +331,7 @@ class ReviewItemAdmin(StyledAdmin):
     def purge_view(self, request):
         """Purge every review item of a status (optionally of one namespace), confirmed."""
         if not self.has_purge_permission(request):
-            raise PermissionDenied
+            return forbidden(self, request, "memoryapp.purge_reviewitem", "Purge the review queue")
         namespaces = list(
             ReviewItem.objects.order_by("namespace").values_list("namespace", flat=True).distinct()
         )

@@ -234,3 +234,10 @@ def test_staff_without_the_erase_permission_sees_no_erase_action(page, log_in, s
 
     response = page.goto("/admin/memoryapp/erasurereceipt/erase-subject/")
     assert response.status == 403
+    # The admin's own page, not Django's bare "403 Forbidden".
+    expect(page.locator("#site-name")).to_have_text("Agent memory back office")
+    expect(page.locator("h1")).to_have_text("Permission needed")
+    expect(page.locator("#forbidden-reason")).to_contain_text("Can erase memories permanently")
+    shot("forbidden")
+    page.click("text=Back to the admin index")
+    page.wait_for_url("**/admin/")
