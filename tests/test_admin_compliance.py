@@ -259,8 +259,8 @@ def test_the_index_shows_memories_by_type_and_pending_review_per_namespace(admin
     page = r.content.decode()
     assert 'class="mem-chart"' in page and "Memories by type and pending review items" in page
     assert f"{ALICE}: 2 memories, 0 pending review" in page
-    assert f"{PROJECT}: 1 memories, 2 pending review" in page
-    assert f"{BOB}: 1 memories, 0 pending review" in page
+    assert f"{PROJECT}: 1 memory, 2 pending review" in page
+    assert f"{BOB}: 1 memory, 0 pending review" in page
     assert "Store problem" not in page
     assert admin.get("/admin/memoryapp/").content.decode().count('class="mem-chart"') == 1
 

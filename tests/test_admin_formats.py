@@ -10,8 +10,20 @@ from django.utils import timezone
 
 from memoryapp import MemoryManager
 from memoryapp.models import ErasureReceipt, Memory, MemoryEvent
+from memoryapp.templatetags.memoryapp_admin import thousands
+from memoryapp.wording import plural
 
-from ._admin_support import EVENTS, MEMORIES, PROJECT, RECEIPTS, client_for, make_staff
+from ._admin_support import (
+    ERASE_SUBJECT,
+    EVENTS,
+    MEMORIES,
+    PROJECT,
+    RECEIPTS,
+    WIPE,
+    client_for,
+    make_staff,
+)
+from .test_admin_select_across import _memories, select_all
 
 pytestmark = pytest.mark.django_db
 
@@ -56,3 +68,36 @@ def test_dates_read_the_same_on_every_admin_page(root):
         assert ONE_FORMAT.search(html), url
         found = OTHER_FORMATS.search(html)
         assert found is None, (url, found and found.group(0))
+
+
+# ------------------------------------------------------------------ numbers
+def test_counts_are_written_with_thousands_separators():
+    assert plural(1, "memory", "memories") == "1 memory"
+    assert plural(1_200, "memory", "memories") == "1,200 memories"
+    assert plural(12_500, "row", "rows") == "12,500 rows"
+    assert [thousands(v) for v in (0, 999, 1_200, 1_234_567)] == ["0", "999", "1,200", "1,234,567"]
+    assert [thousands(v) for v in ("12", None, True)] == ["12", None, True]  # only integers
+
+
+def test_the_overview_and_the_confirmation_pages_separate_thousands(root):
+    admin = client_for(root)
+    _memories("bulk/big", 1_200, "alpha")
+    index = admin.get("/admin/").content.decode()
+    assert '<span class="mem-stat-num">1,200</span><span class="mem-stat-label">live' in index
+    assert "bulk/big: 1,200 memories, 0 pending review" in index  # the chart's summary
+    assert ">1,200</text>" in index  # the bar's total
+    assert "1200" not in index
+
+    page = select_all(admin, MEMORIES, "soft_delete_selected", {"namespace": "bulk/big"})
+    html = page.content.decode()
+    assert "every one of the 1,200 memories the list selects" in html
+    assert "<h2>1,200 memories</h2>" in html
+    assert "… and 1,100 more" in html
+    page = select_all(admin, MEMORIES, "erase_selected", {"namespace": "bulk/big"})
+    assert '<td class="num">1,200</td>' in page.content.decode()  # the rows per table
+
+    html = admin.post(WIPE, {"project": "bulk/big"}).content.decode()
+    assert '<td class="num">1,200</td>' in html
+    Memory.objects.filter(namespace="bulk/big").update(namespace="acme/zoe", scope="user")
+    html = admin.post(ERASE_SUBJECT, {"subject": "acme/zoe"}).content.decode()
+    assert "1,200" in html and "1200" not in html

@@ -306,7 +306,7 @@ class ErasureReceiptAdmin(ReadOnlyAdmin):
             return "—"
         if "project_memories_kept" in authored:
             n = authored["project_memories_kept"]
-            return f"{n} kept (not erased; their ids are recorded in this receipt)"
+            return f"{n:,} kept (not erased; their ids are recorded in this receipt)"
         return "erased too (include authored)"
 
     @admin.display(description="ids recorded (for replay after a restore)")
@@ -314,7 +314,7 @@ class ErasureReceiptAdmin(ReadOnlyAdmin):
         ids = obj.erased_ids or {}
         if not ids:
             return "none"
-        return format_html_join(", ", "{}: {}", ((t, len(v)) for t, v in ids.items()))
+        return format_html_join(", ", "{}: {}", ((t, f"{len(v):,}") for t, v in ids.items()))
 
     @admin.action(description="Retry the purge and verification", permissions=["retry"])
     def retry_purge_selected(self, request, queryset):

@@ -188,6 +188,7 @@ def confirmation(
         "objects": [(obj, _change_url(modeladmin, obj)) for obj in rows[:SHOWN_OBJECTS]],
         "more": max(len(pks) - SHOWN_OBJECTS, 0),
         "total": len(pks),
+        "total_label": plural(len(pks), opts.verbose_name, opts.verbose_name_plural),
         "pks": _ticked(request) if across else pks,
         "select_across": across,
         "selection": selection_token(pks) if across else "",

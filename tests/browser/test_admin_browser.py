@@ -51,7 +51,7 @@ def test_log_in_and_see_the_overview(page, root, log_in, shot):
     expect(page.locator(".mem-overview-module h2")).to_have_text("Agent memory at a glance")
     chart = page.locator("svg.mem-chart")
     expect(chart).to_be_visible()
-    expect(chart).to_have_attribute("aria-label", re.compile(f"{PROJECT}: 1 memories, 2 pending"))
+    expect(chart).to_have_attribute("aria-label", re.compile(f"{PROJECT}: 1 memory, 2 pending"))
     expect(page.locator(".mem-compliance")).to_contain_text("Erase a subject")
     shot("index", readme="admin-overview", element=".mem-overview")
 
@@ -129,7 +129,7 @@ def test_select_all_across_pages_then_soft_delete(page, root, log_in, shot):
     _run_action(page, "soft_delete_selected")
     expect(page.locator("h1")).to_have_text("Soft-delete memories")
     expect(page.locator("#content-main")).to_contain_text("You chose “Select all”")
-    expect(page.locator("#content-main h2")).to_contain_text("1200 memories")
+    expect(page.locator("#content-main h2")).to_contain_text("1,200 memories")
     shot("confirm-select-all")
     page.click("input[value='Yes, soft-delete them']")
     expect(page.locator(".messagelist")).to_contain_text("Soft-deleted 1,200 memories")
