@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.contrib import admin, messages
+from django.contrib.admin.models import CHANGE, LogEntry
 from django.db import transaction
 from django.http import HttpResponseRedirect
 from django.urls import reverse
@@ -41,6 +42,8 @@ from .forms import MemoryForm
 
 EXPORT_FORMAT = "memoryapp-export/1"  # rows shaped as memoryapp.erasure.export shapes them
 HISTORY_ROWS = 50  # events shown on a memory's page (the full list is one click away)
+SOFT_DELETED = "Soft-deleted."  # the History page's "Action" column, as "Changed content."
+RESTORED = "Restored."
 
 
 # ------------------------------------------------------------------ filters
@@ -292,6 +295,23 @@ class MemoryAdmin(StyledAdmin):
         return super().change_view(request, object_id, form_url, extra)
 
     # -------------------------------------------------------------- actions
+    def log_history(self, request, ids, message: str) -> None:
+        """One entry per memory in Django's History (``django_admin_log``), as edits have.
+
+        The store records its audit events (``memory_events``), but the
+        object's History page reads the admin log: without these entries it
+        showed the edits of a memory and not that it was soft-deleted or
+        restored. ``log_actions`` writes each batch in one ``bulk_create``;
+        batches of 500 ids keep under SQLite's bound-variable limit on a
+        "Select all" of 100,000 rows. Only the ids and titles are read (a title
+        is what Django records; an erasure later replaces it with "[erased]").
+        """
+        memories = Memory.objects.using(db_for(Memory)).only("id", "title")
+        for batch in batches(ids):
+            LogEntry.objects.log_actions(
+                request.user.pk, memories.filter(pk__in=batch), CHANGE, message
+            )
+
     @admin.action(description="Soft-delete selected memories", permissions=["soft_delete"])
     def soft_delete_selected(self, request, queryset):
         live = queryset.live()
@@ -315,6 +335,7 @@ class MemoryAdmin(StyledAdmin):
         if selection_changed(self, request, ids):
             return None
         ids = store.soft_delete_ids(db_for(Memory), None, ids, actor=actor(request), reason="admin")
+        self.log_history(request, ids, SOFT_DELETED)
         self.message_user(
             request,
             f"Soft-deleted {plural(len(ids), 'memory', 'memories')}. "
@@ -345,6 +366,7 @@ class MemoryAdmin(StyledAdmin):
         if selection_changed(self, request, ids):
             return None
         restored, refused = store.restore_ids(db_for(Memory), ids, actor=actor(request))
+        self.log_history(request, restored, RESTORED)
         if restored:
             self.message_user(
                 request,

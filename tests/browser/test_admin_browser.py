@@ -115,6 +115,11 @@ def test_soft_delete_and_restore_one(page, root, log_in, shot):
     page.goto(f"/admin/memoryapp/memory/{editor.id}/change/")
     expect(page.locator(".mem-history")).to_contain_text("restore")
     shot("memory-detail")
+    page.click(".object-tools a.historylink")  # Django's History page lists both actions
+    expect(page.locator("#change-history tbody tr")).to_have_count(2)
+    expect(page.locator("#change-history")).to_contain_text("Soft-deleted.")
+    expect(page.locator("#change-history")).to_contain_text("Restored.")
+    shot("memory-history")
 
 
 def test_select_all_across_pages_then_soft_delete(page, root, log_in, shot):
