@@ -16,7 +16,7 @@ from ..erasure import ErasureRequestError, erase, preview, purge_now
 from ..erasure.export import memory_as_dict
 from ..erasure.selection import batches
 from ..fields import now
-from ..models import Memory, MemoryEvent
+from ..models import Memory, MemoryEvent, Scope
 from .common import (
     NamespaceFilter,
     StyledAdmin,
@@ -42,6 +42,16 @@ from .forms import MemoryForm
 
 EXPORT_FORMAT = "memoryapp-export/1"  # rows shaped as memoryapp.erasure.export shapes them
 HISTORY_ROWS = 50  # events shown on a memory's page (the full list is one click away)
+# The add form's namespace is the owner: for a user-scope memory, the user key. Left
+# empty, the memory is the user-scope memory of the default namespace — the API and
+# the agents of a multi-tenant project (which pass a user key) never recall it — and
+# the namespace cannot be changed afterwards, so the operator is told at once.
+USER_SCOPE_WITHOUT_USER = (
+    "This memory is in the user scope, but no user key was given: the namespace is empty, "
+    "so it belongs to the default (single-tenant) namespace. Only an agent whose user key "
+    "is empty recalls it; the API and agents with a user key never do. To give it to a "
+    "user, add it again with their user key as the namespace and soft-delete this one."
+)
 SOFT_DELETED = "Soft-deleted."  # the History page's "Action" column, as "Changed content."
 RESTORED = "Restored."
 
@@ -271,6 +281,8 @@ class MemoryAdmin(StyledAdmin):
                 )
         if validation.key_is_cut(form.cleaned_data["key"]):
             self.message_user(request, validation.KEY_CUT_WARNING, messages.WARNING)
+        if not change and result.memory.scope == Scope.USER and result.memory.namespace == "":
+            self.message_user(request, USER_SCOPE_WITHOUT_USER, messages.WARNING)
         for f in Memory._meta.concrete_fields:
             setattr(obj, f.attname, getattr(result.memory, f.attname))
         obj._state.adding = False
