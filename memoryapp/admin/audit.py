@@ -13,6 +13,7 @@ from ..erasure import retry_purge
 from ..models import ErasureReceipt, Memory, MemoryEvent, ReviewItem, SchemaMeta, SessionSummary
 from . import compliance
 from .common import (
+    ADMIN_LOG,
     InputFilter,
     ReadOnlyAdmin,
     admin_time,
@@ -160,7 +161,7 @@ class ErasureReceiptAdmin(ReadOnlyAdmin):
     # the state and purge status in words) are the cells' tooltips.
     list_display = (
         "created",
-        "request",
+        "target_actor",
         "counts_summary",
         "state_badge",
         "purge_flag",
@@ -258,7 +259,7 @@ class ErasureReceiptAdmin(ReadOnlyAdmin):
         )
 
     @admin.display(description="target, actor", ordering="target_kind")
-    def request(self, obj):
+    def target_actor(self, obj):
         return format_html(
             '{}<span class="mem-excerpt mem-ns" title="{}">{}</span>',
             obj.get_target_kind_display(),
@@ -268,12 +269,19 @@ class ErasureReceiptAdmin(ReadOnlyAdmin):
 
     @admin.display(description="removed")
     def counts_summary(self, obj):
-        """The rows removed in all, with the count per table as the tooltip."""
+        """The rows removed in all, with the count per table as the tooltip.
+
+        Admin history entries are not removed (their titles become "[erased]"):
+        they are in the tooltip, not in the total.
+        """
         parts = [(table, n) for table, n in (obj.counts or {}).items() if n]
         if not parts:
             return "nothing"
-        total = sum(n for _, n in parts)
-        detail = ", ".join(f"{table}: {n:,}" for table, n in parts)
+        total = sum(n for table, n in parts if table != ADMIN_LOG)
+        detail = ", ".join(
+            f"{table}: {n:,}" + (" (titles replaced)" if table == ADMIN_LOG else "")
+            for table, n in parts
+        )
         return format_html('<span title="{}">{}</span>', detail, plural(total, "row", "rows"))
 
     @admin.display(description="state", ordering="state")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from playwright.sync_api import expect
 
@@ -144,3 +146,20 @@ def test_review_queue_keeps_every_column_in_view(page, root, log_in, shot, width
     for column in ("status_badge", "namespace_display", "kind", "seen"):
         _fits(page, f"#result_list th.column-{column}", width)
         _fits(page, f"#result_list td.field-{column}", width)
+
+
+def test_the_receipts_list_totals_the_rows_and_keeps_the_detail_in_a_tooltip(page, root, log_in):
+    _receipts()
+    log_in("root", PASSWORD)
+    page.goto("/admin/memoryapp/erasurereceipt/")
+    removed = page.locator("#result_list td.field-counts_summary span", has_text="10,380 rows")
+    expect(removed).to_have_attribute(
+        "title", re.compile(r"^memories: 1,234, .*memory_events: 9,012")
+    )
+    expect(removed).to_have_attribute(
+        "title", re.compile(r"django_admin_log: 3 \(titles replaced\)$")
+    )
+    purge = page.locator("#result_list td.field-purge_flag span[title^='not purged: the database']")
+    expect(purge).to_have_count(1)
+    state = page.locator("#result_list .mem-badge", has_text="deleted")
+    expect(state).to_have_attribute("title", "deleted (purge or verification to come)")
