@@ -274,7 +274,8 @@ class ErasureReceiptAdmin(ReadOnlyAdmin):
         Admin history entries are not removed (their titles become "[erased]"):
         they are in the tooltip, not in the total.
         """
-        parts = [(table, n) for table, n in (obj.counts or {}).items() if n]
+        # In the tables' usual order: PostgreSQL's jsonb does not keep the keys' order.
+        parts = [(r["table"], r["count"]) for r in count_rows(obj.counts or {}) if r["count"]]
         if not parts:
             return "nothing"
         total = sum(n for table, n in parts if table != ADMIN_LOG)
