@@ -209,7 +209,7 @@ class SessionSummary(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.session_id} @ {self.created_at:%Y-%m-%d %H:%M}"
+        return f"{self.session_id} @ {self.created_at:%Y-%m-%d %H:%M:%S}"
 
 
 class ReviewItem(_TagsMixin, models.Model):

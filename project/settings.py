@@ -143,6 +143,8 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+# One date format in the whole admin, Django's pages and the app's (project/formats).
+FORMAT_MODULE_PATH = ["project.formats"]
 
 # CACHE_URL=redis://127.0.0.1:6379/0 shares the cache between every worker and
 # machine (throttle counts per client, not per worker); default: this process only.

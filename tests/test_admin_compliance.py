@@ -17,6 +17,7 @@ from ._admin_support import (
     EXPORT,
     OPERATOR_PERMS,
     PROJECT,
+    PURGE_REVIEW,
     RECEIPTS,
     SCHEMA,
     WIPE,
@@ -258,8 +259,8 @@ def test_the_index_shows_memories_by_type_and_pending_review_per_namespace(admin
     page = r.content.decode()
     assert 'class="mem-chart"' in page and "Memories by type and pending review items" in page
     assert f"{ALICE}: 2 memories, 0 pending review" in page
-    assert f"{PROJECT}: 1 memories, 2 pending review" in page
-    assert f"{BOB}: 1 memories, 0 pending review" in page
+    assert f"{PROJECT}: 1 memory, 2 pending review" in page
+    assert f"{BOB}: 1 memory, 0 pending review" in page
     assert "Store problem" not in page
     assert admin.get("/admin/memoryapp/").content.decode().count('class="mem-chart"') == 1
 
@@ -309,3 +310,27 @@ def test_retrying_a_purge_needs_the_erase_permission(admin, operator, rows, monk
     assert retried == []
     act(admin, RECEIPTS, "retry_purge_selected", [receipt.pk])
     assert [r.pk for r in retried] == [receipt.pk]
+
+
+@pytest.mark.parametrize(
+    ("url", "page", "permission"),
+    [
+        (ERASE_SUBJECT, "Erase a subject", "Can erase memories permanently"),
+        (WIPE, "Wipe a namespace", "Can wipe a namespace (soft reset)"),
+        (EXPORT, "Export a subject or namespace", "Can export memories"),
+        (PURGE_REVIEW, "Purge the review queue", "Can purge review items permanently"),
+    ],
+)
+def test_a_compliance_page_refused_is_the_admin_s_own_403(url, page, permission):
+    """Not Django's bare "403 Forbidden": the admin's header, the missing permission, a way back."""
+    without = client_for(make_staff("ops", OPERATOR_PERMS))
+    for response in (without.get(url), without.post(url, {"subject": ALICE, "post": "yes"})):
+        assert response.status_code == 403
+        html = response.content.decode()
+        assert '<div id="site-name"><a href="/admin/">Agent memory back office</a></div>' in html
+        assert "<h1>Permission needed</h1>" in html
+        reason = html[html.index('id="forbidden-reason"') :].split("</p>")[0]
+        assert f"cannot open <strong>{page}</strong>" in reason
+        assert f"“{permission}”" in reason
+        assert "<strong>ops</strong>" in reason  # whose account, as the header says
+        assert 'href="/admin/">← Back to the admin index</a>' in html

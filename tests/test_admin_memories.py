@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.contrib.admin.models import CHANGE, LogEntry
 
 from memoryapp.models import ErasureReceipt, Memory, MemoryEvent
 
@@ -282,6 +283,36 @@ def test_restore_brings_a_row_back_and_refuses_a_key_clash(admin, rows):
     text = " ".join(messages_of(admin.get(MEMORIES)))
     assert "was not restored" in text and "already exists" in text
     assert Memory.objects.get(pk=old.id).deleted_at is not None
+
+
+def _history(memory_id: str) -> list[tuple]:
+    entries = LogEntry.objects.filter(object_id=memory_id).order_by("action_time", "id")
+    return [(e.get_change_message(), e.user.username, e.action_flag) for e in entries]
+
+
+def test_soft_delete_and_restore_are_in_the_memory_s_history(admin, rows):
+    editor, city = rows["editor"], rows["city"]
+    act(admin, MEMORIES, "soft_delete_selected", [editor.id, city.id], confirm=True)
+    assert _history(editor.id) == [("Soft-deleted.", "root", CHANGE)]
+    assert _history(city.id) == [("Soft-deleted.", "root", CHANGE)]
+    act(admin, MEMORIES + "?state=deleted", "restore_selected", [editor.id], confirm=True)
+    assert _history(editor.id) == [("Soft-deleted.", "root", CHANGE), ("Restored.", "root", CHANGE)]
+    assert LogEntry.objects.get(object_id=city.id, action_flag=CHANGE).object_repr == "user_city"
+
+    # Django's History page of the memory, which read only the admin's edits before.
+    page = admin.get(f"{MEMORIES}{editor.id}/history/").content.decode()
+    assert page.index("Soft-deleted.") < page.index("Restored.")
+    assert "This object doesn’t have a change history" not in page
+
+
+def test_a_refused_restore_writes_no_history(admin, rows):
+    from memoryapp import MemoryManager
+
+    old = rows["old"]
+    MemoryManager(project=PROJECT, user=ALICE).upsert("Old laptop", "a new one", scope="user")
+    act(admin, MEMORIES + "?state=deleted", "restore_selected", [old.id], confirm=True)
+    assert Memory.objects.get(pk=old.id).deleted_at is not None
+    assert _history(old.id) == []
 
 
 def test_actions_follow_the_view(admin, rows):

@@ -16,6 +16,7 @@ from urllib.parse import urlencode
 
 import pytest
 from django.conf import global_settings, settings
+from django.contrib.admin.models import LogEntry
 
 from memoryapp.fields import now
 from memoryapp.models import ErasureReceipt, Memory, MemoryEvent, ReviewItem, SessionSummary
@@ -210,6 +211,10 @@ def test_soft_delete_across_the_whole_list(admin, live):
     assert events.count() == N_BIG + N_SMALL
     assert set(events.values_list("actor", flat=True)) == {"root"}
     assert "Soft-deleted 2,100 memories" in messages_of(admin.get(MEMORIES))[0]
+    # one History entry per memory, written in batches
+    history = LogEntry.objects.filter(change_message="Soft-deleted.")
+    assert history.count() == N_BIG + N_SMALL
+    assert set(history.values_list("object_id", flat=True)) == set(live[BIG] + live[SMALL])
 
 
 def test_soft_delete_across_a_search_touches_only_what_it_finds(admin, live):
@@ -233,6 +238,7 @@ def test_restore_across_the_deleted_view_of_one_namespace(admin, live, deleted):
     assert Memory.objects.deleted().filter(namespace=SMALL).count() == N_SMALL
     assert MemoryEvent.objects.filter(event_type="restore", actor="root").count() == N_DELETED
     assert f"Restored {N_DELETED:,} memories" in " ".join(messages_of(admin.get(MEMORIES)))
+    assert LogEntry.objects.filter(change_message="Restored.").count() == N_DELETED
 
 
 def test_restore_reports_a_few_refusals_and_counts_the_rest(admin, deleted):

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from memoryapp import MemoryManager
+from memoryapp.admin.memories import USER_SCOPE_WITHOUT_USER
 from memoryapp.api.testing import token_client
+from memoryapp.manager.core import SCOPE_DOWNGRADE_WARNING
 from memoryapp.models import Memory
 from memoryapp.validation import KEY_CUT_WARNING
 
@@ -38,6 +40,49 @@ def test_the_api_warns_when_the_key_is_cut_and_when_user_scope_falls_back(acme):
         "/api/memories/", {"project": "acme/web", "key": "k", "value": "v"}, format="json"
     )
     assert r.json()["warnings"] == []
+
+
+@pytest.mark.parametrize("user", ["omitted", None, ""])
+def test_the_api_warns_when_user_scope_has_no_user(acme, user):
+    body = {"project": "acme/web", "key": "editor", "value": "vim", "scope": "user"}
+    if user != "omitted":
+        body["user"] = user
+    r = acme.post("/api/memories/", body, format="json")
+    assert r.status_code == 201
+    assert (r.json()["scope"], r.json()["namespace"]) == ("project", "acme/web")
+    assert r.json()["warnings"] == [SCOPE_DOWNGRADE_WARNING]
+    assert "stored in the project scope" in SCOPE_DOWNGRADE_WARNING
+    body["user"] = "acme/bob"  # with a user: the user scope, and nothing to say
+    r = acme.post("/api/memories/", body, format="json")
+    assert (r.json()["scope"], r.json()["namespace"], r.json()["warnings"]) == (
+        "user",
+        "acme/bob",
+        [],
+    )
+
+
+@pytest.mark.parametrize(
+    ("scope", "key"), [("user", "editor"), ("", "user_lang")], ids=["asked", "inferred"]
+)
+def test_the_admin_warns_when_user_scope_has_no_user_key(scope, key):
+    admin = client_for(make_staff("root", superuser=True))
+    add = {"namespace": "", "scope": scope, "key": key, "content": "v", "tags": ""}
+    r = admin.post(f"{MEMORIES}add/", add, follow=True)
+    assert USER_SCOPE_WITHOUT_USER in messages_of(r)
+    row = Memory.objects.get()
+    assert (row.namespace, row.scope) == ("", "user")  # saved where the message says
+
+    # With a user key as the namespace, or in the project scope: no warning.
+    for namespace, scope in (("acme/bob", "user"), ("", "project")):
+        add = {"namespace": namespace, "scope": scope, "key": f"k {scope}", "content": "v"}
+        r = admin.post(f"{MEMORIES}add/", add, follow=True)
+        assert USER_SCOPE_WITHOUT_USER not in messages_of(r), (namespace, scope)
+    # Editing the memory later says nothing more (its namespace cannot change).
+    r = admin.post(
+        f"{MEMORIES}{row.pk}/change/", {"key": key, "content": "v2", "tags": ""}, follow=True
+    )
+    assert USER_SCOPE_WITHOUT_USER not in messages_of(r)
+    assert Memory.objects.get(pk=row.pk).content == "v2"
 
 
 def test_save_memory_mentions_the_cut():

@@ -14,7 +14,9 @@ from django.db import router
 from django.http import HttpResponse
 from django.template.response import TemplateResponse
 from django.utils import timezone
+from django.utils.formats import date_format
 from django.utils.html import format_html, format_html_join
+from django.utils.text import Truncator
 
 from ..models import Memory, MemoryEvent, ReviewItem, SessionSummary
 from ..wording import plural  # noqa: F401  (re-exported: the admin modules import it from here)
@@ -57,11 +59,17 @@ def namespace_label(namespace: str | None) -> str:
     return "(default namespace)" if namespace == "" else str(namespace)
 
 
-def short_time(value) -> str:
-    """A timestamp as ``YYYY-MM-DD HH:MM`` in the current time zone (lists stay narrow)."""
+def admin_time(value) -> str:
+    """A timestamp as every admin page shows one: ``DATETIME_FORMAT``, current time zone.
+
+    Django formats its own date columns, read-only fields and History pages
+    with ``DATETIME_FORMAT``; the app's columns, tooltips and templates
+    (``|date:"DATETIME_FORMAT"``) use it too, so one project setting (the
+    project's is ``2025-12-03 14:32:05``, see ``project/formats``) sets them all.
+    """
     if value is None:
         return "—"
-    return timezone.localtime(value).strftime("%Y-%m-%d %H:%M")
+    return date_format(timezone.localtime(value), "DATETIME_FORMAT")
 
 
 def chips(values, css: str = "mem-chip") -> str:
@@ -72,6 +80,32 @@ def chips(values, css: str = "mem-chip") -> str:
 def two_lines(first: str, second: str) -> str:
     """A list cell with a main value and a quieter second line."""
     return format_html('{}<span class="mem-excerpt">{}</span>', first, second)
+
+
+TITLE_CHARS = 60  # a list shows this much of a title; its tooltip holds all of it
+
+
+def title_cell(title: str, excerpt: str) -> str:
+    """A list's first cell: the title cut to :data:`TITLE_CHARS` over a quieter excerpt.
+
+    One long unbroken title (a URL, a key without spaces) widened the column
+    until the state, namespace, type, source and date columns left the
+    screen. The title is cut here, kept whole in its ``title`` tooltip, and
+    the stylesheet ends either line with an ellipsis where the column is
+    narrower still (``.mem-title``, ``.mem-excerpt`` in ``#result_list``).
+    """
+    return format_html(
+        '<span class="mem-title" title="{}">{}</span><span class="mem-excerpt">{}</span>',
+        title,
+        Truncator(title).chars(TITLE_CHARS),
+        excerpt,
+    )
+
+
+def namespace_cell(namespace: str | None) -> str:
+    """A namespace in a list: named as :func:`namespace_label` does, whole in its tooltip."""
+    label = namespace_label(namespace)
+    return format_html('<span class="mem-ns" title="{}">{}</span>', label, label)
 
 
 def format_detail(detail: str | None) -> str:
@@ -154,6 +188,7 @@ def confirmation(
         "objects": [(obj, _change_url(modeladmin, obj)) for obj in rows[:SHOWN_OBJECTS]],
         "more": max(len(pks) - SHOWN_OBJECTS, 0),
         "total": len(pks),
+        "total_label": plural(len(pks), opts.verbose_name, opts.verbose_name_plural),
         "pks": _ticked(request) if across else pks,
         "select_across": across,
         "selection": selection_token(pks) if across else "",
@@ -178,6 +213,37 @@ def confirmation(
             f"admin/{opts.app_label}/action_confirmation.html",
         ],
         context,
+    )
+
+
+def forbidden(modeladmin, request, perm: str, page: str) -> TemplateResponse:
+    """The admin's own 403 for one of the app's pages: what is missing, in words, and a way back.
+
+    Raising ``PermissionDenied`` gave Django's bare "403 Forbidden", without the
+    admin's header or a reason, to a staff user who followed a link to a page
+    their account may not open. ``perm`` is ``"app_label.codename"``; ``page``
+    names the page as its links do.
+    """
+    from django.contrib.auth.models import Permission
+
+    app_label, _, codename = perm.partition(".")
+    name = (
+        Permission.objects.filter(content_type__app_label=app_label, codename=codename)
+        .values_list("name", flat=True)
+        .first()
+    )
+    request.current_app = modeladmin.admin_site.name
+    return TemplateResponse(
+        request,
+        "memoryapp/admin/forbidden.html",
+        {
+            **modeladmin.admin_site.each_context(request),
+            "title": "Permission needed",
+            "page": page,
+            "permission": perm,
+            "permission_name": name or perm,
+        },
+        status=403,
     )
 
 

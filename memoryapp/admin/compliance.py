@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied
 from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -14,7 +15,15 @@ from ..erasure import ErasureRequestError, authored_count, erase, export, previe
 from ..fields import now
 from ..manager import MemoryManager
 from ..models import Memory, ReceiptState, ReviewItem, Scope, SessionSummary
-from .common import actor, confirmed, count_rows, db_for, json_download, namespace_label
+from .common import (
+    actor,
+    confirmed,
+    count_rows,
+    db_for,
+    forbidden,
+    json_download,
+    namespace_label,
+)
 from .forms import EraseSubjectForm, ExportForm, WipeForm
 
 ERASE_PERM = perms.ERASE_MEMORY
@@ -56,15 +65,25 @@ def _page(modeladmin, request, template: str, **context) -> TemplateResponse:
     )
 
 
-def _require(request, perm: str) -> None:
-    if not request.user.has_perm(perm):
-        raise PermissionDenied
+def _requires(perm: str, page: str):
+    """A compliance view opens only with ``perm``; without it, the admin's styled 403."""
+
+    def decorate(view):
+        @functools.wraps(view)
+        def checked(modeladmin, request):
+            if not request.user.has_perm(perm):
+                return forbidden(modeladmin, request, perm, page)
+            return view(modeladmin, request)
+
+        return checked
+
+    return decorate
 
 
 # ------------------------------------------------------------ erase a subject
+@_requires(ERASE_PERM, "Erase a subject")
 def erase_subject_view(modeladmin, request):
     """Form → confirmation with the counts per table → erasure → the receipt."""
-    _require(request, ERASE_PERM)
     form = EraseSubjectForm(request.POST if request.method == "POST" else None)
     title = "Erase a subject"
     if request.method == "POST" and form.is_valid():
@@ -124,9 +143,9 @@ def erased_message(receipt) -> str:
 
 
 # ------------------------------------------------------------ wipe a namespace
+@_requires(WIPE_PERM, "Wipe a namespace")
 def wipe_namespace_view(modeladmin, request):
     """The seed's ``wipe_all`` for one project (and user): a soft reset, not erasure."""
-    _require(request, WIPE_PERM)
     form = WipeForm(request.POST if request.method == "POST" else None)
     title = "Wipe a namespace"
     common = {"title": title, "form": form, "namespaces": known_namespaces()}
@@ -171,9 +190,9 @@ def wipe_namespace_view(modeladmin, request):
 
 
 # ------------------------------------------------------------------ export
+@_requires(EXPORT_PERM, "Export a subject or namespace")
 def export_view(modeladmin, request):
     """Download everything stored about a subject or namespace as one JSON document."""
-    _require(request, EXPORT_PERM)
     form = ExportForm(request.POST if request.method == "POST" else None)
     if request.method == "POST" and form.is_valid():
         subject, namespace = form.cleaned_data["subject"], form.cleaned_data["namespace"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.contrib import admin, messages
+from django.contrib.admin.models import CHANGE, LogEntry
 from django.db import transaction
 from django.http import HttpResponseRedirect
 from django.urls import reverse
@@ -16,11 +17,12 @@ from ..erasure import ErasureRequestError, erase, preview, purge_now
 from ..erasure.export import memory_as_dict
 from ..erasure.selection import batches
 from ..fields import now
-from ..models import Memory, MemoryEvent
+from ..models import Memory, MemoryEvent, Scope
 from .common import (
     NamespaceFilter,
     StyledAdmin,
     actor,
+    admin_time,
     chips,
     confirmation,
     confirmed,
@@ -29,11 +31,11 @@ from .common import (
     event_as_dict,
     event_rows,
     json_download,
-    namespace_label,
+    namespace_cell,
     plural,
     refusals,
     selection_changed,
-    short_time,
+    title_cell,
     two_lines,
     worker_note,
 )
@@ -41,6 +43,18 @@ from .forms import MemoryForm
 
 EXPORT_FORMAT = "memoryapp-export/1"  # rows shaped as memoryapp.erasure.export shapes them
 HISTORY_ROWS = 50  # events shown on a memory's page (the full list is one click away)
+# The add form's namespace is the owner: for a user-scope memory, the user key. Left
+# empty, the memory is the user-scope memory of the default namespace — the API and
+# the agents of a multi-tenant project (which pass a user key) never recall it — and
+# the namespace cannot be changed afterwards, so the operator is told at once.
+USER_SCOPE_WITHOUT_USER = (
+    "This memory is in the user scope, but no user key was given: the namespace is empty, "
+    "so it belongs to the default (single-tenant) namespace. Only an agent whose user key "
+    "is empty recalls it; the API and agents with a user key never do. To give it to a "
+    "user, add it again with their user key as the namespace and soft-delete this one."
+)
+SOFT_DELETED = "Soft-deleted."  # the History page's "Action" column, as "Changed content."
+RESTORED = "Restored."
 
 
 # ------------------------------------------------------------------ filters
@@ -131,13 +145,11 @@ class MemoryAdmin(StyledAdmin):
     # ---------------------------------------------------------------- lists
     @admin.display(description="namespace", ordering="namespace")
     def namespace_display(self, obj):
-        return namespace_label(obj.namespace)
+        return namespace_cell(obj.namespace)
 
     @admin.display(description="title", ordering="title")
     def memory(self, obj):
-        return format_html(
-            '{}<span class="mem-excerpt">{}</span>', obj.title, Truncator(obj.content).chars(90)
-        )
+        return title_cell(obj.title, Truncator(obj.content).chars(90))
 
     @admin.display(description="type", ordering="type")
     def kind(self, obj):
@@ -149,7 +161,7 @@ class MemoryAdmin(StyledAdmin):
 
     @admin.display(description="updated", ordering="updated_at")
     def updated(self, obj):
-        return short_time(obj.updated_at)
+        return admin_time(obj.updated_at)
 
     @admin.display(description="state")
     def state(self, obj):
@@ -157,7 +169,7 @@ class MemoryAdmin(StyledAdmin):
             return mark_safe('<span class="mem-badge mem-live">live</span>')
         return format_html(
             '<span class="mem-badge mem-deleted" title="soft-deleted {}">deleted</span>',
-            short_time(obj.deleted_at),
+            admin_time(obj.deleted_at),
         )
 
     @admin.display(description="tags")
@@ -270,6 +282,8 @@ class MemoryAdmin(StyledAdmin):
                 )
         if validation.key_is_cut(form.cleaned_data["key"]):
             self.message_user(request, validation.KEY_CUT_WARNING, messages.WARNING)
+        if not change and result.memory.scope == Scope.USER and result.memory.namespace == "":
+            self.message_user(request, USER_SCOPE_WITHOUT_USER, messages.WARNING)
         for f in Memory._meta.concrete_fields:
             setattr(obj, f.attname, getattr(result.memory, f.attname))
         obj._state.adding = False
@@ -294,6 +308,23 @@ class MemoryAdmin(StyledAdmin):
         return super().change_view(request, object_id, form_url, extra)
 
     # -------------------------------------------------------------- actions
+    def log_history(self, request, ids, message: str) -> None:
+        """One entry per memory in Django's History (``django_admin_log``), as edits have.
+
+        The store records its audit events (``memory_events``), but the
+        object's History page reads the admin log: without these entries it
+        showed the edits of a memory and not that it was soft-deleted or
+        restored. ``log_actions`` writes each batch in one ``bulk_create``;
+        batches of 500 ids keep under SQLite's bound-variable limit on a
+        "Select all" of 100,000 rows. Only the ids and titles are read (a title
+        is what Django records; an erasure later replaces it with "[erased]").
+        """
+        memories = Memory.objects.using(db_for(Memory)).only("id", "title")
+        for batch in batches(ids):
+            LogEntry.objects.log_actions(
+                request.user.pk, memories.filter(pk__in=batch), CHANGE, message
+            )
+
     @admin.action(description="Soft-delete selected memories", permissions=["soft_delete"])
     def soft_delete_selected(self, request, queryset):
         live = queryset.live()
@@ -317,6 +348,7 @@ class MemoryAdmin(StyledAdmin):
         if selection_changed(self, request, ids):
             return None
         ids = store.soft_delete_ids(db_for(Memory), None, ids, actor=actor(request), reason="admin")
+        self.log_history(request, ids, SOFT_DELETED)
         self.message_user(
             request,
             f"Soft-deleted {plural(len(ids), 'memory', 'memories')}. "
@@ -347,6 +379,7 @@ class MemoryAdmin(StyledAdmin):
         if selection_changed(self, request, ids):
             return None
         restored, refused = store.restore_ids(db_for(Memory), ids, actor=actor(request))
+        self.log_history(request, restored, RESTORED)
         if restored:
             self.message_user(
                 request,

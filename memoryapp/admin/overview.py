@@ -16,7 +16,7 @@ from django.utils.text import Truncator
 from ..db.meta import read_change_counter
 from ..manager import MemoryManager
 from ..models import ErasureReceipt, Memory, MemoryType, ReviewItem, SessionSummary
-from .common import db_for, namespace_label
+from .common import db_for, namespace_label, plural
 
 logger = logging.getLogger(__name__)
 
@@ -160,7 +160,7 @@ def render_chart(rows: list[dict]) -> SafeString:
                     BAR_H,
                     TYPE_COLORS[mem_type],
                     row["label"],
-                    n,
+                    f"{n:,}",
                     mem_type.replace("_", " "),
                 )
             )
@@ -170,7 +170,7 @@ def render_chart(rows: list[dict]) -> SafeString:
                 '<text x="{}" y="{}" class="mem-chart-num">{}</text>',
                 f"{x + 6:.1f}",
                 mid,
-                row["memories"],
+                f"{row['memories']:,}",
             )
         )
         pw = PENDING_W * row["pending"] / max_pending
@@ -189,14 +189,16 @@ def render_chart(rows: list[dict]) -> SafeString:
                 BAR_H,
                 PENDING_COLOR,
                 row["label"],
-                row["pending"],
+                f"{row['pending']:,}",
                 f"{pending_x + pw + 6:.1f}",
                 mid,
-                row["pending"],
+                f"{row['pending']:,}",
             )
         )
     summary = "; ".join(
-        f"{r['label']}: {r['memories']} memories, {r['pending']} pending review" for r in rows
+        f"{r['label']}: {plural(r['memories'], 'memory', 'memories')}, "
+        f"{r['pending']:,} pending review"
+        for r in rows
     )
     return format_html(
         '<svg xmlns="http://www.w3.org/2000/svg" class="mem-chart" viewBox="0 0 {} {}" '

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 from django.contrib.admin.utils import model_ngettext
-from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Case, IntegerField, Value, When
 from django.http import HttpResponseRedirect
@@ -24,16 +23,18 @@ from .common import (
     NamespaceFilter,
     StyledAdmin,
     actor,
+    admin_time,
     chips,
     confirmation,
     confirmed,
     count_rows,
     db_for,
+    forbidden,
     namespace_label,
     plural,
     refusals,
     selection_changed,
-    short_time,
+    title_cell,
     two_lines,
     worker_note,
 )
@@ -173,10 +174,8 @@ class ReviewItemAdmin(StyledAdmin):
 
     @admin.display(description="candidate and evidence", ordering="title")
     def item(self, obj):
-        return format_html(
-            '{}<span class="mem-excerpt">“{}”</span>',
-            obj.title,
-            Truncator(obj.evidence or obj.content).chars(110),
+        return title_cell(
+            obj.title, format_html("“{}”", Truncator(obj.evidence or obj.content).chars(110))
         )
 
     @admin.display(description="type", ordering="type")
@@ -332,7 +331,7 @@ class ReviewItemAdmin(StyledAdmin):
     def purge_view(self, request):
         """Purge every review item of a status (optionally of one namespace), confirmed."""
         if not self.has_purge_permission(request):
-            raise PermissionDenied
+            return forbidden(self, request, "memoryapp.purge_reviewitem", "Purge the review queue")
         namespaces = list(
             ReviewItem.objects.order_by("namespace").values_list("namespace", flat=True).distinct()
         )
@@ -422,7 +421,7 @@ class SessionSummaryAdmin(StyledAdmin):
 
     @admin.display(description="created", ordering="created_at")
     def created(self, obj):
-        return short_time(obj.created_at)
+        return admin_time(obj.created_at)
 
     @admin.display(description="messages", ordering="messages_summarized")
     def messages(self, obj):

@@ -16,6 +16,19 @@ from django import template
 register = template.Library()
 
 
+@register.filter
+def thousands(value):
+    """A count with thousands separators, ``1200`` as ``1,200`` (as ``wording.plural`` writes).
+
+    ``f"{n:,}"`` rather than ``humanize``'s ``intcomma``: the host project need
+    not install ``django.contrib.humanize``, and the messages, the CLI and the
+    pages agree. Anything but an integer is returned as it is.
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        return value
+    return f"{value:,}"
+
+
 @register.inclusion_tag("memoryapp/admin/overview.html", takes_context=True)
 def memoryapp_overview(context):
     """Per-namespace memories by type and pending review (SVG), store problems, compliance links."""

@@ -51,7 +51,7 @@ def test_log_in_and_see_the_overview(page, root, log_in, shot):
     expect(page.locator(".mem-overview-module h2")).to_have_text("Agent memory at a glance")
     chart = page.locator("svg.mem-chart")
     expect(chart).to_be_visible()
-    expect(chart).to_have_attribute("aria-label", re.compile(f"{PROJECT}: 1 memories, 2 pending"))
+    expect(chart).to_have_attribute("aria-label", re.compile(f"{PROJECT}: 1 memory, 2 pending"))
     expect(page.locator(".mem-compliance")).to_contain_text("Erase a subject")
     shot("index", readme="admin-overview", element=".mem-overview")
 
@@ -115,6 +115,11 @@ def test_soft_delete_and_restore_one(page, root, log_in, shot):
     page.goto(f"/admin/memoryapp/memory/{editor.id}/change/")
     expect(page.locator(".mem-history")).to_contain_text("restore")
     shot("memory-detail")
+    page.click(".object-tools a.historylink")  # Django's History page lists both actions
+    expect(page.locator("#change-history tbody tr")).to_have_count(2)
+    expect(page.locator("#change-history")).to_contain_text("Soft-deleted.")
+    expect(page.locator("#change-history")).to_contain_text("Restored.")
+    shot("memory-history")
 
 
 def test_select_all_across_pages_then_soft_delete(page, root, log_in, shot):
@@ -129,7 +134,7 @@ def test_select_all_across_pages_then_soft_delete(page, root, log_in, shot):
     _run_action(page, "soft_delete_selected")
     expect(page.locator("h1")).to_have_text("Soft-delete memories")
     expect(page.locator("#content-main")).to_contain_text("You chose “Select all”")
-    expect(page.locator("#content-main h2")).to_contain_text("1200 memories")
+    expect(page.locator("#content-main h2")).to_contain_text("1,200 memories")
     shot("confirm-select-all")
     page.click("input[value='Yes, soft-delete them']")
     expect(page.locator(".messagelist")).to_contain_text("Soft-deleted 1,200 memories")
@@ -234,3 +239,10 @@ def test_staff_without_the_erase_permission_sees_no_erase_action(page, log_in, s
 
     response = page.goto("/admin/memoryapp/erasurereceipt/erase-subject/")
     assert response.status == 403
+    # The admin's own page, not Django's bare "403 Forbidden".
+    expect(page.locator("#site-name")).to_have_text("Agent memory back office")
+    expect(page.locator("h1")).to_have_text("Permission needed")
+    expect(page.locator("#forbidden-reason")).to_contain_text("Can erase memories permanently")
+    shot("forbidden")
+    page.click("text=Back to the admin index")
+    page.wait_for_url("**/admin/")

@@ -1,0 +1,1 @@
+"""The project's date formats (``FORMAT_MODULE_PATH``): one format across the admin."""
