@@ -475,9 +475,9 @@ def test_summary_of_another_subject_with_the_same_text_is_explained():
 def test_byte_scan_finds_exactly_what_a_naive_search_finds(tmp_path, monkeypatch):
     import secrets as _secrets
 
-    from memoryapp.db import purge
+    from memoryapp.db import purge, scan_child
 
-    monkeypatch.setattr(purge, "SCAN_CHUNK", 4096)  # many chunk boundaries
+    monkeypatch.setattr(scan_child, "SCAN_CHUNK", 4096)  # many chunk boundaries
     pieces = [_secrets.token_bytes(n) for n in (12, 13, 48, 64, 100) for _ in range(40)]
     pieces.append(b"Preference: " + b"x" * 20)  # a common, non-random prefix
     data = bytearray(os.urandom(200_000))
@@ -487,10 +487,12 @@ def test_byte_scan_finds_exactly_what_a_naive_search_finds(tmp_path, monkeypatch
     data[4096 - 5 : 4096 - 5 + 48] = pieces[80]  # straddles the first chunk boundary
     path = tmp_path / "blob"
     path.write_bytes(bytes(data))
-    found, scanned = purge.scan([str(path), str(tmp_path / "missing")], pieces)
-    assert scanned == len(data)
+    found, scanned, read = scan_child.scan_here([str(path), str(tmp_path / "missing")], pieces)
+    assert scanned == len(data) and read == {str(path): len(data)}
     assert found == {i for i, p in enumerate(pieces) if p in data}
     assert 80 in found
+    # The same answer through the child process that production uses.
+    assert purge.scan([str(path)], pieces) == (found, len(data))
 
 
 def test_the_erased_subjects_key_goes_too_kept_rows_are_pseudonymised():

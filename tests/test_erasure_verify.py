@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import secrets
+import subprocess
 import threading
 import time
 
@@ -239,9 +240,10 @@ class _Writer:
 
 
 def _wal() -> bytes:
+    # Read by another process: no descriptor of the database's files opens and
+    # closes here (memoryapp/db/scan_child.py says why).
     path = connection.settings_dict["NAME"] + "-wal"
-    with open(path, "rb") as handle:
-        return handle.read()
+    return subprocess.run(["cat", path], capture_output=True, check=True).stdout
 
 
 def _after_purge(monkeypatch, then) -> None:

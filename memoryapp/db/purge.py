@@ -18,16 +18,18 @@ byte scan may read, "truncate everything" and backups.
 
 from __future__ import annotations
 
+import base64
+import json
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from django.db import DatabaseError, NotSupportedError
 
-from .finder import Finder
-
-SCAN_CHUNK = 4 * 1024 * 1024
 LOCAL_HOSTS = ("", "localhost", "127.0.0.1", "::1")
 
 
@@ -541,42 +543,36 @@ def scan(
 ) -> tuple[set[int], int]:
     """Find which ``pieces`` (each at least 8 bytes) occur in the raw bytes of ``paths``.
 
-    Files are read in chunks with an overlap of the longest piece, never
-    mapped (another process may truncate a ``-wal`` file while we read).
-    Returns the indexes of the pieces found and the number of bytes read;
-    ``read``, when given, receives the bytes read per path (a file that
-    could not be opened, or was skipped, is missing from it).
-    The cost does not grow with the number of pieces (see :class:`.finder.Finder`).
+    The files are read by a child process (:mod:`.scan_child` says why: closing
+    a descriptor of a SQLite file in this process would drop its connection's
+    locks), in chunks with an overlap of the longest piece, never mapped
+    (another process may truncate a ``-wal`` file while it reads). Returns the
+    indexes of the pieces found and the number of bytes read; ``read``, when
+    given, receives the bytes read per path (a file that could not be opened is
+    missing from it). The cost does not grow with the number of pieces
+    (:class:`.finder.Finder`).
     """
-    found: set[int] = set()
-    total = 0
+    paths = list(paths)
     if not pieces:
-        return found, total
-    finder = Finder(pieces)
-    overlap = max(len(p) for p in pieces) - 1
-    for path in paths:
-        try:
-            handle = open(path, "rb")  # noqa: SIM115 - closed below
-        except OSError:
-            continue
-        with handle:
-            if read is not None:
-                read[path] = 0
-            tail = b""
-            while True:
-                chunk = handle.read(SCAN_CHUNK)
-                if not chunk:
-                    break
-                total += len(chunk)
-                if read is not None:
-                    read[path] += len(chunk)
-                window = tail + chunk
-                finder.search(window, found)
-                tail = window[-overlap:] if overlap > 0 else b""
-        # No early stop once every piece is found: the structural check may
-        # rely on this scan having read a file whole (SQLite's -wal), and the
-        # finder costs nothing more then (Finder.search returns at once).
-    return found, total
+        return set(), 0
+    request = json.dumps(
+        {"paths": paths, "pieces": [base64.b64encode(p).decode("ascii") for p in pieces]}
+    )
+    package_root = Path(__file__).resolve().parents[2]
+    result = subprocess.run(
+        [sys.executable, "-m", "memoryapp.db.scan_child"],
+        input=request,
+        capture_output=True,
+        text=True,
+        cwd=package_root,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise OSError(f"byte scan failed: {(result.stderr or '').strip()[-300:]}")
+    answer = json.loads(result.stdout)
+    if read is not None:
+        read.update(answer["read"])
+    return set(answer["found"]), int(answer["total"])
 
 
 def _size(path: str) -> int:
