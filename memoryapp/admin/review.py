@@ -331,7 +331,7 @@ class ReviewItemAdmin(StyledAdmin):
     def purge_view(self, request):
         """Purge every review item of a status (optionally of one namespace), confirmed."""
         if not self.has_purge_permission(request):
-            return forbidden(self, request, "memoryapp.purge_reviewitem", "Purge the review queue")
+            return forbidden(self, request, perms.PURGE_REVIEWITEM, "Purge the review queue")
         namespaces = list(
             ReviewItem.objects.order_by("namespace").values_list("namespace", flat=True).distinct()
         )
