@@ -71,7 +71,9 @@ def _wait_for_line(proc: subprocess.Popen, text: str, log: Path) -> None:
 
 
 def _kill(proc: subprocess.Popen) -> None:
-    os.kill(proc.pid, signal.SIGKILL)
+    """SIGKILL, as an operator's ``kill -9`` (a no-op for a process already gone)."""
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGKILL)
     proc.wait(10)
 
 
@@ -245,8 +247,10 @@ def test_killed_before_the_delete_commits_the_request_survives(tmp_path):
     secrets = _seed()
     log = tmp_path / "eraser.log"
     proc = _child(["-c", _ERASE_AND_HANG, GONE], log)
-    _wait_for_line(proc, "deleting", log)
-    _kill(proc)
+    try:
+        _wait_for_line(proc, "deleting", log)
+    finally:
+        _kill(proc)
     receipt = ErasureReceipt.objects.get()
     assert receipt.state == ReceiptState.REQUESTED  # the trace an operator can act on
     assert Memory.objects.filter(namespace=GONE).count() == 3  # rolled back with the process
@@ -293,10 +297,12 @@ class _Blocker:
 def test_a_worker_killed_mid_purge_is_taken_over_after_restart(tmp_path):
     secrets = _seed()
     blocker = _Blocker()  # opened before the erasure: the purge waits for it
+    children: list[subprocess.Popen] = []
     try:
         receipt = erase(namespace=GONE, purge=False)
         log = tmp_path / "worker1.log"
         first = _child(["manage.py", "memory", "worker", "--poll", "0.2"], log)
+        children.append(first)
         _wait_for_line(first, "started", log)
         deadline = time.monotonic() + TIMEOUT
         while time.monotonic() < deadline:  # wait until it has claimed and is purging
@@ -310,6 +316,9 @@ def test_a_worker_killed_mid_purge_is_taken_over_after_restart(tmp_path):
         _kill(first)
     finally:
         blocker.release()
+        for child in children:  # a failed assertion above must not leave a worker behind
+            if child.poll() is None:
+                _kill(child)
     receipt.refresh_from_db()
     assert receipt.state == ReceiptState.DELETED and not receipt.verified
     assert receipt.claimed_until is not None  # the dead worker's lease is still written
