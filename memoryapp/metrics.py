@@ -91,6 +91,8 @@ class ReceiptStates:
         return []
 
     def collect(self):
+        from django.db.models import Count
+
         from .models import ErasureReceipt, ReceiptState
 
         gauge = GaugeMetricFamily(
@@ -100,10 +102,10 @@ class ReceiptStates:
         )
         counts = {(s.value, v): 0 for s in ReceiptState for v in ("yes", "no")}
         try:
-            rows = ErasureReceipt.objects.values_list("state", "verified")
-            for state, verified in rows.order_by().iterator():
-                key = (state, "yes" if verified else "no")
-                counts[key] = counts.get(key, 0) + 1
+            # One GROUP BY: a scrape costs the same with ten receipts or a million.
+            rows = ErasureReceipt.objects.order_by().values_list("state", "verified")
+            for state, verified, n in rows.annotate(n=Count("pk")):
+                counts[(state, "yes" if verified else "no")] = n
         except Exception:  # a scrape must answer even when the database does not
             return
         for (state, verified), n in sorted(counts.items()):
