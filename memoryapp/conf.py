@@ -176,6 +176,38 @@ def erasure_worker_lease() -> float:
     return float(getattr(settings, "MEMORYAPP_ERASURE_WORKER_LEASE", default))
 
 
+PURGE_METHODS = ("auto", "online", "rewrite")
+
+
+def erasure_purge_method() -> str:
+    """``MEMORYAPP_ERASURE_PURGE_METHOD``: how the vendor purge removes an erasure's bytes.
+
+    - ``"auto"`` (default): SQLite frees the erased pages with ``PRAGMA
+      incremental_vacuum`` (``secure_delete`` already zeroed them; the first
+      purge converts the file to ``auto_vacuum=INCREMENTAL`` with one
+      ``VACUUM``); PostgreSQL rewrites the tables with ``pg_repack``, other
+      sessions keep reading and writing, and falls back to ``VACUUM FULL``
+      (saying so on the receipt) when pg_repack is not installed.
+    - ``"online"``: as ``"auto"``, but on PostgreSQL a missing pg_repack
+      leaves the receipt ``not purged`` instead of falling back.
+    - ``"rewrite"``: the method before issue 14: ``VACUUM`` of the whole
+      SQLite file, ``VACUUM FULL`` of each PostgreSQL table (an ``ACCESS
+      EXCLUSIVE`` lock for the whole rewrite). Use it on a SQLite file that
+      a program without ``secure_delete`` also writes.
+
+    See docs/compliance.md §3 and bench/ERASURE.md.
+    """
+    value = str(getattr(settings, "MEMORYAPP_ERASURE_PURGE_METHOD", "auto") or "auto").lower()
+    if value not in PURGE_METHODS:
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured(
+            f"MEMORYAPP_ERASURE_PURGE_METHOD must be one of {', '.join(PURGE_METHODS)}, "
+            f"not {value!r}"
+        )
+    return value
+
+
 def _days(name: str, default: int | None) -> int | None:
     value = getattr(settings, name, default)
     if value is None or value == "":

@@ -4,31 +4,49 @@ Every vendor difference of erasure lives here, keyed by ``connection.vendor``
 (:func:`for_connection`): the per-connection preparation, what to record inside
 the DELETE transaction, the purge itself, the structural checks, which files a
 byte scan may read, "truncate everything" and backups.
+``MEMORYAPP_ERASURE_PURGE_METHOD`` (:func:`memoryapp.conf.erasure_purge_method`)
+chooses between rewriting everything and the methods that do not (issue 14.2;
+the measurements are in bench/ERASURE.md).
 
-- SQLite: ``secure_delete`` on the connection; after the commit and outside any
-  transaction, ``VACUUM`` (an FTS5 ``optimize`` and a fresh ``ANALYZE`` of
-  ``sqlite_stat4`` first, where present), then ``PRAGMA wal_checkpoint(TRUNCATE)``
-  retried until it reports ``(0, 0, 0)``. A read transaction open anywhere keeps
-  the checkpoint busy: then the purge has *not* happened and says so.
+- SQLite: ``secure_delete`` on the connection, so the DELETE itself overwrites
+  the erased cells and every page it frees with zeros. After the commit and
+  outside any transaction: an FTS5 ``optimize`` and a fresh ``ANALYZE`` of
+  ``sqlite_stat4`` where present; then ``PRAGMA incremental_vacuum`` gives the
+  freed (zeroed) pages back — the first purge of a file converts it to
+  ``auto_vacuum=INCREMENTAL`` with one ``VACUUM`` — or, with the ``rewrite``
+  method, ``VACUUM`` rewrites the whole file; last ``PRAGMA
+  wal_checkpoint(TRUNCATE)``, retried until it reports ``(0, 0, 0)``. A read
+  transaction open anywhere keeps the checkpoint busy: then the purge has
+  *not* happened and says so.
 - PostgreSQL: after the commit, wait while a snapshot or transaction that
-  predates the erasure could still see the deleted rows (``VACUUM FULL`` would
-  copy them), then ``VACUUM FULL`` each affected table, ``ANALYZE`` them,
+  predates the erasure could still see the deleted rows, then rewrite each
+  affected table — ``pg_repack`` (brief locks at its start and end; other
+  sessions keep reading and writing) or ``VACUUM FULL`` (an ``ACCESS
+  EXCLUSIVE`` lock for the whole rewrite) — then ``ANALYZE`` them,
   ``VACUUM FULL pg_statistic`` (superuser only) and ``CHECKPOINT``.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
+import math
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from django.db import DatabaseError, NotSupportedError
+
+from .. import conf
 
 LOCAL_HOSTS = ("", "localhost", "127.0.0.1", "::1")
 
@@ -137,10 +155,16 @@ class _Vendor:
 
 
 class SQLitePurge(_Vendor):
-    """SQLite: secure_delete, VACUUM and a truncating WAL checkpoint."""
+    """SQLite: secure_delete, incremental_vacuum (or VACUUM), a truncating WAL checkpoint."""
 
     name = "sqlite"
-    method = "sqlite: secure_delete + VACUUM + wal_checkpoint(TRUNCATE)"
+
+    @property
+    def method(self) -> str:
+        """The receipt's ``purge_method`` under the configured purge method."""
+        if conf.erasure_purge_method() == "rewrite":
+            return "sqlite: secure_delete + VACUUM + wal_checkpoint(TRUNCATE)"
+        return "sqlite: secure_delete + incremental_vacuum + wal_checkpoint(TRUNCATE)"
 
     def prepare(self, connection) -> None:
         with connection.cursor() as cursor:
@@ -152,6 +176,7 @@ class SQLitePurge(_Vendor):
         started = time.monotonic()
         notes: list[str] = []
         caveats: list[str] = []
+        details: dict = {}
         with connection.cursor() as cursor:
             cursor.execute("PRAGMA busy_timeout")
             old_timeout = int(cursor.fetchone()[0])
@@ -168,12 +193,13 @@ class SQLitePurge(_Vendor):
                     cursor.execute("ANALYZE")  # stat4 keeps sampled index keys
                     notes.append("sqlite_stat4 refreshed")
                 try:
-                    self._retry(cursor, "VACUUM", started + timeout)
+                    self._reclaim(connection, cursor, started + timeout, notes, details)
                 except DatabaseError as exc:
-                    return _not_purged(f"VACUUM failed: {_first_line(exc)}", notes=notes)
+                    step = details["reclaim"].split(" (")[0]
+                    return _not_purged(f"{step} failed: {_first_line(exc)}", notes=notes)
                 cursor.execute("PRAGMA journal_mode")
                 journal = str(cursor.fetchone()[0]).lower()
-                details = {"journal_mode": journal}
+                details["journal_mode"] = journal
                 if journal == "persist":
                     caveats.append(
                         "SQLite journal_mode=PERSIST keeps old pages in the -journal file; "
@@ -197,6 +223,59 @@ class SQLitePurge(_Vendor):
                 cursor.execute(f"PRAGMA busy_timeout = {old_timeout}")
         details["seconds"] = round(time.monotonic() - started, 3)
         return PurgeOutcome("purged", vacuumed=True, notes=notes, caveats=caveats, details=details)
+
+    def _reclaim(self, connection, cursor, deadline: float, notes: list[str], details) -> None:
+        """Take the erased rows' freed pages out of the file; ``details["reclaim"]`` says how.
+
+        The DELETE ran with ``secure_delete=ON`` (:meth:`prepare`), which
+        overwrites a deleted cell with zeros in its page and zeroes every page
+        it puts on the freelist, so no byte of the erased rows is left in the
+        pages. What remains is returning the free pages: ``incremental_vacuum``
+        moves pages from the end of the file into them and truncates the file,
+        at a cost that follows the pages freed, not the size of the file
+        (bench/ERASURE.md: the same residue-free result as ``VACUUM``).
+        ``incremental_vacuum`` needs ``auto_vacuum=INCREMENTAL``, which only a
+        ``VACUUM`` can switch on for a file that has tables: the first purge
+        does that once. With ``auto_vacuum=FULL`` every commit already did it.
+        """
+        if conf.erasure_purge_method() == "rewrite":
+            details["reclaim"] = "VACUUM"
+            self._retry(cursor, "VACUUM", deadline)
+            return
+        cursor.execute("PRAGMA auto_vacuum")
+        mode = int(cursor.fetchone()[0])
+        if mode == 0:
+            details["reclaim"] = "VACUUM (conversion to auto_vacuum=INCREMENTAL)"
+            cursor.execute("PRAGMA auto_vacuum = INCREMENTAL")
+            self._retry(cursor, "VACUUM", deadline)
+            notes.append(
+                "file converted to auto_vacuum=INCREMENTAL (one VACUUM); later purges free "
+                "the erased pages only"
+            )
+            return
+        cursor.execute("PRAGMA freelist_count")
+        details["freed_pages"] = int(cursor.fetchone()[0])
+        details["reclaim"] = "incremental_vacuum" if mode == 2 else "auto_vacuum=FULL (at commit)"
+        if mode == 2 and details["freed_pages"]:
+            self._retry_script(connection, "PRAGMA incremental_vacuum;", deadline)
+
+    @classmethod
+    def _retry_script(cls, connection, sql: str, deadline: float) -> None:
+        """Run ``sql`` to its end, retrying while the database is locked.
+
+        ``executescript`` because Python's ``execute`` steps a statement that
+        returns no rows only once, and ``incremental_vacuum`` frees one page
+        per step.
+        """
+        while True:
+            try:
+                with connection.wrap_database_errors:
+                    connection.connection.executescript(sql)
+                return
+            except DatabaseError as exc:
+                if "locked" not in str(exc) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.05)
 
     @staticmethod
     def _fts5_tables(cursor) -> list[str]:
@@ -281,14 +360,30 @@ class SQLitePurge(_Vendor):
         return ScanFiles([p for p in paths if os.path.exists(p)])
 
     def caveats(self, connection) -> list[str]:
+        how = (
+            "VACUUM rewrote the file"
+            if conf.erasure_purge_method() == "rewrite"
+            else "secure_delete zeroed their cells and freed pages, incremental_vacuum "
+            "returned the free pages"
+        )
+        shared = (
+            []
+            if conf.erasure_purge_method() == "rewrite"
+            else [
+                "SQLite: old versions of rows that a program without secure_delete=ON "
+                "updated or deleted stay in free space until the next VACUUM; if such a "
+                "program writes this file, set MEMORYAPP_ERASURE_PURGE_METHOD = 'rewrite'."
+            ]
+        )
         return [
-            "SQLite: the erased rows are gone from the database file, its -wal and -shm "
-            "files (VACUUM rewrote the file, the WAL was truncated). Not reached: copies "
+            f"SQLite: the erased rows are gone from the database file, its -wal and -shm "
+            f"files ({how}, the WAL was truncated). Not reached: copies "
             "of the file made before the erasure (backups, VACUUM INTO copies, file-system "
             "snapshots, replicas such as Litestream) keep the data until they expire; after "
             "restoring one, run 'manage.py memory erase --replay'. Storage below the file "
             "system (SSD wear levelling, file-system journals) may keep freed blocks until "
-            "they are reused."
+            "they are reused.",
+            *shared,
         ]
 
     def backup(self, connection, path: str) -> str:
@@ -302,10 +397,24 @@ class SQLitePurge(_Vendor):
 
 
 class PostgresPurge(_Vendor):
-    """PostgreSQL: VACUUM FULL, ANALYZE, VACUUM FULL pg_statistic, CHECKPOINT."""
+    """PostgreSQL: pg_repack or VACUUM FULL, ANALYZE, VACUUM FULL pg_statistic, CHECKPOINT."""
 
     name = "postgresql"
-    method = "postgresql: VACUUM FULL + ANALYZE + VACUUM FULL pg_statistic + CHECKPOINT"
+    _STEPS = "ANALYZE + VACUUM FULL pg_statistic + CHECKPOINT"
+
+    @property
+    def method(self) -> str:
+        """The receipt's ``purge_method`` under the configured purge method.
+
+        Written before the purge runs, so under ``auto`` it names both
+        rewrites; the purge's details (``rewrite``) and caveats say which ran.
+        """
+        rewrite = {
+            "rewrite": "VACUUM FULL",
+            "online": "pg_repack",
+            "auto": "pg_repack (VACUUM FULL without it)",
+        }[conf.erasure_purge_method()]
+        return f"postgresql: {rewrite} + {self._STEPS}"
 
     def delete_token(self, connection) -> dict:
         with connection.cursor() as cursor:
@@ -378,13 +487,14 @@ class PostgresPurge(_Vendor):
         qn = connection.ops.quote_name
         notes: list[str] = []
         caveats: list[str] = []
+        details: dict = {"tables": list(tables)}
         with connection.cursor() as cursor:
             blockers = self._wait_clear(cursor, (token or {}).get("xid"), started + timeout)
             if blockers:
                 return _not_purged(
                     f"{', '.join(blockers)}: a transaction open since before the erasure, "
-                    "so VACUUM FULL would keep the erased row versions it can still see; "
-                    "retry when it has finished"
+                    "which can still see the erased row versions (VACUUM FULL would keep "
+                    "them, pg_repack waits for it); retry when it has finished"
                 )
             cursor.execute("SELECT current_setting('lock_timeout')")
             old_timeout = cursor.fetchone()[0]
@@ -395,15 +505,11 @@ class PostgresPurge(_Vendor):
             lock_ms = max(int(timeout * 1000), deadlock_ms + 500)
             cursor.execute("SELECT set_config('lock_timeout', %s, false)", [f"{lock_ms}ms"])
             try:
-                for table in tables:
-                    try:
-                        cursor.execute(f"VACUUM FULL {qn(table)}")
-                    except DatabaseError as exc:
-                        return _not_purged(
-                            f"VACUUM FULL {table} failed: {_first_line(exc)} (another session "
-                            "holds a lock on the table?)",
-                            notes=notes,
-                        )
+                failed = self._rewrite(
+                    connection, cursor, tables, lock_ms / 1000, notes, caveats, details
+                )
+                if failed is not None:
+                    return failed
                 if tables:
                     cursor.execute(f"ANALYZE {', '.join(qn(t) for t in tables)}")
                 superuser = self._is_superuser(cursor)
@@ -458,8 +564,158 @@ class PostgresPurge(_Vendor):
                     )
             finally:
                 cursor.execute("SELECT set_config('lock_timeout', %s, false)", [old_timeout])
-        details = {"seconds": round(time.monotonic() - started, 3), "tables": list(tables)}
+        details["seconds"] = round(time.monotonic() - started, 3)
         return PurgeOutcome("purged", vacuumed=True, notes=notes, caveats=caveats, details=details)
+
+    # ------------------------------------------------------------ the rewrite
+    def _rewrite(self, connection, cursor, tables, timeout, notes, caveats, details):
+        """Rewrite ``tables`` without the erased rows; a not-purged outcome, or None when done.
+
+        ``details["rewrite"]`` names what ran. Under ``auto`` a missing
+        pg_repack falls back to ``VACUUM FULL`` and a caveat says why (the
+        erasure is as complete; other sessions were locked out meanwhile);
+        under ``online`` it is a failure, so that no rewrite locks the tables.
+        """
+        started = time.monotonic()
+        choice = conf.erasure_purge_method()
+        if choice != "rewrite":
+            missing = self._repack_missing(connection, cursor)
+            if not missing:
+                details["rewrite"] = f"pg_repack {_repack_client_version()}"
+                failed = self._repack(connection, cursor, tables, timeout, notes)
+                details["rewrite_seconds"] = round(time.monotonic() - started, 3)
+                return failed
+            if choice == "online":
+                return _not_purged(
+                    f"pg_repack is not available ({missing}) and "
+                    "MEMORYAPP_ERASURE_PURGE_METHOD is 'online'; install it (docs/compliance.md "
+                    "§10) or choose 'auto' or 'rewrite'",
+                    details={"rewrite": "none", "pg_repack": missing},
+                )
+            details["pg_repack"] = missing
+            caveats.append(
+                f"PostgreSQL: pg_repack is not available ({missing}), so the tables were "
+                "rewritten by VACUUM FULL, which locked every other session out of each table "
+                "for its whole rewrite; install postgresql-15-repack and run CREATE EXTENSION "
+                "pg_repack (docs/compliance.md §10)"
+            )
+        details["rewrite"] = "VACUUM FULL"
+        failed = self._vacuum_full(connection, cursor, tables, notes)
+        details["rewrite_seconds"] = round(time.monotonic() - started, 3)
+        return failed
+
+    @staticmethod
+    def _vacuum_full(connection, cursor, tables, notes) -> PurgeOutcome | None:
+        """``VACUUM FULL`` each table, under the session's ``lock_timeout``."""
+        qn = connection.ops.quote_name
+        for table in tables:
+            try:
+                cursor.execute(f"VACUUM FULL {qn(table)}")
+            except DatabaseError as exc:
+                return _not_purged(
+                    f"VACUUM FULL {table} failed: {_first_line(exc)} (another session "
+                    "holds a lock on the table?)",
+                    notes=notes,
+                )
+        return None
+
+    def _repack_missing(self, connection, cursor) -> str:
+        """Why pg_repack cannot run here ("" when it can)."""
+        client = _repack_client_version()
+        if not client:
+            return "the pg_repack program is not on the PATH of this process"
+        cursor.execute("SELECT extversion FROM pg_extension WHERE extname = 'pg_repack'")
+        row = cursor.fetchone()
+        if row is None:
+            return (
+                f"CREATE EXTENSION pg_repack has not been run in database "
+                f"{connection.settings_dict['NAME']!r}"
+            )
+        if row[0] != client:
+            return f"the pg_repack program is version {client}, the extension {row[0]}"
+        if not self._is_superuser(cursor):
+            return "pg_repack needs a superuser connection"
+        return ""
+
+    def _repack(self, connection, cursor, tables, timeout, notes) -> PurgeOutcome | None:
+        """Rewrite ``tables`` with the pg_repack program; a not-purged outcome on failure.
+
+        pg_repack copies the live rows into a new table under its own snapshot
+        (taken after the erasure committed and after :meth:`_wait_clear`, so
+        no erased row is copied), replays the writes made meanwhile and swaps
+        the files; it holds an ``ACCESS EXCLUSIVE`` lock only briefly, to
+        install its trigger and to swap. With ``--no-kill-backend`` a lock it
+        cannot take within ``--wait-timeout`` makes it *skip* the table and
+        still exit 0, so each table's ``relfilenode`` is compared afterwards:
+        a table not rewritten is a purge that did not happen.
+        """
+        before = self._relfilenodes(cursor, tables)
+        wait = max(1, math.ceil(timeout))
+        dbname = connection.get_connection_params()["dbname"]
+        command = [
+            "pg_repack", "--no-order", "--no-kill-backend", "--no-analyze",
+            f"--wait-timeout={wait}", f"--dbname={dbname}",
+            *(f"--table={_quote_ident(schema)}.{_quote_ident(rel)}" for schema, rel, _ in before),
+        ]  # fmt: skip
+        run = _run_repack(command, _repack_env(connection), timeout)
+        if run.waited_for or run.code != 0:
+            self._repack_cleanup(cursor, tables)
+        if run.waited_for:
+            return _not_purged(
+                f"pg_repack waited more than {timeout:g}s for {run.waited_for} to finish "
+                "(open since it began, it keeps pg_repack from taking its locks); retry "
+                "when it has finished",
+                notes=notes,
+            )
+        if run.code != 0:
+            return _not_purged(f"pg_repack failed: {run.problem()}", notes=notes)
+        after = self._relfilenodes(cursor, tables)
+        skipped = [
+            rel for (_, rel, old), (_, _, new) in zip(before, after, strict=True) if old == new
+        ]
+        if skipped:
+            return _not_purged(
+                f"pg_repack did not rewrite {', '.join(skipped)}: it could not take the "
+                f"table lock within {wait}s (another session holds a lock; "
+                f"{run.problem()}); retry",
+                notes=notes,
+            )
+        notes.append(f"{len(after)} table(s) rewritten by pg_repack")
+        return None
+
+    @staticmethod
+    def _relfilenodes(cursor, tables) -> list[tuple[str, str, int]]:
+        """(schema, table, relfilenode) of each table, in the order given."""
+        out = []
+        for table in tables:
+            cursor.execute(
+                "SELECT n.nspname, c.relname, c.relfilenode::bigint FROM pg_class c "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass(%s)",
+                [table],
+            )
+            row = cursor.fetchone()
+            if row is None:
+                raise DatabaseError(f"table {table!r} does not exist")
+            out.append((row[0], row[1], int(row[2])))
+        return out
+
+    @staticmethod
+    def _repack_cleanup(cursor, tables) -> None:
+        """Drop the trigger and log table an interrupted pg_repack left on ``tables``, if any.
+
+        pg_repack removes them itself when it is interrupted or fails; this is
+        for the case it could not (its connection was lost first). Only our
+        tables: another pg_repack may be running on others.
+        """
+        cursor.execute(
+            "SELECT DISTINCT tgrelid::bigint FROM pg_trigger WHERE tgname = 'repack_trigger' "
+            "AND tgrelid = ANY(SELECT to_regclass(t) FROM unnest(%s::text[]) AS t)",
+            [list(tables)],
+        )
+        for (oid,) in cursor.fetchall():
+            # Best effort: the receipt already says "not purged".
+            with contextlib.suppress(DatabaseError):
+                cursor.execute("SELECT repack.repack_drop(%s, 4)", [oid])
 
     def scan_files(self, connection, tables) -> ScanFiles:
         host = str(connection.settings_dict.get("HOST") or "")
@@ -502,11 +758,12 @@ class PostgresPurge(_Vendor):
     def caveats(self, connection) -> list[str]:
         return [
             "PostgreSQL: the erased rows are gone from the tables' heap, index and TOAST "
-            "files and from the planner statistics (VACUUM FULL, ANALYZE, VACUUM FULL "
-            "pg_statistic). Not reached: WAL segments in pg_wal until they are recycled, the "
-            "WAL archive, base backups and pg_dump files, and server logs (if statements "
-            "are logged). Replicas replay the same erasure, but their own WAL and backups "
-            "are not purged. After restoring a backup, run 'manage.py memory erase --replay'."
+            "files and from the planner statistics (the tables rewritten by pg_repack or "
+            "VACUUM FULL, ANALYZE, VACUUM FULL pg_statistic). Not reached: WAL segments in "
+            "pg_wal until they are recycled, the WAL archive, base backups and pg_dump "
+            "files, and server logs (if statements are logged). Replicas replay the same "
+            "erasure, but their own WAL and backups are not purged. After restoring a "
+            "backup, run 'manage.py memory erase --replay'."
         ]
 
     def backup(self, connection, path: str) -> str:
@@ -522,6 +779,125 @@ class PostgresPurge(_Vendor):
             "~/.pgpass). Keep it no longer than needed: erasures after the dump are not in "
             "it; after restoring it, run 'manage.py memory erase --replay'."
         )
+
+
+# ------------------------------------------------------------------ pg_repack
+@lru_cache(maxsize=4)
+def _repack_version_of(path: str) -> str:
+    """The version the pg_repack program at ``path`` reports ("" if it does not run)."""
+    try:
+        done = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    words = (done.stdout or "").split()
+    return words[-1] if done.returncode == 0 and words else ""
+
+
+def _repack_client_version() -> str:
+    """The pg_repack program's version, "" when there is none on the PATH."""
+    path = shutil.which("pg_repack")
+    return _repack_version_of(path) if path else ""
+
+
+# The libpq parameters of the app's connection, as the environment variables that
+# give them to another libpq program. pg_repack takes the database as a plain name
+# (a connection string works for its first connection only), so everything goes
+# through the environment; the password too, as command lines are visible to every
+# local user.
+_LIBPQ_ENV = {
+    "host": "PGHOST", "hostaddr": "PGHOSTADDR", "port": "PGPORT", "dbname": "PGDATABASE",
+    "user": "PGUSER", "password": "PGPASSWORD", "passfile": "PGPASSFILE",
+    "service": "PGSERVICE", "connect_timeout": "PGCONNECT_TIMEOUT", "sslmode": "PGSSLMODE",
+    "sslrootcert": "PGSSLROOTCERT", "sslcert": "PGSSLCERT", "sslkey": "PGSSLKEY",
+    "sslcrl": "PGSSLCRL", "gssencmode": "PGGSSENCMODE",
+    "target_session_attrs": "PGTARGETSESSIONATTRS",
+}  # fmt: skip
+
+
+def _repack_env(connection) -> dict[str, str]:
+    """This process's environment with the app's connection parameters as ``PG*`` variables."""
+    env = {k: v for k, v in os.environ.items() if k not in _LIBPQ_ENV.values()}
+    for key, value in connection.get_connection_params().items():
+        if key in _LIBPQ_ENV and value not in (None, ""):
+            env[_LIBPQ_ENV[key]] = str(value)
+    env["PGAPPNAME"] = "memoryapp erasure purge"
+    return env
+
+
+def _quote_ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+@dataclass
+class _RepackRun:
+    """How one pg_repack run ended: exit code, its output lines, what it waited for too long."""
+
+    code: int
+    output: list[str]
+    waited_for: str = ""
+
+    def problem(self) -> str:
+        """The last ERROR or WARNING line of the output (or its last line)."""
+        for line in reversed(self.output):
+            if line.startswith(("ERROR", "WARNING", "FATAL")) or "Skipping" in line:
+                return line
+        return self.output[-1] if self.output else f"exit code {self.code}"
+
+
+def _run_repack(command: list[str], env: dict[str, str], timeout: float) -> _RepackRun:
+    """Run pg_repack; interrupt it when it waits for other transactions longer than ``timeout``.
+
+    Before copying a table pg_repack waits, without a time limit, for every
+    transaction that was running when it installed its trigger ("Waiting for
+    N transactions to finish"). A session left idle in a transaction would
+    hold the erasure for ever, so after ``timeout`` seconds of that the
+    program is interrupted (SIGINT: it drops its trigger and log table) and
+    the purge reports what it waited for.
+    """
+    process = subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    lines: list[str] = []
+    waiting: list[float | None] = [None]  # when the current wait began
+
+    def read() -> None:
+        for raw in process.stdout:
+            line = raw.strip()
+            lines.append(line)
+            if "Waiting for" in line:
+                waiting[0] = waiting[0] or time.monotonic()
+            else:
+                waiting[0] = None
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    waited_for = ""
+    while process.poll() is None:
+        began = waiting[0]
+        if began is not None and time.monotonic() - began > timeout:
+            waited_for = _waited_for(lines)
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+            break
+        time.sleep(0.05)
+    process.wait()
+    reader.join(timeout=5)
+    return _RepackRun(process.returncode, lines, waited_for)
+
+
+def _waited_for(lines: list[str]) -> str:
+    """'1 transaction (first pid 123)' from pg_repack's last "Waiting for" line."""
+    line = next((ln for ln in reversed(lines) if "Waiting for" in ln), "")
+    words = line.split()
+    try:
+        count = words[words.index("for") + 1]
+        pid = words[words.index("PID:") + 1]
+    except (ValueError, IndexError):
+        return "transactions open since it began"
+    return f"{count} transaction(s) (first pid {pid})"
 
 
 VENDORS: dict[str, _Vendor] = {"sqlite": SQLitePurge(), "postgresql": PostgresPurge()}
