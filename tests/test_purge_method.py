@@ -199,6 +199,31 @@ def test_sqlite_first_purge_converts_the_file_then_frees_pages_only(two_subjects
 
 
 @pytest.mark.sqlite_only
+def test_sqlite_no_conversion_while_another_connection_has_the_file(two_subjects):
+    """Converted in WAL mode beside another open connection, the file broke for the others."""
+    alice, _ = two_subjects
+    _set_auto_vacuum("NONE")
+    other = sqlite3.connect(connection.settings_dict["NAME"], isolation_level=None)
+    try:
+        other.execute("SELECT count(*) FROM memories").fetchone()  # attached, not in a transaction
+        receipt = erase(subject=ALICE)
+        assert receipt.verified, receipt.verification
+        assert _purge(receipt)["reclaim"] == "VACUUM"
+        assert any(
+            "not converted to auto_vacuum=INCREMENTAL" in n for n in _purge(receipt)["notes"]
+        )
+        assert _auto_vacuum() == 0
+        with connection.cursor() as cursor:
+            cursor.execute("PRAGMA journal_mode")
+            assert cursor.fetchone()[0] == "wal"
+        assert other.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    finally:
+        other.close()
+    assert found_in(stored_bytes(), subject_markers(alice)) == []
+    _set_auto_vacuum("INCREMENTAL")
+
+
+@pytest.mark.sqlite_only
 def test_sqlite_rewrite_method_vacuums_the_whole_file(two_subjects, settings):
     alice, _ = two_subjects
     settings.MEMORYAPP_ERASURE_PURGE_METHOD = "rewrite"
@@ -221,6 +246,48 @@ def test_sqlite_auto_vacuum_full_needs_no_vacuum_at_all(two_subjects):
         assert found_in(stored_bytes(), subject_markers(alice)) == []
     finally:
         _set_auto_vacuum("INCREMENTAL")
+
+
+def _free_pages_after_the_purge(monkeypatch, victim: str) -> None:
+    """After the purge, another connection deletes ``victim``'s bulky rows (pages go free)."""
+    original = vendor_purge.SQLitePurge.purge
+
+    def purge_then_free(self, connection_, *args, **kwargs):
+        outcome = original(self, connection_, *args, **kwargs)
+        other = sqlite3.connect(connection_.settings_dict["NAME"], isolation_level=None)
+        other.execute("PRAGMA secure_delete = ON")
+        other.execute(
+            "DELETE FROM memories WHERE key_normalized LIKE 'bulk_note_%' AND subject = ?", [victim]
+        )
+        other.close()
+        return outcome
+
+    monkeypatch.setattr(vendor_purge.SQLitePurge, "purge", purge_then_free)
+
+
+@pytest.mark.sqlite_only
+@pytest.mark.parametrize("scanned", [True, False], ids=["byte-scan", "no-byte-scan"])
+def test_sqlite_pages_freed_by_others_after_the_purge_are_left_to_the_scan(
+    two_subjects, monkeypatch, scanned
+):
+    """Another tenant deleting while we verify must not fail the receipt, nor pass it blind."""
+    from memoryapp.erasure import probes
+
+    _set_auto_vacuum("INCREMENTAL")
+    _bulky(BOB)
+    _free_pages_after_the_purge(monkeypatch, BOB)
+    if not scanned:  # a retry in another process: no probes, so nothing reads the pages
+        monkeypatch.setattr(probes, "recall", lambda rid, alias: None)
+    receipt = erase(subject=ALICE)
+    facts = receipt.details["aliases"]["default"]["verification"]
+    assert receipt.purge_status == "purged", receipt.purge_status
+    assert facts["freelist_count"] > 0, "control: pages were free at verification"
+    if scanned:
+        assert receipt.verified, receipt.verification
+        assert "(written since the purge; read by the byte scan)" in receipt.verification
+    else:
+        assert not receipt.verified, receipt.verification
+        assert "no byte scan read it" in receipt.verification
 
 
 # ---------------------------------------------------------------- PostgreSQL

@@ -246,11 +246,18 @@ class SQLitePurge(_Vendor):
         mode = int(cursor.fetchone()[0])
         if mode == 0:
             details["reclaim"] = "VACUUM (conversion to auto_vacuum=INCREMENTAL)"
-            cursor.execute("PRAGMA auto_vacuum = INCREMENTAL")
+            if self._convert_alone(cursor, deadline):
+                notes.append(
+                    "file converted to auto_vacuum=INCREMENTAL (one VACUUM); later purges "
+                    "free the erased pages only"
+                )
+                return
+            details["reclaim"] = "VACUUM"
             self._retry(cursor, "VACUUM", deadline)
             notes.append(
-                "file converted to auto_vacuum=INCREMENTAL (one VACUUM); later purges free "
-                "the erased pages only"
+                "file not converted to auto_vacuum=INCREMENTAL (other connections had it "
+                "open; the conversion needs the file to itself), so this purge rewrote it "
+                "with VACUUM; docs/compliance.md §3 says how to convert it"
             )
             return
         cursor.execute("PRAGMA freelist_count")
@@ -258,6 +265,41 @@ class SQLitePurge(_Vendor):
         details["reclaim"] = "incremental_vacuum" if mode == 2 else "auto_vacuum=FULL (at commit)"
         if mode == 2 and details["freed_pages"]:
             self._retry_script(connection, "PRAGMA incremental_vacuum;", deadline)
+
+    @classmethod
+    def _convert_alone(cls, cursor, deadline: float) -> bool:
+        """Switch the file to ``auto_vacuum=INCREMENTAL`` if no other connection has it open.
+
+        The switch is a ``VACUUM`` after ``PRAGMA auto_vacuum``. Done in WAL mode
+        while another connection stays open, it corrupted the file for the
+        other connections' next writes (SQLite 3.40, bench/ERASURE.md): so it
+        runs in rollback-journal mode, which SQLite lets a connection enter
+        only when it is the file's only one — the proof that it is alone.
+        Returns False (nothing changed) when it is not.
+        """
+        cursor.execute("PRAGMA journal_mode")
+        journal = str(cursor.fetchone()[0]).lower()
+        if journal == "wal":
+            try:
+                cursor.execute("PRAGMA journal_mode = DELETE")
+            except DatabaseError as exc:
+                if "locked" in str(exc):
+                    return False
+                raise
+            if str(cursor.fetchone()[0]).lower() != "delete":
+                return False
+        try:
+            cursor.execute("PRAGMA auto_vacuum = INCREMENTAL")
+            cls._retry(cursor, "VACUUM", deadline)
+        except DatabaseError:
+            # Not left pending: a later VACUUM in WAL mode would apply it.
+            cursor.execute("PRAGMA auto_vacuum = NONE")
+            raise
+        finally:
+            if journal == "wal":
+                # Another process may have begun reading meanwhile: retried as the VACUUM.
+                cls._retry(cursor, "PRAGMA journal_mode = WAL", max(deadline, time.monotonic() + 5))
+        return True
 
     @classmethod
     def _retry_script(cls, connection, sql: str, deadline: float) -> None:
@@ -341,6 +383,13 @@ class SQLitePurge(_Vendor):
         parts = [f"freelist {free} page(s)"]
         ok = free == 0
         must_read = {}
+        if free and path:
+            # The purge ended with no free page (incremental_vacuum or VACUUM), so
+            # these are pages other connections freed since — zeroed by their
+            # secure_delete, but that is their setting, not a fact we can see.
+            # As for the WAL below: the byte scan must read the whole file.
+            ok = True
+            must_read[path] = _size(path)
         if journal == "wal":
             parts.append(f"-wal {wal} byte(s)")
             if wal:
