@@ -22,6 +22,7 @@ from django.db import connection
 
 from memoryapp import conf
 from memoryapp.db import purge as vendor_purge
+from memoryapp.db.finder import FileFinder
 from memoryapp.erasure import erase, retry_purge
 
 from ._erasure_support import (
@@ -79,6 +80,48 @@ def test_the_receipt_names_the_method(settings, method, sqlite, postgresql):
     expected = sqlite if connection.vendor == "sqlite" else postgresql
     receipt = erase(ids=["nonexistent0000"])
     assert expected in receipt.purge_method
+
+
+# ---------------------------------------------------------------- the byte scan's finder
+@pytest.mark.parametrize("seed_", [1, 2, 3])
+def test_file_finder_finds_exactly_what_a_naive_search_finds(tmp_path, monkeypatch, seed_):
+    """Two word alignments and four anchors a piece: every start offset mod 8 is covered."""
+    import random
+
+    rng = random.Random(seed_)
+    monkeypatch.setattr(vendor_purge, "SCAN_CHUNK", 4096)  # many chunk boundaries
+    words = [b"the ", b"content ", b"of ", b"a memory ", b"note ", b"tenant "]
+    text = b"".join(rng.choice(words) for _ in range(40_000))  # repetitive, like real rows
+    pieces = [
+        text[i : i + n]
+        for n in (11, 12, 13, 15, 48)
+        for i in rng.sample(range(0, len(text) - 64), 30)
+    ]
+    pieces += [
+        bytes(rng.getrandbits(8) for _ in range(n)) for n in (11, 14, 16, 48, 64) for _ in range(20)
+    ]
+    data = bytearray(text)
+    for i, piece in enumerate(pieces[150:]):  # planted at every offset mod 8
+        pos = 8 * rng.randrange(len(data) // 8 - 16) + i % 8
+        data[pos : pos + len(piece)] = piece
+    data[4096 - 6 : 4096 - 6 + 48] = pieces[-1]  # across the first chunk boundary
+    (tmp_path / "blob").write_bytes(bytes(data))
+    finder = FileFinder(pieces)
+    assert finder.ALIGNMENTS == (0, 4)
+    found, scanned = vendor_purge.scan([str(tmp_path / "blob")], pieces)
+    assert scanned == len(data)
+    expected = {i for i, piece in enumerate(pieces) if piece in data}
+    assert found == expected
+    assert len(pieces) - 1 in found and len(expected) > 150
+
+
+def test_short_pieces_still_use_the_eight_alignment_finder(tmp_path):
+    data = b"x" * 1000 + b"shortone" + b"y" * 1000
+    (tmp_path / "blob").write_bytes(data)
+    found, _ = vendor_purge.scan([str(tmp_path / "blob")], [b"shortone", b"absent piece here"])
+    assert found == {0}
+    with pytest.raises(ValueError, match="at least 11 bytes"):
+        FileFinder([b"shortone"])
 
 
 # ---------------------------------------------------------------- SQLite

@@ -21,7 +21,7 @@ import json
 import sys
 from collections.abc import Iterable, Sequence
 
-from .finder import Finder
+from .finder import FileFinder, Finder
 
 SCAN_CHUNK = 4 * 1024 * 1024
 
@@ -35,7 +35,10 @@ def scan_here(
     total = 0
     if not pieces:
         return found, total, read
-    finder = Finder(pieces)
+    # Probes are 12+ bytes: the two-alignment finder reads ~3x faster; shorter
+    # pieces (a test's) keep the eight-alignment one.
+    short = min(len(p) for p in pieces) < FileFinder.MIN_BYTES
+    finder = Finder(pieces) if short else FileFinder(pieces)
     overlap = max(len(p) for p in pieces) - 1
     for path in paths:
         try:
