@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 TEST_POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/memoryapp
 PYTEST_ARGS ?=
 
-.PHONY: run serve test test-sqlite test-postgres lint install bench bench-api bench-linear bench-tenants clean
+.PHONY: run serve test test-sqlite test-postgres lint install bench bench-api bench-linear bench-tenants bench-erasure clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -78,6 +78,12 @@ bench-linear: $(STAMP)
 ## BENCH_ARGS="--quick" for a smoke run; "--vendor sqlite --tenants 200" etc. (--help).
 bench-tenants: $(STAMP)
 	$(PY) bench/tenants.py $(BENCH_ARGS)
+
+## Erasure while other tenants work: SQLite 1,000,000 and PostgreSQL 10,000,000 memories,
+## purge before (VACUUM / VACUUM FULL) and after (incremental_vacuum / pg_repack): bench/ERASURE.md.
+## BENCH_ARGS="--quick" for a smoke run; "--vendor postgresql --pg-namespaces 1000" etc. (--help).
+bench-erasure: $(STAMP)
+	$(PY) bench/erasure.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) var/test_db.sqlite3*
