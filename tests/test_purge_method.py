@@ -267,6 +267,39 @@ def test_sqlite_no_conversion_while_another_connection_has_the_file(two_subjects
 
 
 @pytest.mark.sqlite_only
+def test_sqlite_a_writer_holding_the_lock_means_not_purged_then_a_retry_succeeds(
+    two_subjects, monkeypatch, settings
+):
+    alice, _ = two_subjects
+    _set_auto_vacuum("INCREMENTAL")
+    gone = subject_markers(alice) + _bulky(ALICE)
+    settings.MEMORYAPP_ERASURE_PURGE_TIMEOUT = 0.3
+    writer = sqlite3.connect(connection.settings_dict["NAME"], isolation_level=None)
+    original = vendor_purge.SQLitePurge.purge
+
+    def purge_while_locked(self, *args, **kwargs):
+        writer.execute("BEGIN IMMEDIATE")  # after the DELETEs committed, for the purge only
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            writer.rollback()
+
+    monkeypatch.setattr(vendor_purge.SQLitePurge, "purge", purge_while_locked)
+    try:
+        receipt = erase(subject=ALICE)
+    finally:
+        writer.close()
+    assert receipt.purge_status == "not purged: incremental_vacuum failed: database is locked"
+    assert not receipt.verified
+    monkeypatch.setattr(vendor_purge.SQLitePurge, "purge", original)
+    settings.MEMORYAPP_ERASURE_PURGE_TIMEOUT = 10
+    (retried,) = retry_purge(receipt)
+    assert retried.verified, retried.verification
+    assert sqlite_files_state() == {"freelist_count": 0, "wal_bytes": 0}
+    assert found_in(stored_bytes(), gone) == []
+
+
+@pytest.mark.sqlite_only
 def test_sqlite_rewrite_method_vacuums_the_whole_file(two_subjects, settings):
     alice, _ = two_subjects
     settings.MEMORYAPP_ERASURE_PURGE_METHOD = "rewrite"

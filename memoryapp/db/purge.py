@@ -195,7 +195,7 @@ class SQLitePurge(_Vendor):
                 try:
                     self._reclaim(connection, cursor, started + timeout, notes, details)
                 except DatabaseError as exc:
-                    step = details["reclaim"].split(" (")[0]
+                    step = details.get("reclaim", "VACUUM").split(" (")[0]
                     return _not_purged(f"{step} failed: {_first_line(exc)}", notes=notes)
                 cursor.execute("PRAGMA journal_mode")
                 journal = str(cursor.fetchone()[0]).lower()
