@@ -359,6 +359,11 @@ class SQLitePurge(_Vendor):
                 old_timeout = int(cursor.fetchone()[0])
                 cursor.execute("PRAGMA busy_timeout = 50")
                 try:
+                    # The receipt's own update (its sealed request emptied) freed a
+                    # few pages after the purge: secure_delete zeroed them, and in an
+                    # auto_vacuum=INCREMENTAL file this returns them too (a no-op in
+                    # any other file; the cost follows the free pages, not the file).
+                    self._retry_script(connection, "PRAGMA incremental_vacuum;", 0.0)
                     cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
                     cursor.fetchall()
                 finally:
