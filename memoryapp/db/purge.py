@@ -47,6 +47,7 @@ from pathlib import Path
 from django.db import DatabaseError, NotSupportedError
 
 from .. import conf
+from . import partitioning
 
 LOCAL_HOSTS = ("", "localhost", "127.0.0.1", "::1")
 
@@ -140,6 +141,14 @@ class _Vendor:
 
     def settle(self, connection) -> None:
         """Best effort, after the receipt is written: leave no residue of that write either."""
+
+    def storage_tables(
+        self, connection, tables: Sequence[str], remainders: Sequence[int] | None
+    ) -> tuple[list[str], dict[str, str]]:
+        """The relations that hold ``tables``' rows for an erasure whose rows were in
+        the hash partitions ``remainders`` (None: unknown, all of them), and a note per
+        partitioned table. Unpartitioned vendors purge the tables as they are."""
+        return list(tables), {}
 
     def scan_files(self, connection, tables: Sequence[str]) -> ScanFiles:
         """The files holding ``tables`` that this process can read."""
@@ -529,10 +538,25 @@ class PostgresPurge(_Vendor):
             time.sleep(0.05)
 
     @staticmethod
+    def _parents(cursor, tables) -> list[str]:
+        """The partitioned tables whose leaves are among ``tables``."""
+        cursor.execute(
+            "SELECT DISTINCT i.inhparent::regclass::text FROM pg_inherits i "
+            "WHERE i.inhrelid = ANY(SELECT to_regclass(t) FROM unnest(%s::text[]) AS t) "
+            "ORDER BY 1",
+            [list(tables)],
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+    @staticmethod
     def _is_superuser(cursor) -> bool:
         cursor.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
         row = cursor.fetchone()
         return bool(row and row[0])
+
+    def storage_tables(self, connection, tables, remainders):
+        with connection.cursor() as cursor:
+            return partitioning.storage_tables(cursor, tables, remainders)
 
     def purge(self, connection, tables, *, token, timeout) -> PurgeOutcome:
         if connection.in_atomic_block:
@@ -576,6 +600,20 @@ class PostgresPurge(_Vendor):
                             cursor.execute(
                                 "DELETE FROM pg_statistic WHERE starelid = %s::regclass", [table]
                             )
+                    # A partitioned table's own statistics sample every leaf, the
+                    # erased rows too; ANALYZE of the parent would re-read all its
+                    # leaves, so they are dropped (queries prune to leaves, whose
+                    # statistics were just refreshed).
+                    parents = self._parents(cursor, tables)
+                    for parent in parents:
+                        cursor.execute(
+                            "DELETE FROM pg_statistic WHERE starelid = %s::regclass", [parent]
+                        )
+                    if parents:
+                        notes.append(
+                            "statistics of the partitioned tables as a whole dropped "
+                            "(each rewritten partition analysed)"
+                        )
                 if superuser:
                     # The statistics ANALYZE just replaced are dead row versions of
                     # pg_statistic: wait, as above, for what could still see them.
@@ -729,9 +767,9 @@ class PostgresPurge(_Vendor):
         ]
         if skipped:
             return _not_purged(
-                f"pg_repack did not rewrite {', '.join(skipped)}: it could not take the "
+                f"pg_repack did not rewrite {len(skipped)} table(s): it could not take the "
                 f"table lock within {wait}s (another session holds a lock; "
-                f"{run.problem()}); retry",
+                f"{run.problem()}); retry ({', '.join(skipped)})",
                 notes=notes,
             )
         notes.append(f"{len(after)} table(s) rewritten by pg_repack")
@@ -817,7 +855,11 @@ class PostgresPurge(_Vendor):
             "pg_wal until they are recycled, the WAL archive, base backups and pg_dump "
             "files, and server logs (if statements are logged). Replicas replay the same "
             "erasure, but their own WAL and backups are not purged. After restoring a "
-            "backup, run 'manage.py memory erase --replay'."
+            "backup, run 'manage.py memory erase --replay'.",
+            "PostgreSQL: the tables are partitioned by namespace; the purge rewrote, and "
+            "the byte scan read, the partitions that held the erased rows. The app never "
+            "moves a row to another namespace; a row that another program moved keeps its "
+            "old version in its former partition until that one is rewritten.",
         ]
 
     def backup(self, connection, path: str) -> str:

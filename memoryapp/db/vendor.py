@@ -36,6 +36,9 @@ class Vendor:
     """Timestamps are stored as ISO text (shared with Agentao's files)."""
     adopts_files: bool
     """An Agentao ``memory.db`` file can be adopted in place."""
+    partitions_by_namespace: bool
+    """The personal-data tables are hash-partitioned by namespace, so an erasure's
+    purge rewrites only the partitions that held its rows (:mod:`.partitioning`)."""
 
 
 SQLITE = Vendor(
@@ -48,6 +51,7 @@ SQLITE = Vendor(
     analyze_after_bulk_load=False,
     text_timestamps=True,
     adopts_files=True,
+    partitions_by_namespace=False,
 )
 POSTGRESQL = Vendor(
     name="postgresql",
@@ -59,6 +63,7 @@ POSTGRESQL = Vendor(
     analyze_after_bulk_load=True,
     text_timestamps=False,
     adopts_files=False,
+    partitions_by_namespace=True,
 )
 _BY_NAME = {v.name: v for v in (SQLITE, POSTGRESQL)}
 

@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
 from .. import conf
+from ..db import partitioning
 from ..db import purge as vendor_purge
+from ..db.vendor import of as vendor_of
 from ..fields import now
 from ..models import (
     ErasureReceipt,
@@ -87,6 +89,9 @@ class Work:
     ids: dict[str, list[str]] = field(default_factory=dict)
     authored: list[str] = field(default_factory=list)
     values: list[str] = field(default_factory=list)
+    partitions: set[int] = field(default_factory=set)
+    """Hash partitions that held the deleted (or pseudonymised) rows, where the
+    tables are partitioned by namespace: the ones the purge must rewrite."""
 
 
 def apply(alias: str, target: Target, *, delete: bool, truncate: bool = False) -> Work:
@@ -134,6 +139,7 @@ def apply(alias: str, target: Target, *, delete: bool, truncate: bool = False) -
     extra_events = events_filter(target)
     n_events = 0
     if delete:
+        work.partitions = _partitions_of(alias, work, extra_events)
         for table, model in ROW_MODELS.items():
             for batch in batches(work.ids[table]):
                 model.objects.using(alias).filter(pk__in=list(batch)).delete()
@@ -159,6 +165,30 @@ def apply(alias: str, target: Target, *, delete: bool, truncate: bool = False) -
             n_events += events.filter(extra_events).count()
     work.counts[EVENTS] = n_events
     return work
+
+
+def _partitions_of(alias: str, work: Work, extra_events) -> set[int]:
+    """The hash partitions holding the rows about to go (read before they do).
+
+    The pseudonymised authored rows count too: their old versions, with the
+    subject's key, stay in their partition until it is rewritten.
+    """
+    if not vendor_of(alias).partitions_by_namespace:
+        return set()
+    querysets = []
+    for table, model in ROW_MODELS.items():
+        querysets += [
+            model.objects.using(alias).filter(pk__in=list(b)) for b in batches(work.ids[table])
+        ]
+    events = MemoryEvent.objects.using(alias)
+    row_ids = [pk for table in ROW_MODELS for pk in work.ids[table]]
+    querysets += [events.filter(memory_id__in=list(b)) for b in batches(row_ids)]
+    if extra_events is not None:
+        querysets.append(events.filter(extra_events))
+    querysets += [
+        Memory.objects.using(alias).filter(pk__in=list(b)) for b in batches(work.authored)
+    ]
+    return partitioning.holding_remainders(querysets)
 
 
 def _slices_of(alias: str, memory_ids: list[str]) -> set[tuple[str, str]]:
@@ -351,6 +381,9 @@ def delete(receipt: ErasureReceipt, targets: Sequence[Target]) -> list[dict[str,
                 info = {"token": token, "tables": tables, "deleted_at": now().isoformat()}
                 if truncate:
                     info["everything_before"] = receipt.created_at.isoformat()
+                elif vendor_of(alias).partitions_by_namespace:
+                    # Hash remainders only: which partitions, never which namespaces.
+                    info["partitions"] = sorted(set().union(*(w.partitions for w in works)))
                 done[alias] = info
                 pieces[alias] = probes.pieces_of(v for w in works for v in w.values)
                 info["probe_fragments"] = len(pieces[alias])

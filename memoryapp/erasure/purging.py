@@ -72,11 +72,16 @@ def finish(receipts: Sequence[ErasureReceipt], *, using: str) -> list[ErasureRec
             t for t in (*CONTENT_TABLES, ADMIN_LOG) if any(t in i.get("tables", ()) for i in infos)
         )
         token = _newest_token([i.get("token") or {} for i in infos])
+        tables, partitions = vendors[alias].storage_tables(
+            connection, tables, _partitions([i for i in infos if i.get("tables")])
+        )
         if tables:
             phases.report("purging")
             began = time.monotonic()
             outcome = vendors[alias].purge(connection, tables, token=token, timeout=timeout)
             metrics.purge_done(vendors[alias].name, time.monotonic() - began, ok=outcome.ok)
+            if partitions:
+                outcome.details["partitions"] = partitions
         else:
             outcome = vendor_purge.PurgeOutcome("purged", notes=["nothing to purge"])
         for r in covered:
@@ -99,6 +104,14 @@ def finish(receipts: Sequence[ErasureReceipt], *, using: str) -> list[ErasureRec
         if r.verified:
             probes.forget(r.id)
     return list(receipts)
+
+
+def _partitions(infos: list[dict]) -> list[int] | None:
+    """The hash partitions the receipts' rows were in; None when one receipt does not say
+    (recorded before partitioning, or an erasure of everything): then every partition."""
+    if any("partitions" not in i for i in infos):
+        return None
+    return sorted({int(p) for i in infos for p in i["partitions"]})
 
 
 def _newest_token(tokens: list[dict]) -> dict:
