@@ -10,13 +10,16 @@ plain SQL (bench/erasure_seed.py: ``namespaces × per`` memories of tenants that
 quarter of their content, one event each, and two users of 100 memories). Then, while a
 second process (bench/erasure_load.py) recalls and upserts in 20 other namespaces:
 
-  1. "before": ``MEMORYAPP_ERASURE_PURGE_METHOD = "rewrite"`` (the method before this
-     change: VACUUM of the whole SQLite file, VACUUM FULL of each PostgreSQL table);
-     one namespace of ``per`` rows is erased, then one user of 100 rows;
-  2. SQLite only: the one-time conversion to ``auto_vacuum=INCREMENTAL`` (the first purge
-     under the new method does it; timed on its own);
-  3. "after": the default ``"auto"`` (SQLite incremental_vacuum; PostgreSQL pg_repack),
-     another namespace and the other user.
+  1. "before": SQLite ``MEMORYAPP_ERASURE_PURGE_METHOD = "rewrite"`` (VACUUM of the whole
+     file, the method before issue 14.2); PostgreSQL the tables as they were before
+     partitioning (``--pg-before plain``, the default: one plain table each, rewritten
+     whole by pg_repack) or the ``"rewrite"`` method (``--pg-before rewrite``: VACUUM FULL
+     of each partition); one namespace of ``per`` rows is erased, then one user of 100 rows;
+  2. the one-time conversion, timed on its own: SQLite to ``auto_vacuum=INCREMENTAL`` (the
+     first purge under the new method does it); PostgreSQL, after ``--pg-before plain``,
+     migration 0008's partitioning of the seeded tables (64 hash partitions by namespace);
+  3. "after": the default ``"auto"`` (SQLite incremental_vacuum; PostgreSQL pg_repack of
+     the partitions that held the erased rows), another namespace and the other user.
 
 Each erasure goes through ``memoryapp.erasure.erase``; its phases are timed by wrapping
 the vendor purge and the verification (delete = until the purge starts; verify = the SQL
@@ -200,6 +203,7 @@ def run_method(vendor: str, method: str, phases: Phases, namespace: str, subject
     settings.MEMORYAPP_ERASURE_PURGE_METHOD = method
     settings.MEMORYAPP_ERASURE_PURGE_TIMEOUT = PURGE_TIMEOUT
     load_ns = [seed.namespace(t) for t in range(500, 500 + LOAD_NAMESPACES)]
+    layout = table_layout(vendor)
     results = []
     with Load(url, load_ns, OUT) as load:
         for target in ({"namespace": namespace}, {"subject": subject}):
@@ -211,7 +215,40 @@ def run_method(vendor: str, method: str, phases: Phases, namespace: str, subject
         if result["purge_window"][0]:
             result["load_purge"] = summarize(load.ops, *result["purge_window"])
     before = [op for op in load.ops if op[0] < results[0]["window"][0]]
+    for result in results:
+        result["layout"] = layout
     return {"method": method, "erasures": results, "load_baseline": summarize(before)}
+
+
+def table_layout(vendor: str) -> str:
+    """ "64 partitions" or "plain tables" (PostgreSQL's ``memories``); "one file" (SQLite)."""
+    from django.db import connection
+
+    from memoryapp.db import partitioning
+
+    if vendor == "sqlite":
+        return "one file"
+    with connection.cursor() as cursor:
+        if partitioning.is_partitioned(cursor, "memories"):
+            return f"{len(partitioning.leaves(cursor, 'memories'))} partitions"
+    return "plain tables"
+
+
+def set_partitioned(partitioned: bool) -> dict:
+    """Rebuild PostgreSQL's personal-data tables partitioned (migration 0008) or plain; timed."""
+    from django.db import connection
+
+    from memoryapp.db import partitioning
+
+    change = partitioning.partition_table if partitioned else partitioning.unpartition_table
+    started = time.perf_counter()
+    with connection.cursor() as cursor:
+        for name in partitioning.TABLES:
+            change(cursor, name)
+    return {
+        "seconds": round(time.perf_counter() - started, 3),
+        "status": "partitioned" if partitioned else "plain",
+    }
 
 
 def short(result: dict) -> str:
@@ -245,6 +282,9 @@ def run_vendor(args, vendor: str) -> dict:
     namespaces = args.sqlite_namespaces if vendor == "sqlite" else args.pg_namespaces
     url = fresh_database(vendor)
     setup_django(url)
+    plain_first = vendor == "postgresql" and args.pg_before == "plain"
+    if plain_first:  # the layout before migration 0008, on the still empty tables
+        set_partitioned(False)
     started = time.perf_counter()
     if vendor == "sqlite":
         counts = seed.seed_sqlite(
@@ -271,11 +311,19 @@ def run_vendor(args, vendor: str) -> dict:
     log(f"{vendor}: seeded {counts} in {report['seed_seconds']} s")
     phases = Phases()
     report["before"] = run_method(
-        vendor, "rewrite", phases, seed.namespace(namespaces // 3), seed.subject(0), url
+        vendor,
+        "auto" if plain_first else "rewrite",
+        phases,
+        seed.namespace(namespaces // 3),
+        seed.subject(0),
+        url,
     )
     if vendor == "sqlite":
         report["conversion"] = convert_sqlite(phases)
         log(f"  sqlite conversion: {report['conversion']}")
+    elif plain_first:
+        report["conversion"] = set_partitioned(True)
+        log(f"  postgresql partitioning: {report['conversion']}")
     report["after"] = run_method(
         vendor, "auto", phases, seed.namespace(2 * namespaces // 3), seed.subject(1), url
     )
@@ -316,7 +364,8 @@ def table(report: dict) -> list[str]:
             load, during = e["load"], e.get("load_purge") or {}
             verdict = "verified" if e["verified"] else e["purge_status"][:70]
             rows.append(
-                f"| {e['target']} | {label}: {e['rewrite']} | {e['rows']:,} ({e['events']:,}) "
+                f"| {e['target']} | {label}: {e['rewrite']}, {e.get('layout', '')} "
+                f"| {e['rows']:,} ({e['events']:,}) "
                 f"| {e['delete_s']:.2f} s | {e['purge_s']:.2f} s | {e['verify_s']:.2f} s "
                 f"({e['scan_s']:.1f} s, {e['kept_rows_s']:.1f} s) | **{e['total_s']:.2f} s** "
                 f"| {load['max_ms']} / {load['p99_ms']} ms ({during.get('max_ms')} / "
@@ -348,11 +397,19 @@ def markdown(runs: list[dict], quick: bool) -> str:
             *table(report),
             "",
         ]
-        if "conversion" in report:
+        if "conversion" in report and report["vendor"] == "sqlite":
             c = report["conversion"]
             lines += [
                 f"One-time conversion to `auto_vacuum=INCREMENTAL` (the first purge under "
                 f"the new method, alone with the file): {c['seconds']} s ({c['status']}).",
+                "",
+            ]
+        elif "conversion" in report:
+            c = report["conversion"]
+            lines += [
+                f"One-time partitioning of the seeded tables (migration 0008: 64 hash "
+                f"partitions by namespace, every row copied, indexes rebuilt), between the "
+                f"two methods: {c['seconds']} s.",
                 "",
             ]
     return "\n".join(lines)
@@ -400,6 +457,13 @@ def main() -> None:
         type=float,
         default=60.0,
         help="MEMORYAPP_ERASURE_PURGE_TIMEOUT for every erasure (the default setting is 10)",
+    )
+    parser.add_argument(
+        "--pg-before",
+        choices=["plain", "rewrite"],
+        default="plain",
+        help="PostgreSQL's 'before': unpartitioned tables with pg_repack (plain) or "
+        "VACUUM FULL of the partitions (rewrite)",
     )
     parser.add_argument("--quick", action="store_true", help="50 namespaces per vendor")
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # set in the child process

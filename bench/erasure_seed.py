@@ -294,7 +294,9 @@ def _pg_restore_indexes(conn, saved: dict[str, list[tuple]]) -> None:
                     f'ALTER TABLE {table} ADD CONSTRAINT "{constraint}" PRIMARY KEY ({columns})'
                 )
             else:
-                conn.execute(definition)
+                # A partitioned table's index reads "ON ONLY t", which would not
+                # recurse into the partitions: built on the whole table instead.
+                conn.execute(definition.replace(" ON ONLY ", " ON ", 1))
 
 
 def _pg_users(conn, entries, subjects: int, subject_rows: int) -> None:
