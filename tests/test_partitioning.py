@@ -171,3 +171,28 @@ def test_sqlite_keeps_one_file_and_purges_the_tables_as_they_are():
     assert receipt.verified, receipt.verification
     info = receipt.details["aliases"]["default"]
     assert "partitions" not in info and "partitions" not in info["purge"]
+
+
+@pytest.mark.postgres_only
+@pytest.mark.django_db
+def test_the_kept_row_check_reads_the_scanned_partitions_first():
+    from django.test.utils import CaptureQueriesContext
+
+    from memoryapp.erasure import kept
+
+    here, elsewhere = "acme/here", None
+    with connection.cursor() as cursor:
+        wanted = partitioning.remainder_for(cursor, here)
+        for i in range(100):
+            if partitioning.remainder_for(cursor, f"acme/else{i}") != wanted:
+                elsewhere = f"acme/else{i}"
+                break
+    MemoryManager(project=here).save_memory("a", "the sentence stored beside it")
+    MemoryManager(project=elsewhere).save_memory("b", "the sentence stored far away")
+    leaf = partitioning.leaf_name("memories", wanted)
+    beside, far = b"stored beside it", b"stored far away"
+    with CaptureQueriesContext(connection) as queries:
+        assert kept.explained("default", [beside], first=[leaf]) == {0}
+    assert queries.captured_queries and all(leaf in q["sql"] for q in queries.captured_queries)
+    # A fragment no row of those partitions holds: the rest of the rows still explain it.
+    assert kept.explained("default", [beside, far, b"held by no row"], first=[leaf]) == {0, 1}

@@ -149,6 +149,34 @@ def holding_remainders(querysets: Iterable) -> set[int]:
     return found
 
 
+def leaf_rows(cursor, leaf: str, columns: Sequence[str], chunk: int) -> Iterable[list[tuple]]:
+    """``(namespace, id, *columns)`` rows of one leaf, ``chunk`` per query, in primary-key
+    order (keyset pagination on ``(namespace, id)``: each query costs its chunk only)."""
+    names = ", ".join(_quote(c) for c in columns)
+    base = f"SELECT {KEY}, id, {names} FROM {_quote(leaf)}"
+    last: tuple | None = None
+    while True:
+        if last is None:
+            cursor.execute(f"{base} ORDER BY {KEY}, id LIMIT %s", [chunk])
+        else:
+            cursor.execute(
+                f"{base} WHERE ({KEY}, id) > (%s, %s) ORDER BY {KEY}, id LIMIT %s",
+                [*last, chunk],
+            )
+        rows = cursor.fetchall()
+        if rows:
+            yield rows
+        if len(rows) < chunk:
+            return
+        last = (rows[-1][0], rows[-1][1])
+
+
+def table_of(leaf: str) -> str | None:
+    """The partitioned table a leaf belongs to (by its name), or None."""
+    match = _LEAF.match(leaf)
+    return match["table"] if match and match["table"] in TABLES else None
+
+
 # ------------------------------------------------------------------ conversion
 def partition_table(cursor, table: str, partitions: int = PARTITIONS) -> None:
     """Rebuild ``table`` as ``PARTITION BY HASH (namespace)`` with ``partitions`` leaves.

@@ -10,6 +10,7 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from django.utils.dateparse import parse_datetime
 
 from .. import conf, metrics
+from ..db import partitioning
 from ..db import purge as vendor_purge
 from ..fields import now
 from ..models import UNFINISHED_STATES, ErasureReceipt, MemoryEvent, ReceiptState
@@ -203,7 +204,7 @@ def _byte_scan(alias: str, r: ErasureReceipt, vendor, tables, read: dict[str, in
     if not files.possible:
         return True, f"byte scan: not possible ({files.note})", None
     found, scanned = vendor_purge.scan(files.paths, pieces, read=read)
-    kept = _in_kept_rows(alias, pieces, found)
+    kept = _in_kept_rows(alias, pieces, found, tables)
     unexplained = len(found) - len(kept)
     result = "none found" if not found else f"{unexplained} found"
     if kept:
@@ -239,13 +240,19 @@ def _remaining(alias: str, r: ErasureReceipt) -> int:
     return n
 
 
-def _in_kept_rows(alias: str, pieces: list[bytes], found: set[int]) -> set[int]:
+def _in_kept_rows(
+    alias: str, pieces: list[bytes], found: set[int], scanned: Sequence[str] = ()
+) -> set[int]:
     """The found fragments (indexes into ``pieces``) that a kept row holds too.
 
-    One pass over the kept rows for all of them (:mod:`.kept`), never a query each.
+    One pass over the kept rows for all of them (:mod:`.kept`), never a query
+    each; the partitions the scan read (``scanned``) first.
     """
+    if not found:
+        return set()
     order = sorted(found)
-    return {order[j] for j in explained_by_kept_rows(alias, [pieces[i] for i in order])}
+    leaves = [t for t in scanned if partitioning.table_of(t)]
+    return {order[j] for j in explained_by_kept_rows(alias, [pieces[i] for i in order], leaves)}
 
 
 def unfinished(using: str | None = None):
