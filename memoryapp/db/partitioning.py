@@ -67,6 +67,21 @@ def id_index(table: str) -> str:
     return f"ix_{table}_id"
 
 
+def claim_id(cursor, table: str, value: str) -> bool:
+    """Whether no row of ``table`` has id ``value``, that id held for this transaction.
+
+    The primary key of a partitioned table is ``(namespace, id)``: it no longer
+    refuses an id that a row of another namespace has. The app draws its own
+    ids at random; a writer that brings its own (Agentao's 8 hex digits, chosen
+    per file) calls this first, inside its transaction: a transaction-scoped
+    advisory lock on the id makes a concurrent claim of the same id wait until
+    this one commits, and then see its row.
+    """
+    cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"{table}:{value}"])
+    cursor.execute(f"SELECT EXISTS (SELECT 1 FROM {_quote(table)} WHERE id = %s)", [value])
+    return not cursor.fetchone()[0]
+
+
 # ------------------------------------------------------------------ the schema
 def is_partitioned(cursor, table: str) -> bool:
     """Whether ``table`` is a partitioned table here (relkind ``p``)."""
@@ -248,9 +263,33 @@ def _rebuild(cursor, table: str, partitions: int) -> None:
     by_id = any(re.search(r"USING btree \(id\b", d) for n, d in indexes if n != id_index(table))
     if partitions and not by_id:  # Django's "_like" index of a text id serves equality too
         cursor.execute(f"CREATE INDEX {_quote(id_index(table))} ON {qt} (id)")
+    if partitions:
+        _name_leaf_indexes(cursor, table)
     for definition in triggers:
         cursor.execute(definition)
     cursor.execute(f"ANALYZE {qt}")
+
+
+def _name_leaf_indexes(cursor, table: str) -> None:
+    """Name each leaf's index after the table's: ``uix_memories_scope_key_p17``, not the
+    generated ``memories_p17_namespace_scope_key_normalized_idx`` (plans stay readable)."""
+    cursor.execute(
+        "SELECT c.relname, p.relname, t.relname FROM pg_index x "
+        "JOIN pg_class p ON p.oid = x.indexrelid "
+        "JOIN pg_inherits i ON i.inhparent = x.indexrelid "
+        "JOIN pg_class c ON c.oid = i.inhrelid "
+        "JOIN pg_index ci ON ci.indexrelid = c.oid "
+        "JOIN pg_class t ON t.oid = ci.indrelid "
+        "WHERE x.indrelid = %s::regclass",
+        [table],
+    )
+    for child, parent, leaf in cursor.fetchall():
+        remainder = remainder_of(leaf)
+        if remainder is None:
+            continue
+        wanted = f"{parent}_p{remainder:02d}"
+        if child != wanted and len(wanted) <= 63:
+            cursor.execute(f"ALTER INDEX {_quote(child)} RENAME TO {_quote(wanted)}")
 
 
 def _schema_of(cursor, table: str):

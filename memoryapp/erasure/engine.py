@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db.models import Q
 
 from .. import conf
 from ..db import partitioning
@@ -89,6 +90,9 @@ class Work:
     ids: dict[str, list[str]] = field(default_factory=dict)
     authored: list[str] = field(default_factory=list)
     values: list[str] = field(default_factory=list)
+    namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Per table (and ``"authored"``), each selected row's namespace: the deletes name
+    it, so that PostgreSQL reads only the partition of each row, not all 64."""
     partitions: set[int] = field(default_factory=set)
     """Hash partitions that held the deleted (or pseudonymised) rows, where the
     tables are partitioned by namespace: the ones the purge must rewrite."""
@@ -105,30 +109,28 @@ def apply(alias: str, target: Target, *, delete: bool, truncate: bool = False) -
         return _truncate(alias, work)
     for table, model in ROW_MODELS.items():
         manager = model.objects.using(alias)
-        found: list[str] = []
+        found: dict[str, str] = {}  # pk -> namespace, in the order found
         q = row_filter(table, target)
         if q is not None:
-            found.extend(manager.filter(q).order_by().values_list("pk", flat=True))
+            found.update(manager.filter(q).order_by().values_list("pk", "namespace"))
         explicit = id_list(table, target)
         if explicit:
-            seen = set(found)
             restriction = id_restriction(target)
             for batch in batches(explicit):
-                for pk in (
+                for pk, namespace in (
                     manager.filter(restriction, pk__in=list(batch))
                     .order_by()
-                    .values_list("pk", flat=True)
+                    .values_list("pk", "namespace")
                 ):
-                    if pk not in seen:
-                        seen.add(pk)
-                        found.append(pk)
-        work.ids[table] = found
+                    found.setdefault(pk, namespace)
+        work.ids[table] = list(found)
+        work.namespaces[table] = found
         work.counts[table] = len(found)
     authored_q = authored_filter(target)
     if authored_q is not None:
-        work.authored = list(
-            Memory.objects.using(alias).filter(authored_q).order_by().values_list("pk", flat=True)
-        )
+        authored = Memory.objects.using(alias).filter(authored_q).order_by()
+        work.namespaces["authored"] = dict(authored.values_list("pk", "namespace"))
+        work.authored = list(work.namespaces["authored"])
     if delete:
         work.values = probes.sample_values(alias, work.ids)
         if target.kind == ErasureTarget.SUBJECT:
@@ -140,17 +142,20 @@ def apply(alias: str, target: Target, *, delete: bool, truncate: bool = False) -
     n_events = 0
     if delete:
         work.partitions = _partitions_of(alias, work, extra_events)
-        for table, model in ROW_MODELS.items():
-            for batch in batches(work.ids[table]):
-                model.objects.using(alias).filter(pk__in=list(batch)).delete()
+        # Events and the other tables first: the first write to ``memories`` locks
+        # the database-wide change counter that every other tenant's write needs,
+        # until the commit, so its window holds only the memories' own statements.
         for batch in batches(row_ids):
             n_events += events.filter(memory_id__in=list(batch)).delete()[0]
         if extra_events is not None:
             n_events += events.filter(extra_events).delete()[0]
+        for table, model in reversed(ROW_MODELS.items()):
+            for rows in _by_namespace(work.namespaces[table]):
+                model.objects.using(alias).filter(rows).delete()
         if work.authored:  # kept, but no longer named after the erased subject
             pseudonym = subject_pseudonym(target.subject)
-            for batch in batches(work.authored):
-                Memory.objects.using(alias).filter(pk__in=list(batch)).update(subject=pseudonym)
+            for rows in _by_namespace(work.namespaces["authored"]):
+                Memory.objects.using(alias).filter(rows).update(subject=pseudonym)
         if target.kind == ErasureTarget.SUBJECT:
             touched |= {(target.subject, "user"), (target.subject, "project")}
         _forget_empty_slices(alias, touched)
@@ -167,6 +172,16 @@ def apply(alias: str, target: Target, *, delete: bool, truncate: bool = False) -
     return work
 
 
+def _by_namespace(rows: dict[str, str]):
+    """``Q`` filters of at most one batch of ids each, every one within one namespace."""
+    grouped: dict[str, list[str]] = {}
+    for pk, namespace in rows.items():
+        grouped.setdefault(namespace, []).append(pk)
+    for namespace, pks in grouped.items():
+        for batch in batches(pks):
+            yield Q(namespace=namespace, pk__in=list(batch))
+
+
 def _partitions_of(alias: str, work: Work, extra_events) -> set[int]:
     """The hash partitions holding the rows about to go (read before they do).
 
@@ -175,18 +190,19 @@ def _partitions_of(alias: str, work: Work, extra_events) -> set[int]:
     """
     if not vendor_of(alias).partitions_by_namespace:
         return set()
-    querysets = []
-    for table, model in ROW_MODELS.items():
-        querysets += [
-            model.objects.using(alias).filter(pk__in=list(b)) for b in batches(work.ids[table])
-        ]
+    querysets = [
+        model.objects.using(alias).filter(rows)
+        for table, model in ROW_MODELS.items()
+        for rows in _by_namespace(work.namespaces[table])
+    ]
     events = MemoryEvent.objects.using(alias)
     row_ids = [pk for table in ROW_MODELS for pk in work.ids[table]]
-    querysets += [events.filter(memory_id__in=list(b)) for b in batches(row_ids)]
+    querysets += [events.filter(memory_id__in=list(batch)) for batch in batches(row_ids)]
     if extra_events is not None:
         querysets.append(events.filter(extra_events))
+    memories = Memory.objects.using(alias)
     querysets += [
-        Memory.objects.using(alias).filter(pk__in=list(b)) for b in batches(work.authored)
+        memories.filter(rows) for rows in _by_namespace(work.namespaces.get("authored", {}))
     ]
     return partitioning.holding_remainders(querysets)
 

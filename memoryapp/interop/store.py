@@ -25,7 +25,7 @@ from django.db.models import F, QuerySet
 from django.db.models.expressions import OrderBy, RawSQL
 
 from .. import store as memory_store
-from ..db import vendor
+from ..db import partitioning, vendor
 from ..db.meta import read_change_counter
 from ..fields import now
 from ..models import Memory, ReviewItem, SessionSummary, new_id
@@ -180,6 +180,9 @@ class DjangoMemoryStore:
         for _ in range(_INSERT_ATTEMPTS):
             try:
                 with transaction.atomic(using=self.using):
+                    if not self._id_free(model, row.pk):
+                        row.pk = new_id()
+                        continue
                     row.save(using=self.using, force_insert=True)
                 return None
             except IntegrityError:
@@ -190,6 +193,15 @@ class DjangoMemoryStore:
                     raise
                 row.pk = new_id()
         raise IntegrityError(f"could not find a free id for a new {model._meta.verbose_name}")
+
+    def _id_free(self, model, pk: str) -> bool:
+        """False when a row of another namespace has ``pk`` where the primary key cannot
+        tell (PostgreSQL's partitioned tables key on namespace and id); the primary
+        key refuses it everywhere else."""
+        if not vendor.of(self.using).partitions_by_namespace:
+            return True
+        with connections[self.using].cursor() as cursor:
+            return partitioning.claim_id(cursor, model._meta.db_table, pk)
 
     # ------------------------------------------------------- memory CRUD (8)
     @translated
