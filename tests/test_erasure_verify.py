@@ -23,8 +23,8 @@ from django.test.utils import CaptureQueriesContext
 
 from memoryapp import MemoryManager
 from memoryapp.db import partitioning
-from memoryapp.db.vendor import for_connection
 from memoryapp.db import purge as vendor_purge
+from memoryapp.db.vendor import for_connection
 from memoryapp.erasure import erase, kept, probes
 from memoryapp.models import Memory
 
