@@ -140,6 +140,15 @@ def remainder_for(cursor, namespace: str, table: str = "memories") -> int | None
     return int(cursor.fetchone()[0])
 
 
+def written_relations(cursor, table: str, namespaces: Iterable[str] | None) -> list[str]:
+    """What holds ``namespaces``' rows of ``table``: its partitions for them, or the
+    table itself when it is not partitioned or ``namespaces`` is None."""
+    if namespaces is None or not is_partitioned(cursor, table):
+        return [table]
+    remainders = {remainder_for(cursor, namespace, table) for namespace in namespaces}
+    return [leaf_name(table, r) for r in sorted(r for r in remainders if r is not None)]
+
+
 def holding_remainders(querysets: Iterable) -> set[int]:
     """The hash remainders of the leaves holding the rows of ``querysets`` (PostgreSQL).
 
