@@ -219,7 +219,7 @@ _INSERT_MEMORY = (
 _UPDATE_MEMORY = (
     "UPDATE memories SET "
     + ", ".join(f"{column} = %s" for column in _UPDATED_COLUMNS)
-    + ", subject = COALESCE(%s, subject), updated_at = %s WHERE id = %s"
+    + ", subject = COALESCE(%s, subject), updated_at = %s WHERE namespace = %s AND id = %s"
 )
 _INSERT_EVENT = (
     f"INSERT INTO memory_events ({', '.join(_EVENT_ROW_COLUMNS + _EVENT_CHUNK_COLUMNS)}) "
@@ -231,7 +231,7 @@ _PG_UPDATE_MEMORY = (
     + ", ".join(f"{column} = v.{column}" for column in _UPDATED_COLUMNS)
     + ", subject = COALESCE(%s::text, m.subject), updated_at = %s::timestamptz "
     f"FROM unnest({', '.join(['%s::text[]'] * (len(_UPDATED_COLUMNS) + 1))}) "
-    f"AS v({', '.join(_UPDATED_COLUMNS)}, id) WHERE m.id = v.id"
+    f"AS v({', '.join(_UPDATED_COLUMNS)}, id) WHERE m.namespace = %s AND m.id = v.id"
 )
 _PG_COPY_EVENT = (
     f"COPY memory_events ({', '.join(_EVENT_ROW_COLUMNS + _EVENT_CHUNK_COLUMNS)}) FROM STDIN"
@@ -331,7 +331,7 @@ def _write_chunk(rows, using, namespace, subject, actor) -> tuple[int, int]:
                 _copy_rows(connection, cursor, _PG_COPY_MEMORY, batch)
             for start in range(0, len(updates), _PG_BATCH):
                 batch = _columns(updates, start, start + _PG_BATCH)
-                cursor.execute(_PG_UPDATE_MEMORY, [subject, stamp, *batch])
+                cursor.execute(_PG_UPDATE_MEMORY, [subject, stamp, *batch, namespace])
             chunk = (stamp, namespace, actor)
             _copy_rows(connection, cursor, _PG_COPY_EVENT, (event + chunk for event in events))
         else:
@@ -340,7 +340,8 @@ def _write_chunk(rows, using, namespace, subject, actor) -> tuple[int, int]:
                 cursor.executemany(_INSERT_MEMORY, [row + chunk for row in inserts])
             if updates:
                 cursor.executemany(
-                    _UPDATE_MEMORY, [(*row[:-1], subject, stamp, row[-1]) for row in updates]
+                    _UPDATE_MEMORY,
+                    [(*row[:-1], subject, stamp, namespace, row[-1]) for row in updates],
                 )
             chunk = (stamp, namespace, actor)
             cursor.executemany(_INSERT_EVENT, [event + chunk for event in events])

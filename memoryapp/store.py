@@ -160,7 +160,7 @@ def write(
             # A session without a user key does not erase the provenance of the
             # user who wrote the row first (erasure by subject needs it).
             row_subject = subject if subject is not None else old_subject
-            cursor.execute(_UPDATE, [*values, row_subject, sql_stamp, memory_id])
+            cursor.execute(_UPDATE, [*values, row_subject, sql_stamp, namespace, memory_id])
         detail = json.dumps({"scope": p.scope, "source": p.source, "type": p.type}, sort_keys=True)
         cursor.execute(
             _INSERT_EVENT,
@@ -195,7 +195,7 @@ _INSERT = (
 _UPDATE = (
     "UPDATE memories SET type = %s, title = %s, content = %s, tags_json = %s, "
     "keywords_json = %s, source = %s, confidence = %s, subject = %s, updated_at = %s "
-    "WHERE id = %s"
+    "WHERE namespace = %s AND id = %s"  # the namespace: one partition, not 64 (PostgreSQL)
 )
 _INSERT_EVENT = (
     "INSERT INTO memory_events (memory_id, event_type, timestamp, detail, namespace, actor) "

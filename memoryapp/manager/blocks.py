@@ -269,8 +269,9 @@ def recall_slices(
     hits.sort(key=lambda pair: rank_key(pair[0]))
     hits = hits[:top_k]
     rows: dict[str, tuple[str, str, str, str]] = {}
-    for alias in {s.using for _, s in hits}:
-        rows.update(_shown_columns(alias, [h.id for h, s in hits if s.using == alias]))
+    for alias, namespace in {(s.using, s.namespace) for _, s in hits}:
+        ids = [h.id for h, s in hits if (s.using, s.namespace) == (alias, namespace)]
+        rows.update(_shown_columns(alias, namespace, ids))
     return [
         RecallCandidate(
             memory_id=h.id,
@@ -307,20 +308,23 @@ def _context_block(hits: list[RecallCandidate]) -> str:
     return render.render_context_block(items)
 
 
-def _shown_columns(using: str, ids: list[str]) -> dict[str, tuple[str, str, str, str]]:
-    """id → (scope, type, title, content) of the live rows among ``ids``.
+def _shown_columns(
+    using: str, namespace: str, ids: list[str]
+) -> dict[str, tuple[str, str, str, str]]:
+    """id → (scope, type, title, content) of the live rows among ``ids`` (of ``namespace``).
 
     One plain statement: on the recall hot path the ORM's queryset and model
     building cost several times the query itself (~1.2 ms against ~0.1 ms for
-    five rows on SQLite at 100,000 memories).
+    five rows on SQLite at 100,000 memories). Naming the namespace lets
+    PostgreSQL read its one partition, not all 64.
     """
     marks = ", ".join(["%s"] * len(ids))
     sql = (
         "SELECT id, scope, type, title, content FROM memories"
-        f" WHERE deleted_at IS NULL AND id IN ({marks})"
+        f" WHERE namespace = %s AND deleted_at IS NULL AND id IN ({marks})"
     )
     with connections[using].cursor() as cursor:
-        cursor.execute(sql, ids)
+        cursor.execute(sql, [namespace, *ids])
         return {row[0]: row[1:] for row in cursor.fetchall()}
 
 
