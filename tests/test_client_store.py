@@ -117,7 +117,7 @@ def test_the_servers_guard_refuses_what_reaches_it(stores):
     assert caught.value.is_secret and "content" in caught.value.fields
     assert "AKIA" not in str(caught.value)
     bad_key = MemoryRecord(
-        id="", scope="project", type="note", key_normalized="Not Normal", title="t", content="c"
+        id="", scope="project", type="note", key_normalized="!!!", title="t", content="c"
     )
     with pytest.raises(Refused):
         project.upsert_memory(bad_key)

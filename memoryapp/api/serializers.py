@@ -31,6 +31,15 @@ from memoryapp.models import (
 )
 from memoryapp.validation import MAX_SUMMARY_CHARS, check_namespace, check_stored_key
 
+from .patterns import (
+    KEY_PATTERN,
+    NAMESPACE_PATTERN,
+    NON_BLANK_PATTERN,
+    NORMALISABLE_PATTERN,
+    TEXT_PATTERN,
+    TITLE_PATTERN,
+)
+
 NAMESPACE_MAX = 255  # the namespace / subject / session columns are varchar(255)
 INT_MAX = 2**31 - 1  # the summary counters are 32-bit integer columns
 MAX_MESSAGES = 1000
@@ -45,7 +54,14 @@ _KEY_SECRET = "key appears to contain sensitive credentials"
 # DRF coerces JSON types (``1`` → ``"1"``, ``"true"`` → ``True``, ``"5"`` → ``5``); the
 # API takes exactly the types its schema documents, so input fields are strict.
 class StrictCharField(serializers.CharField):
-    """A string field that takes only JSON strings."""
+    """A string field that takes only JSON strings.
+
+    ``schema_pattern`` documents the rule its validation applies (patterns.py).
+    """
+
+    def __init__(self, *, schema_pattern: str | None = None, **kwargs) -> None:
+        self.schema_pattern = schema_pattern  # a constructor argument: fields are deep-copied
+        super().__init__(**kwargs)
 
     def to_internal_value(self, data):
         if not isinstance(data, str):
@@ -89,6 +105,7 @@ class NamespaceField(StrictCharField):
 
     def __init__(self, *, lookup: bool = False, **kwargs):
         self.check = check_stored_key if lookup else check_namespace
+        kwargs.setdefault("schema_pattern", None if lookup else NAMESPACE_PATTERN)
         super().__init__(**kwargs)
 
     def to_internal_value(self, data):
@@ -130,15 +147,21 @@ class MemoryWriteSerializer(BoundInput):
     """``POST /api/memories/``: upsert one memory."""
 
     key = StrictCharField(
-        trim_whitespace=False, help_text="The memory key; normalised into `key_normalized`."
+        trim_whitespace=False,
+        help_text="The memory key; normalised into `key_normalized`.",
+        schema_pattern=KEY_PATTERN,
     )
     value = StrictCharField(
         trim_whitespace=False,
         allow_blank=True,
         help_text=f"The content (1 to {guards.MAX_CONTENT_CHARS} characters once stripped).",
+        schema_pattern=NON_BLANK_PATTERN,
     )
     tags = serializers.ListField(
-        child=StrictCharField(trim_whitespace=False, allow_blank=True),
+        child=StrictCharField(
+            trim_whitespace=False, allow_blank=True, max_length=validation.MAX_TAG_CHARS
+        ),
+        max_length=validation.MAX_TAGS,
         required=False,
         default=list,
     )
@@ -230,7 +253,10 @@ class MemoryWrittenSerializer(MemorySerializer):
 # -------------------------------------------------------------- chat messages
 _BLOCK_SCHEMA = {
     "type": "object",
-    "properties": {"type": {"type": "string"}, "text": {"type": "string"}},
+    "properties": {
+        "type": {"type": "string"},
+        "text": {"type": "string", "pattern": TEXT_PATTERN},
+    },
     "required": ["type"],
     "additionalProperties": True,
 }
@@ -239,7 +265,7 @@ _BLOCK_SCHEMA = {
 @extend_schema_field(
     {
         "oneOf": [
-            {"type": "string"},
+            {"type": "string", "pattern": TEXT_PATTERN, "maxLength": MAX_MESSAGE_CHARS},
             {"type": "array", "items": _BLOCK_SCHEMA, "maxItems": MAX_BLOCKS},
         ],
         "nullable": True,
@@ -476,6 +502,7 @@ class ErasureInputSerializer(serializers.Serializer):
         allow_null=True,
         default=None,
         help_text="A user key: its user-scope memories, summaries and review items.",
+        schema_pattern=NON_BLANK_PATTERN,
     )
     namespace = namespace_field(lookup=True, required=False, allow_null=True, default=None)
     ids = serializers.ListField(
@@ -484,6 +511,7 @@ class ErasureInputSerializer(serializers.Serializer):
         allow_null=True,
         default=None,
         allow_empty=False,
+        min_length=1,
         max_length=MAX_IDS,
         help_text="Memory, session summary or review item ids.",
     )
@@ -590,7 +618,11 @@ class ExportQuerySerializer(serializers.Serializer):
     """``GET /api/exports/``: a ``subject``, a ``namespace``, or both (its rows there)."""
 
     subject = StrictCharField(
-        max_length=NAMESPACE_MAX, trim_whitespace=False, required=False, default=None
+        max_length=NAMESPACE_MAX,
+        trim_whitespace=False,
+        required=False,
+        default=None,
+        schema_pattern=NON_BLANK_PATTERN,
     )
     namespace = namespace_field(lookup=True, required=False, default=None)
 
@@ -700,10 +732,13 @@ class StoreRecordInput(StoreInput):
     key_normalized = StrictCharField(
         max_length=validation.MAX_KEY_CHARS,
         trim_whitespace=False,
-        help_text="A normalised key (docs/behaviour.md §2): normalising it again changes nothing.",
+        help_text="The key, stored normalised (docs/behaviour.md §2); Agentao sends it so.",
+        schema_pattern=NORMALISABLE_PATTERN,
     )
-    title = StrictCharField(max_length=validation.MAX_TITLE_CHARS, trim_whitespace=False)
-    content = StrictCharField(trim_whitespace=False)
+    title = StrictCharField(
+        max_length=validation.MAX_TITLE_CHARS, trim_whitespace=False, schema_pattern=TITLE_PATTERN
+    )
+    content = StrictCharField(trim_whitespace=False, schema_pattern=NON_BLANK_PATTERN)
     tags = _text_list(validation.MAX_TAGS)
     created_at = StrictCharField(
         max_length=MAX_STAMP_CHARS,
@@ -715,12 +750,9 @@ class StoreRecordInput(StoreInput):
 
     def validate_key_normalized(self, value: str) -> str:
         try:
-            normalized = validation.normalize_key(value)
+            return validation.normalize_key(value)
         except MemoryValidationError as exc:
             raise serializers.ValidationError(str(exc)) from None
-        if normalized != value:
-            raise serializers.ValidationError("Not a normalised key (normalize_key changes it).")
-        return value
 
     def validate_title(self, value: str) -> str:
         try:
@@ -797,6 +829,12 @@ class ReviewRecordInput(StoreRecordInput):
 
     def texts(self, attrs: dict) -> dict[str, list[str]]:
         return {**super().texts(attrs), "evidence": [attrs["evidence"]]}
+
+
+class ChangeVersionQuery(StoreInput):
+    """``GET /api/memories/change-version/``: omitted means the single-tenant namespace."""
+
+    namespace = namespace_field(required=False, default="", help_text="The store's namespace.")
 
 
 class ClearMemoriesInput(StoreInput):

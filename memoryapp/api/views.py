@@ -38,6 +38,7 @@ from . import erasures, permissions, serializers
 from .exceptions import Conflict, exception_handler
 from .filters import MemoryEventFilter, MemoryFilter, ReviewItemFilter, SessionSummaryFilter
 from .parsers import JSONParser
+from .patterns import TEXT_PATTERN
 from .permissions import DeclaredRule, access_for, declared_rule, holding_rule, in_namespaces
 from .schema import MemoryAutoSchema
 from .throttles import ERASE, RECALL, WRITE, MemoryScopedThrottle
@@ -89,7 +90,7 @@ def row_store(request, data: dict) -> RowStore:
 # a row of another namespace answers 404, as an unknown id does.
 IN_NAMESPACE = OpenApiParameter(
     "namespace",
-    str,
+    {"type": "string", "maxLength": 255, "pattern": TEXT_PATTERN},
     OpenApiParameter.QUERY,
     required=False,
     description="Only a row of this namespace (else 404).",
@@ -351,12 +352,12 @@ class MemoryViewSet(
 
     @extend_schema(
         summary="A namespace's change fingerprint: it changes with every write to its memories",
-        parameters=[serializers.StoreInput],
+        parameters=[serializers.ChangeVersionQuery],
         responses={200: serializers.ChangeVersionSerializer},
     )
     @action(detail=False, methods=["get"], url_path="change-version")
     def change_version(self, request, *args, **kwargs):
-        _, store = self.store_call(serializers.StoreInput, request.query_params)
+        _, store = self.store_call(serializers.ChangeVersionQuery, request.query_params)
         return Response({"version": store.slice_fingerprint()})
 
 
