@@ -213,6 +213,19 @@ class HttpMemoryStore:
     def _in_namespace(self) -> dict:
         return {"namespace": self.namespace}
 
+    def _on_row(self, method: str, collection: str, row_id: str, action: str = "", **kwargs):
+        """``(found, answer)`` of a call on one row of this namespace (by id).
+
+        An id no row can have, or a 404 (unknown, or another namespace's), is not found.
+        """
+        if not isinstance(row_id, str) or not row_id or not _storable(row_id):
+            return False, None
+        path = f"{collection}/{quote(row_id, safe='')}/{action}"
+        try:
+            return True, self._call(method, path, params=self._in_namespace(), **kwargs)
+        except NotFound:
+            return False, None
+
     @staticmethod
     def _record(data: dict) -> MemoryRecord:
         return _models().MemoryRecord(
@@ -292,15 +305,8 @@ class HttpMemoryStore:
     @_remote
     def get_memory_by_id(self, memory_id: str) -> MemoryRecord | None:
         """The live memory with this id in this namespace, else None."""
-        if not isinstance(memory_id, str) or not memory_id or not _storable(memory_id):
-            return None
-        try:
-            data = self._call(
-                "GET", f"memories/{quote(memory_id, safe='')}/", params=self._in_namespace()
-            )
-        except NotFound:
-            return None
-        return self._record(data)
+        found, data = self._on_row("GET", "memories", memory_id)
+        return self._record(data) if found else None
 
     @_remote
     def get_memory_by_scope_key(self, scope: str, key_normalized: str) -> MemoryRecord | None:
@@ -350,15 +356,7 @@ class HttpMemoryStore:
     @_remote
     def soft_delete_memory(self, memory_id: str) -> bool:
         """Soft-delete one live memory of this namespace; True if found."""
-        if not isinstance(memory_id, str) or not memory_id or not _storable(memory_id):
-            return False
-        try:
-            self._call(
-                "DELETE", f"memories/{quote(memory_id, safe='')}/", params=self._in_namespace()
-            )
-        except NotFound:
-            return False
-        return True
+        return self._on_row("DELETE", "memories", memory_id)[0]
 
     @_remote
     def clear_memories(self, scope: str | None = None) -> int:
@@ -421,15 +419,8 @@ class HttpMemoryStore:
     @_remote
     def get_review_item(self, item_id: str) -> MemoryReviewItem | None:
         """The review item with this id (any status) in this namespace, else None."""
-        if not isinstance(item_id, str) or not item_id or not _storable(item_id):
-            return None
-        try:
-            data = self._call(
-                "GET", f"review-items/{quote(item_id, safe='')}/", params=self._in_namespace()
-            )
-        except NotFound:
-            return None
-        return self._review_item(data)
+        found, data = self._on_row("GET", "review-items", item_id)
+        return self._review_item(data) if found else None
 
     @_remote
     def list_review_items(
@@ -448,18 +439,8 @@ class HttpMemoryStore:
     @_remote
     def update_review_status(self, item_id: str, status: str) -> bool:
         """Set an item's status; False when this namespace has no such item."""
-        if not isinstance(item_id, str) or not item_id or not _storable(item_id):
-            return False
-        try:
-            self._call(
-                "POST",
-                f"review-items/{quote(item_id, safe='')}/status/",
-                params=self._in_namespace(),
-                json={"status": status},
-            )
-        except NotFound:
-            return False
-        return True
+        found, _ = self._on_row("POST", "review-items", item_id, "status/", json={"status": status})
+        return found
 
     # --------------------------------------------------------------- optional
     @_remote

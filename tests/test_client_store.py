@@ -10,13 +10,10 @@ token without a grant, which gets clear errors and no data.
 
 from __future__ import annotations
 
-import inspect
-
 import pytest
 
 pytest.importorskip("agentao.memory")
 
-from agentao.capabilities import MemoryStore  # noqa: E402
 from agentao.memory import MemoryManager, MemoryRetriever  # noqa: E402
 from agentao.memory.models import MemoryRecord, MemoryReviewItem  # noqa: E402
 
@@ -28,6 +25,7 @@ from memoryapp.models import Memory, MemoryEvent, ReviewItem, SessionSummary  # 
 from .test_agentao_store import (  # noqa: E402
     MESSAGES,
     _agentao_manager,
+    assert_implements_the_protocol,
     fine_clock,  # noqa: F401 - a fixture
     run_scenario,
 )
@@ -195,20 +193,7 @@ def test_an_unreachable_service_degrades_the_manager():
 
 
 def test_store_implements_the_whole_protocol():
-    protocol = {
-        name: member
-        for name, member in vars(MemoryStore).items()
-        if callable(member) and not name.startswith("_")
-    }
-    assert len(protocol) == 15
-    for name, member in {**protocol, "change_version": None, "close": None}.items():
-        ours = getattr(HttpMemoryStore, name)
-        assert callable(ours), name
-        if member is not None:
-            theirs = inspect.signature(member).parameters
-            mine = inspect.signature(ours).parameters
-            assert list(mine) == list(theirs), name
-            assert [p.default for p in mine.values()] == [p.default for p in theirs.values()]
+    assert_implements_the_protocol(HttpMemoryStore)
 
 
 def test_folding_saturates_at_the_columns_bound(stores):
