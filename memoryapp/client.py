@@ -202,6 +202,14 @@ class MemoryClient:
     def _bound(self, **extra) -> dict:
         return {"project": self.project, "user": self.user, **extra}
 
+    def call(self, method: str, path: str, **kwargs) -> Any:
+        """One request to the API (``path`` relative to ``/api/``); the decoded JSON answer.
+
+        ``kwargs`` go to ``httpx`` (``params``, ``json``). A 204 answers None; a
+        failure raises the :class:`MemoryClientError` subclass of its status.
+        """
+        return self._request(method, path, **kwargs)
+
     def _request(self, method: str, path: str, **kwargs) -> Any:
         for attempt in range(self.retries + 1):
             response = self._http.request(method, path, **kwargs)
@@ -218,6 +226,8 @@ class MemoryClient:
             return body
         error = _BY_STATUS.get(response.status_code, MemoryClientError)
         reason = body.get("detail") if isinstance(body, dict) else None
+        if reason is None and isinstance(body, dict) and body:  # field-level errors
+            reason = "; ".join(f"{name}: {_reasons(why)}" for name, why in body.items())
         raise error(
             f"{method} /api/{path}: {response.status_code} {reason or response.reason_phrase}",
             status=response.status_code,
@@ -335,6 +345,10 @@ class MemoryClient:
                 out.extend(RemoteMemory.from_api(row) for row in data["results"])
                 path, params = _next_page(data.get("next")), {}
         return out
+
+
+def _reasons(why: Any) -> str:
+    return " ".join(map(str, why)) if isinstance(why, list) else str(why)
 
 
 def _retry_after(response: httpx.Response) -> float:

@@ -35,6 +35,7 @@ EXPORT_MEMORY = _perm("export_memory")
 # Session summaries
 VIEW_SESSIONSUMMARY = _perm("view_sessionsummary")
 ADD_SESSIONSUMMARY = _perm("add_sessionsummary")
+DELETE_SESSIONSUMMARY = _perm("delete_sessionsummary")  # Agentao's clear_session_summaries
 
 # The review queue
 VIEW_REVIEWITEM = _perm("view_reviewitem")
@@ -67,6 +68,7 @@ ALL = (
     EXPORT_MEMORY,
     VIEW_SESSIONSUMMARY,
     ADD_SESSIONSUMMARY,
+    DELETE_SESSIONSUMMARY,
     VIEW_REVIEWITEM,
     ADD_REVIEWITEM,
     CHANGE_REVIEWITEM,

@@ -635,7 +635,8 @@ def test_parse_iso():
     assert parse_iso("2026-05-01T12:00:00", naive_clock) is naive_clock
 
 
-def test_store_implements_the_whole_protocol():
+def assert_implements_the_protocol(store_class) -> None:
+    """Every method of Agentao's ``MemoryStore`` (and the optional two), same signatures."""
     protocol = {
         name: member
         for name, member in vars(MemoryStore).items()
@@ -643,13 +644,17 @@ def test_store_implements_the_whole_protocol():
     }
     assert len(protocol) == 15
     for name, member in {**protocol, "change_version": None, "close": None}.items():
-        ours = getattr(DjangoMemoryStore, name)
+        ours = getattr(store_class, name)
         assert callable(ours), name
         if member is not None:
             theirs = inspect.signature(member).parameters
             mine = inspect.signature(ours).parameters
             assert list(mine) == list(theirs), name
             assert [p.default for p in mine.values()] == [p.default for p in theirs.values()]
+
+
+def test_store_implements_the_whole_protocol():
+    assert_implements_the_protocol(DjangoMemoryStore)
 
 
 @pytest.mark.django_db

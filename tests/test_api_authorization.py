@@ -68,12 +68,12 @@ def test_codenames_are_spelled_only_in_the_registry():
 NS, USER = "acme/web", "acme/alice"
 BOUND = {"project": NS, "user": USER}
 MESSAGES = [{"role": "user", "content": "I prefer vim"}]
+RECORD = {"key_normalized": "roadmap", "title": "roadmap", "content": "a new roadmap"}
 
 # Requests aimed at acme's rows, per (route name, method): (query, body) each.
 SAMPLES: dict[tuple[str, str], list[tuple[dict, dict | None]]] = {
     ("memory-list", "get"): [({"namespace": NS}, None)],
     ("memory-list", "post"): [({}, {**BOUND, "key": "k", "value": "v"})],
-    ("memory-detail", "get"): [({}, None)],
     ("memory-detail", "delete"): [({}, None)],
     ("memory-erase", "post"): [({}, None)],
     ("session-summary-list", "get"): [({"namespace": NS}, None)],
@@ -100,6 +100,28 @@ SAMPLES: dict[tuple[str, str], list[tuple[dict, dict | None]]] = {
     ("wipe-all", "post"): [({}, BOUND)],
     ("export", "get"): [({"namespace": NS}, None), ({"subject": USER}, None)],
     ("store-problems", "get"): [({"project": NS}, None)],
+    # Agentao's store protocol (memoryapp.client_store.HttpMemoryStore)
+    ("memory-detail", "get"): [({}, None), ({"namespace": NS}, None)],
+    ("memory-records", "post"): [
+        ({}, {"namespace": NS, "scope": "project", "type": "note"} | RECORD),
+        (
+            {},
+            {"namespace": "globex/web", "subject": USER, "scope": "user", "type": "note"} | RECORD,
+        ),
+    ],
+    ("memory-clear", "post"): [({}, {"namespace": NS}), ({}, {"namespace": NS, "scope": "user"})],
+    ("memory-change-version", "get"): [({"namespace": NS}, None)],
+    ("session-summary-clear", "post"): [
+        ({}, {"namespace": NS}),
+        ({}, {"namespace": NS, "session_id": "s1"}),
+    ],
+    ("review-item-records", "post"): [
+        ({}, {"namespace": NS, "scope": "project", "type": "decision"} | RECORD)
+    ],
+    ("review-item-set-status", "post"): [
+        ({}, {"status": "rejected"}),
+        ({"namespace": NS}, {"status": "approved"}),
+    ],
 }
 # Which existing acme row a detail route's placeholder id names, by route basename.
 DETAIL_ROWS = {"memory": "memories", "review-item": "review-items", "erasure": "erasures"}
@@ -185,7 +207,8 @@ def test_a_client_without_a_grant_gets_404_or_403_on_every_url(acme_rows, django
             continue
         kwargs = {}
         if "pk" in pattern.pattern.regex.groupindex:
-            kwargs["pk"] = acme_rows[DETAIL_ROWS[name.rsplit("-", 1)[0]]]
+            (basename,) = [b for b in DETAIL_ROWS if name.startswith(f"{b}-")]
+            kwargs["pk"] = acme_rows[DETAIL_ROWS[basename]]
         url = reverse(f"memoryapp_api:{name}", kwargs=kwargs)
         # OPTIONS describes the endpoint's shape to any authenticated user, never data:
         # the same answer for acme's row as for an id that does not exist.

@@ -165,6 +165,13 @@ def test_schema_documents_every_endpoint_and_its_errors(client):
         "/api/exports/": {"get"},
         "/api/events/": {"get"},
         "/api/store-problems/": {"get"},
+        # Agentao's store protocol (memoryapp.client_store.HttpMemoryStore)
+        "/api/memories/records/": {"post"},
+        "/api/memories/clear/": {"post"},
+        "/api/memories/change-version/": {"get"},
+        "/api/session-summaries/clear/": {"post"},
+        "/api/review-items/records/": {"post"},
+        "/api/review-items/{id}/status/": {"post"},
     }
     assert {p: set(ops) for p, ops in paths.items()} == expected
     create = paths["/api/memories/"]["post"]

@@ -23,6 +23,7 @@ pytestmark = pytest.mark.django_db
 
 NS, USER = "acme/web", "acme/alice"
 BOUND = {"project": NS, "user": USER}
+RECORD = {"key_normalized": "roadmap", "title": "roadmap", "content": "a new roadmap"}
 
 # One request per operation, aimed at acme's rows: operationId -> (query, body).
 SAMPLES: dict[str, tuple[dict, dict | None]] = {
@@ -49,6 +50,16 @@ SAMPLES: dict[str, tuple[dict, dict | None]] = {
     "session_summaries_create": ({}, {**BOUND, "session_id": "s1", "summary": "a summary"}),
     "store_problems_retrieve": ({"project": NS}, None),
     "wipe_all_create": ({}, BOUND),
+    # Agentao's store protocol (memoryapp.client_store.HttpMemoryStore)
+    "memories_records_create": ({}, {"namespace": NS, "scope": "project", "type": "note"} | RECORD),
+    "memories_clear_create": ({}, {"namespace": NS}),
+    "memories_change_version_retrieve": ({"namespace": NS}, None),
+    "session_summaries_clear_create": ({}, {"namespace": NS}),
+    "review_items_records_create": (
+        {},
+        {"namespace": NS, "scope": "project", "type": "decision"} | RECORD,
+    ),
+    "review_items_status_create": ({}, {"status": "rejected"}),
 }
 # Routes outside the schema on purpose: the schema itself, its docs, the JSON 404.
 UNLISTED = {"schema/", "docs/", "^.*$"}

@@ -20,6 +20,10 @@ import schemathesis
 from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
 from hypothesis import HealthCheck, settings
+from schemathesis.config._checks import (
+    POSITIVE_DATA_ACCEPTANCE_EXPECTED_STATUSES,
+    PositiveDataAcceptanceConfig,
+)
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from memoryapp import MemoryManager
@@ -28,14 +32,17 @@ from memoryapp.models import ErasureReceipt, Memory, ReviewItem
 
 MIN_REQUESTS = 1000
 # The run's wall-clock budget; a loaded shared machine may need more (FUZZ_MAX_SECONDS).
-MAX_SECONDS = float(os.environ.get("FUZZ_MAX_SECONDS", "120"))
-EXAMPLES_PER_OPERATION = 22
+MAX_SECONDS = float(os.environ.get("FUZZ_MAX_SECONDS", "180"))
+EXAMPLES_PER_OPERATION = 18
 
-# Every default check runs but one: "positive data acceptance" expects every request the
-# schema allows to succeed, while some well-typed requests are refused on purpose by
-# rules no JSON Schema states (a key that normalises to nothing, a credential in the
-# value, `subject` together with `ids`): those are 400s with field-level bodies.
-EXCLUDED_CHECKS = [positive_data_acceptance]
+# Every check runs, "positive data acceptance" included: a request the schema allows must
+# not be refused (the schema states the validation layer's rules as patterns, lengths and
+# bounds, memoryapp/api/patterns.py). Two operations still have rules the schema does not
+# state (issue 18.7, open): an export names a subject or a namespace (two optional query
+# parameters, one of them needed), and an erasure's body takes one target (`subject` and
+# `ids` together are refused). Their positive cases are checked by every other check only.
+EXCLUDED_CHECKS: list = []
+UNSTATED = {"GET /api/exports/", "POST /api/erasures/"}
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -65,7 +72,13 @@ def web_schema(settings, request, one_connection):
     settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": rates}
     from project.wsgi import application
 
-    return schemathesis.openapi.from_wsgi("/api/schema/?format=json", application)
+    loaded = schemathesis.openapi.from_wsgi("/api/schema/?format=json", application)
+    # A valid request may still meet the state earlier ones left: a 422 is an
+    # Idempotency-Key already used for another erasure (docs/behaviour.md §13).
+    loaded.config.checks.positive_data_acceptance = PositiveDataAcceptanceConfig(
+        expected_statuses=[*POSITIVE_DATA_ACCEPTANCE_EXPECTED_STATUSES, "422"]
+    )
+    return loaded
 
 
 class Fuzz:
@@ -160,6 +173,9 @@ schema = schemathesis.pytest.from_fixture("web_schema")
 def test_api_conforms_to_its_schema(case, fuzz):
     fuzz.seed(case.operation.label)
     fuzz.steer(case)
-    response = case.call_and_validate(headers=fuzz.headers, excluded_checks=EXCLUDED_CHECKS)
+    excluded = [*EXCLUDED_CHECKS]
+    if case.operation.label in UNSTATED:
+        excluded.append(positive_data_acceptance)
+    response = case.call_and_validate(headers=fuzz.headers, excluded_checks=excluded)
     fuzz.requests += 1
     fuzz.statuses[response.status_code] = fuzz.statuses.get(response.status_code, 0) + 1

@@ -26,6 +26,7 @@ from memoryapp.models import ErasureReceipt, Memory, ReceiptState, ReviewItem, S
 from . import permissions
 from .exceptions import Conflict, Unprocessable
 from .models import ErasureRequest
+from .patterns import HEADER_KEY_PATTERN
 from .permissions import Access
 from .serializers import ErasurePreviewSerializer, ErrorSerializer, ReceiptSerializer
 
@@ -34,7 +35,7 @@ IDEMPOTENCY_KEY_MAX = 255
 
 IDEMPOTENCY_PARAMETER = OpenApiParameter(
     name=IDEMPOTENCY_HEADER,
-    type=str,
+    type={"type": "string", "pattern": HEADER_KEY_PATTERN},
     location=OpenApiParameter.HEADER,
     required=False,
     description=(

@@ -23,7 +23,7 @@ from memoryapp.models import (
     SessionSummary,
 )
 from memoryapp.search import matches, sql_can_prefilter
-from memoryapp.validation import MAX_QUERY_CHARS
+from memoryapp.validation import MAX_KEY_CHARS, MAX_QUERY_CHARS
 
 
 class NamespacedFilterSet(django_filters.FilterSet):
@@ -77,6 +77,9 @@ class MemoryFilter(NamespacedFilterSet):
     scope = django_filters.ChoiceFilter(choices=Scope.choices)
     type = django_filters.ChoiceFilter(choices=MemoryType.choices)
     subject = django_filters.CharFilter(strip=False, max_length=255)
+    key_normalized = django_filters.CharFilter(
+        strip=False, max_length=MAX_KEY_CHARS, label="Exact normalised key."
+    )
     tag = django_filters.CharFilter(
         method="filter_tag", max_length=MAX_QUERY_CHARS, label="Exact tag, case-insensitive."
     )
@@ -124,11 +127,30 @@ class MemoryFilter(NamespacedFilterSet):
         ]
 
 
+def _order_by(queryset: QuerySet, name: str, value: str) -> QuerySet:
+    """The rows in the ``order`` asked for (:data:`ORDERS`); the id breaks ties."""
+    return queryset.order_by(*ORDERS[value], "id")
+
+
+# ``order`` values of the list filters (Agentao's store lists newest first, and its
+# review queue by occurrences, then newest).
+ORDERS = {
+    "oldest": ("created_at",),
+    "newest": ("-created_at",),
+    "occurrences": ("-occurrences", "-created_at"),
+}
+
+
 class SessionSummaryFilter(NamespacedFilterSet):
-    """``GET /api/session-summaries/``."""
+    """``GET /api/session-summaries/``: oldest first unless ``order=newest``."""
 
     session_id = django_filters.CharFilter(strip=False, max_length=255)
     subject = django_filters.CharFilter(strip=False, max_length=255)
+    order = django_filters.ChoiceFilter(
+        choices=[("oldest", "oldest first"), ("newest", "newest first")],
+        method=_order_by,
+        label="Oldest (the default) or newest first.",
+    )
 
     class Meta:
         model = SessionSummary
@@ -140,6 +162,11 @@ class ReviewItemFilter(NamespacedFilterSet):
 
     status = django_filters.ChoiceFilter(choices=ReviewStatus.choices)
     subject = django_filters.CharFilter(strip=False, max_length=255)
+    order = django_filters.ChoiceFilter(
+        choices=[("newest", "newest first"), ("occurrences", "most occurrences, then newest")],
+        method=_order_by,
+        label="Instead of the queue's order (most occurrences, last updated first).",
+    )
 
     class Meta:
         model = ReviewItem

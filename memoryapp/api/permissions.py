@@ -53,6 +53,8 @@ WIPE = Rule(ERASE, (perms.WIPE_MEMORY,), (perms.VIEW_MEMORY,))
 EXPORT = Rule(READ, (perms.EXPORT_MEMORY,), (perms.VIEW_MEMORY,))
 SUMMARY_READ = Rule(READ, (perms.VIEW_SESSIONSUMMARY,))
 SUMMARY_WRITE = Rule(WRITE, (perms.ADD_SESSIONSUMMARY,), (perms.VIEW_SESSIONSUMMARY,))
+# Agentao's /clear deletes the summaries (an agent's working state, not erasure).
+SUMMARY_DELETE = Rule(WRITE, (perms.DELETE_SESSIONSUMMARY,), (perms.VIEW_SESSIONSUMMARY,))
 CRYSTALLIZE = Rule(WRITE, (perms.ADD_REVIEWITEM,), (perms.VIEW_REVIEWITEM,))
 REVIEW_READ = Rule(READ, (perms.VIEW_REVIEWITEM,))
 REVIEW_REJECT = Rule(WRITE, (perms.CHANGE_REVIEWITEM,), (perms.VIEW_REVIEWITEM,))

@@ -7,6 +7,7 @@ from drf_spectacular.openapi import AutoSchema
 from rest_framework import serializers
 
 from . import throttles
+from .patterns import TEXT_PATTERN, field_pattern
 from .serializers import ErrorSerializer
 
 
@@ -48,7 +49,40 @@ _BODY_METHODS = ("POST", "PUT", "PATCH")
 
 
 class MemoryAutoSchema(AutoSchema):
-    """drf-spectacular's schema, plus the 4xx answers every API view can give."""
+    """drf-spectacular's schema, plus the 4xx answers every API view can give.
+
+    Input strings also carry the validation layer's text rules as patterns
+    (:func:`field_pattern`), so schema and validation agree.
+    """
+
+    def _map_serializer_field(self, field, direction, bypass_extensions=False):
+        schema = super()._map_serializer_field(field, direction, bypass_extensions)
+        if direction != "request" or not isinstance(field, serializers.CharField):
+            return schema
+        if schema.get("type") == "string" and "enum" not in schema:
+            schema.setdefault("pattern", field_pattern(field))
+        return schema
+
+    def _insert_field_validators(self, field, schema):
+        super()._insert_field_validators(field, schema)
+        # drf-spectacular adds a ``maxLength: 0`` branch beside a blank-allowed field's
+        # pattern. Ours already say whether '' is taken (it is, unless the validation
+        # refuses a blank — the content, with the guard's own message), and the extra
+        # branch would make '' match twice, which ``oneOf`` forbids.
+        branches = schema.get("oneOf")
+        if isinstance(field, serializers.CharField) and branches and len(branches) == 2:
+            inner, blank = branches
+            if blank == {"type": "string", "maxLength": 0} and "pattern" in inner:
+                del schema["oneOf"]
+                schema.update(inner)
+
+    def _get_filter_parameters(self):
+        parameters = super()._get_filter_parameters()
+        for parameter in parameters:
+            schema = parameter.get("schema", {})
+            if schema.get("type") == "string" and "enum" not in schema:
+                schema.setdefault("pattern", TEXT_PATTERN)
+        return parameters
 
     def _get_response_bodies(self, direction="response"):
         responses = super()._get_response_bodies(direction)

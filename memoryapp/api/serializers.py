@@ -13,10 +13,11 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from memoryapp import guards
+from memoryapp import guards, validation
 from memoryapp.conf import get_guard
 from memoryapp.errors import MemoryValidationError
 from memoryapp.models import (
+    Confidence,
     ErasureReceipt,
     Memory,
     MemoryEvent,
@@ -24,9 +25,20 @@ from memoryapp.models import (
     ReviewItem,
     ReviewStatus,
     Scope,
+    Sensitivity,
     SessionSummary,
+    Source,
 )
 from memoryapp.validation import MAX_SUMMARY_CHARS, check_namespace, check_stored_key
+
+from .patterns import (
+    KEY_PATTERN,
+    NAMESPACE_PATTERN,
+    NON_BLANK_PATTERN,
+    NORMALISABLE_PATTERN,
+    TEXT_PATTERN,
+    TITLE_PATTERN,
+)
 
 NAMESPACE_MAX = 255  # the namespace / subject / session columns are varchar(255)
 INT_MAX = 2**31 - 1  # the summary counters are 32-bit integer columns
@@ -42,7 +54,14 @@ _KEY_SECRET = "key appears to contain sensitive credentials"
 # DRF coerces JSON types (``1`` → ``"1"``, ``"true"`` → ``True``, ``"5"`` → ``5``); the
 # API takes exactly the types its schema documents, so input fields are strict.
 class StrictCharField(serializers.CharField):
-    """A string field that takes only JSON strings."""
+    """A string field that takes only JSON strings.
+
+    ``schema_pattern`` documents the rule its validation applies (patterns.py).
+    """
+
+    def __init__(self, *, schema_pattern: str | None = None, **kwargs) -> None:
+        self.schema_pattern = schema_pattern  # a constructor argument: fields are deep-copied
+        super().__init__(**kwargs)
 
     def to_internal_value(self, data):
         if not isinstance(data, str):
@@ -86,6 +105,7 @@ class NamespaceField(StrictCharField):
 
     def __init__(self, *, lookup: bool = False, **kwargs):
         self.check = check_stored_key if lookup else check_namespace
+        kwargs.setdefault("schema_pattern", None if lookup else NAMESPACE_PATTERN)
         super().__init__(**kwargs)
 
     def to_internal_value(self, data):
@@ -127,15 +147,21 @@ class MemoryWriteSerializer(BoundInput):
     """``POST /api/memories/``: upsert one memory."""
 
     key = StrictCharField(
-        trim_whitespace=False, help_text="The memory key; normalised into `key_normalized`."
+        trim_whitespace=False,
+        help_text="The memory key; normalised into `key_normalized`.",
+        schema_pattern=KEY_PATTERN,
     )
     value = StrictCharField(
         trim_whitespace=False,
         allow_blank=True,
         help_text=f"The content (1 to {guards.MAX_CONTENT_CHARS} characters once stripped).",
+        schema_pattern=NON_BLANK_PATTERN,
     )
     tags = serializers.ListField(
-        child=StrictCharField(trim_whitespace=False, allow_blank=True),
+        child=StrictCharField(
+            trim_whitespace=False, allow_blank=True, max_length=validation.MAX_TAG_CHARS
+        ),
+        max_length=validation.MAX_TAGS,
         required=False,
         default=list,
     )
@@ -227,7 +253,10 @@ class MemoryWrittenSerializer(MemorySerializer):
 # -------------------------------------------------------------- chat messages
 _BLOCK_SCHEMA = {
     "type": "object",
-    "properties": {"type": {"type": "string"}, "text": {"type": "string"}},
+    "properties": {
+        "type": {"type": "string"},
+        "text": {"type": "string", "pattern": TEXT_PATTERN},
+    },
     "required": ["type"],
     "additionalProperties": True,
 }
@@ -236,7 +265,7 @@ _BLOCK_SCHEMA = {
 @extend_schema_field(
     {
         "oneOf": [
-            {"type": "string"},
+            {"type": "string", "pattern": TEXT_PATTERN, "maxLength": MAX_MESSAGE_CHARS},
             {"type": "array", "items": _BLOCK_SCHEMA, "maxItems": MAX_BLOCKS},
         ],
         "nullable": True,
@@ -473,6 +502,7 @@ class ErasureInputSerializer(serializers.Serializer):
         allow_null=True,
         default=None,
         help_text="A user key: its user-scope memories, summaries and review items.",
+        schema_pattern=NON_BLANK_PATTERN,
     )
     namespace = namespace_field(lookup=True, required=False, allow_null=True, default=None)
     ids = serializers.ListField(
@@ -481,6 +511,7 @@ class ErasureInputSerializer(serializers.Serializer):
         allow_null=True,
         default=None,
         allow_empty=False,
+        min_length=1,
         max_length=MAX_IDS,
         help_text="Memory, session summary or review item ids.",
     )
@@ -587,7 +618,11 @@ class ExportQuerySerializer(serializers.Serializer):
     """``GET /api/exports/``: a ``subject``, a ``namespace``, or both (its rows there)."""
 
     subject = StrictCharField(
-        max_length=NAMESPACE_MAX, trim_whitespace=False, required=False, default=None
+        max_length=NAMESPACE_MAX,
+        trim_whitespace=False,
+        required=False,
+        default=None,
+        schema_pattern=NON_BLANK_PATTERN,
     )
     namespace = namespace_field(lookup=True, required=False, default=None)
 
@@ -644,6 +679,207 @@ class StoreProblemsSerializer(serializers.Serializer):
     """``take_store_problems()`` after probing the prompt-path reads."""
 
     problems = serializers.ListField(child=serializers.CharField())
+
+
+# ------------------------------------------------- Agentao's store protocol
+# The endpoints behind ``memoryapp.client_store.HttpMemoryStore``: Agentao's
+# ``MemoryStore`` methods on one namespace, with the records Agentao's manager
+# builds. Agentao's manager runs its guard first; the server runs its own again
+# (docs/behaviour.md §8), so nothing reaches the tables unchecked.
+MAX_RECORD_ID = 32  # the id columns
+MAX_KEYWORDS = 100
+MAX_STAMP_CHARS = 64
+
+
+def _choice(choices, default, **kwargs) -> serializers.ChoiceField:
+    return serializers.ChoiceField(choices=choices, required=False, default=default, **kwargs)
+
+
+def _text_list(max_items: int, **kwargs) -> serializers.ListField:
+    return serializers.ListField(
+        child=StrictCharField(max_length=validation.MAX_TAG_CHARS, trim_whitespace=False),
+        max_length=max_items,
+        required=False,
+        default=list,
+        **kwargs,
+    )
+
+
+class StoreInput(serializers.Serializer):
+    """The namespace a store call acts on (one ``HttpMemoryStore`` per namespace)."""
+
+    namespace = namespace_field(help_text="The store's namespace ('' = single-tenant).")
+
+
+class StoreRecordInput(StoreInput):
+    """What Agentao's ``upsert_memory`` and ``upsert_review_item`` share."""
+
+    subject = namespace_field(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Provenance: the user key in whose session the row was written.",
+    )
+    id = StrictCharField(
+        max_length=MAX_RECORD_ID,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="The id Agentao's manager chose ('' = the server picks one).",
+    )
+    scope = serializers.ChoiceField(choices=Scope.choices)
+    type = serializers.ChoiceField(choices=MemoryType.choices)
+    key_normalized = StrictCharField(
+        max_length=validation.MAX_KEY_CHARS,
+        trim_whitespace=False,
+        help_text="The key, stored normalised (docs/behaviour.md §2); Agentao sends it so.",
+        schema_pattern=NORMALISABLE_PATTERN,
+    )
+    title = StrictCharField(
+        max_length=validation.MAX_TITLE_CHARS, trim_whitespace=False, schema_pattern=TITLE_PATTERN
+    )
+    content = StrictCharField(trim_whitespace=False, schema_pattern=NON_BLANK_PATTERN)
+    tags = _text_list(validation.MAX_TAGS)
+    created_at = StrictCharField(
+        max_length=MAX_STAMP_CHARS,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="ISO 8601 (naive = UTC); '' or an unreadable stamp means now.",
+    )
+
+    def validate_key_normalized(self, value: str) -> str:
+        try:
+            return validation.normalize_key(value)
+        except MemoryValidationError as exc:
+            raise serializers.ValidationError(str(exc)) from None
+
+    def validate_title(self, value: str) -> str:
+        try:
+            title = get_guard().validate_title(value)
+        except MemoryValidationError as exc:
+            raise serializers.ValidationError(str(exc)) from None
+        if not title:
+            raise serializers.ValidationError("Memory title is empty.")
+        return value
+
+    def validate_content(self, value: str) -> str:
+        try:
+            get_guard().validate_content(value)
+        except MemoryValidationError as exc:
+            raise serializers.ValidationError(str(exc)) from None
+        return value
+
+    def texts(self, attrs: dict) -> dict[str, list[str]]:
+        """The stored texts of a record, by field, for the credential scan."""
+        return {
+            "key_normalized": [attrs["key_normalized"]],
+            "title": [attrs["title"]],
+            "content": [attrs["content"]],
+            "tags": list(attrs["tags"]),
+        }
+
+    def validate(self, attrs: dict) -> dict:
+        """The guard's credential scan on every stored text (a refusal never echoes it)."""
+        guard = get_guard()
+        errors: dict[str, list[str]] = {}
+        for name, texts in self.texts(attrs).items():
+            try:
+                for text in texts:
+                    guard.detect_sensitive(text)
+            except guards.SensitiveMemoryError as exc:
+                errors[name] = [str(exc)]
+        if errors:
+            raise serializers.ValidationError(errors)
+        return attrs
+
+
+class MemoryRecordInput(StoreRecordInput):
+    """``POST /api/memories/records/``: Agentao's ``upsert_memory(record)``."""
+
+    keywords = _text_list(MAX_KEYWORDS)
+    source = _choice(Source.choices, Source.EXPLICIT)
+    confidence = _choice(Confidence.choices, Confidence.EXPLICIT_USER)
+    sensitivity = _choice(Sensitivity.choices, Sensitivity.NORMAL)
+
+    def texts(self, attrs: dict) -> dict[str, list[str]]:
+        return {**super().texts(attrs), "keywords": list(attrs["keywords"])}
+
+
+class ReviewRecordInput(StoreRecordInput):
+    """``POST /api/review-items/records/``: Agentao's ``upsert_review_item(item)``."""
+
+    evidence = StrictCharField(
+        max_length=validation.MAX_CONTENT_CHARS,
+        trim_whitespace=False,
+        allow_blank=True,
+        required=False,
+        default="",
+    )
+    source_session = StrictCharField(
+        max_length=NAMESPACE_MAX,
+        trim_whitespace=False,
+        allow_blank=True,
+        required=False,
+        default="",
+    )
+    occurrences = StrictIntegerField(required=False, default=1, min_value=0, max_value=INT_MAX)
+    confidence = _choice(Confidence.choices, Confidence.AUTO_SUMMARY)
+    status = _choice(ReviewStatus.choices, ReviewStatus.PENDING)
+
+    def texts(self, attrs: dict) -> dict[str, list[str]]:
+        return {**super().texts(attrs), "evidence": [attrs["evidence"]]}
+
+
+class ChangeVersionQuery(StoreInput):
+    """``GET /api/memories/change-version/``: omitted means the single-tenant namespace."""
+
+    namespace = namespace_field(required=False, default="", help_text="The store's namespace.")
+
+
+class ClearMemoriesInput(StoreInput):
+    """``POST /api/memories/clear/``: Agentao's ``clear_memories(scope)``."""
+
+    scope = serializers.ChoiceField(
+        choices=Scope.choices,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Only this scope; omitted or null: every scope.",
+    )
+
+
+class ClearSummariesInput(StoreInput):
+    """``POST /api/session-summaries/clear/``: Agentao's ``clear_session_summaries``."""
+
+    session_id = StrictCharField(
+        max_length=NAMESPACE_MAX,
+        trim_whitespace=False,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Only this session's summaries; omitted or null: every session's.",
+    )
+
+
+class ClearedSerializer(serializers.Serializer):
+    """How many rows a clear removed (memories: soft-deleted; summaries: deleted)."""
+
+    cleared = serializers.IntegerField(min_value=0)
+
+
+class ChangeVersionSerializer(serializers.Serializer):
+    """A namespace's change fingerprint (compare for equality only)."""
+
+    version = serializers.IntegerField(
+        min_value=0, help_text="Changes whenever a memory of the namespace changes, by anyone."
+    )
+
+
+class ReviewStatusInput(serializers.Serializer):
+    """``POST /api/review-items/{id}/status/``: Agentao's ``update_review_status``."""
+
+    status = serializers.ChoiceField(choices=ReviewStatus.choices)
 
 
 # ------------------------------------------------------------------- errors

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import re
 from functools import partial
+from types import SimpleNamespace
 
 from django.http import JsonResponse
 from django.urls import Resolver404, resolve, reverse
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.authentication import SessionAuthentication, TokenAuthentication
 from rest_framework.decorators import action
@@ -29,6 +30,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from memoryapp.erasure import erase_review_items, export, purge_now
+from memoryapp.interop.store import RowStore
 from memoryapp.manager import MemoryManager
 from memoryapp.models import Memory, MemoryEvent, ReviewItem, Scope, SessionSummary
 
@@ -36,6 +38,7 @@ from . import erasures, permissions, serializers
 from .exceptions import Conflict, exception_handler
 from .filters import MemoryEventFilter, MemoryFilter, ReviewItemFilter, SessionSummaryFilter
 from .parsers import JSONParser
+from .patterns import TEXT_PATTERN
 from .permissions import DeclaredRule, access_for, declared_rule, holding_rule, in_namespaces
 from .schema import MemoryAutoSchema
 from .throttles import ERASE, RECALL, WRITE, MemoryScopedThrottle
@@ -76,6 +79,22 @@ def manager_for(row) -> MemoryManager:
     return MemoryManager(
         project=row.namespace, user=row.namespace if row.scope == Scope.USER else None
     )
+
+
+def row_store(request, data: dict) -> RowStore:
+    """Agentao's store semantics on the namespace (and provenance) a store call names."""
+    return RowStore(data["namespace"], subject=data.get("subject"), actor=actor_of(request))
+
+
+# A detail route narrowed to one namespace (an ``HttpMemoryStore`` is bound to one):
+# a row of another namespace answers 404, as an unknown id does.
+IN_NAMESPACE = OpenApiParameter(
+    "namespace",
+    {"type": "string", "maxLength": 255, "pattern": TEXT_PATTERN},
+    OpenApiParameter.QUERY,
+    required=False,
+    description="Only a row of this namespace (else 404).",
+)
 
 
 class Pagination(PageNumberPagination):
@@ -196,6 +215,27 @@ class NamespacedViewSet(MemoryAPIMixin, viewsets.GenericViewSet):
         page = self.paginate_queryset(rows)
         return self.get_paginated_response(serializer_class(page, many=True).data)
 
+    def store_call(self, serializer_class, data=None) -> tuple[dict, RowStore]:
+        """Validate a store call's input, check its namespaces under the declared rule."""
+        request = self.request
+        data = validated(serializer_class, request.data if data is None else data)
+        self.check_target_permissions(
+            request, in_namespaces(data["namespace"], data.get("subject"))
+        )
+        return data, row_store(request, data)
+
+    def http_method_not_allowed(self, request, *args, **kwargs):
+        # A POST-only collection action (``purge``, ``records``, ``clear``) shadows the
+        # detail route of an id that cannot exist: reading it answers like any unknown id.
+        if (
+            request.method == "GET"
+            and not self.detail
+            and "get" not in self.action_map
+            and hasattr(self, "retrieve")
+        ):
+            raise NotFound()
+        return super().http_method_not_allowed(request, *args, **kwargs)
+
 
 # ------------------------------------------------------------------ memories
 @extend_schema(tags=["memories"])
@@ -212,8 +252,17 @@ class MemoryViewSet(
         "create": permissions.MEMORY_WRITE,
         "destroy": permissions.MEMORY_DELETE,
         "erase": permissions.MEMORY_ERASE,
+        "records": permissions.MEMORY_WRITE,
+        "clear": permissions.MEMORY_DELETE,
+        "change_version": permissions.MEMORY_READ,
     }
-    throttle_scopes = {"create": WRITE, "destroy": WRITE, "erase": ERASE}
+    throttle_scopes = {
+        "create": WRITE,
+        "destroy": WRITE,
+        "erase": ERASE,
+        "records": WRITE,
+        "clear": WRITE,
+    }
 
     def base_queryset(self):
         # A soft-deleted memory still holds its content: erasure must reach it.
@@ -255,11 +304,13 @@ class MemoryViewSet(
             headers=headers if created else None,
         )
 
-    @extend_schema(summary="Read a live memory")
+    @extend_schema(summary="Read a live memory", parameters=[IN_NAMESPACE])
     def retrieve(self, request, *args, **kwargs):
         return super().retrieve(request, *args, **kwargs)
 
-    @extend_schema(summary="Soft-delete a memory (404 when it is already deleted)")
+    @extend_schema(
+        summary="Soft-delete a memory (404 when it is already deleted)", parameters=[IN_NAMESPACE]
+    )
     def destroy(self, request, *args, **kwargs):
         memory = self.get_object()
         if not manager_for(memory).delete(memory.id, actor=actor_of(request)):
@@ -277,6 +328,37 @@ class MemoryViewSet(
         target = {"ids": [self.kwargs.get("pk", "")]}
         # The lookup is the authorization; a replayed request skips it (its memory is gone).
         return erasures.respond(request, target, actor_of(request), check=self.get_object)
+
+    @extend_schema(
+        summary="Save a memory record as Agentao's store does (upsert by scope and key)",
+        request=serializers.MemoryRecordInput,
+        responses={200: serializers.MemorySerializer},
+    )
+    @action(detail=False, methods=["post"])
+    def records(self, request, *args, **kwargs):
+        data, store = self.store_call(serializers.MemoryRecordInput)
+        row = store.upsert_memory(SimpleNamespace(**data))
+        return Response(serializers.MemorySerializer(row).data)
+
+    @extend_schema(
+        summary="Soft-delete every live memory of a namespace (or of one scope there)",
+        request=serializers.ClearMemoriesInput,
+        responses={200: serializers.ClearedSerializer},
+    )
+    @action(detail=False, methods=["post"])
+    def clear(self, request, *args, **kwargs):
+        data, store = self.store_call(serializers.ClearMemoriesInput)
+        return Response({"cleared": store.clear_memories(data["scope"])})
+
+    @extend_schema(
+        summary="A namespace's change fingerprint: it changes with every write to its memories",
+        parameters=[serializers.ChangeVersionQuery],
+        responses={200: serializers.ChangeVersionSerializer},
+    )
+    @action(detail=False, methods=["get"], url_path="change-version")
+    def change_version(self, request, *args, **kwargs):
+        _, store = self.store_call(serializers.ChangeVersionQuery, request.query_params)
+        return Response({"version": store.slice_fingerprint()})
 
 
 # ------------------------------------------------------------------ recall
@@ -312,8 +394,12 @@ class SessionSummaryViewSet(mixins.ListModelMixin, NamespacedViewSet):
 
     serializer_class = serializers.SessionSummarySerializer
     filterset_class = SessionSummaryFilter
-    rules = {"list": permissions.SUMMARY_READ, "create": permissions.SUMMARY_WRITE}
-    throttle_scopes = {"create": WRITE}
+    rules = {
+        "list": permissions.SUMMARY_READ,
+        "create": permissions.SUMMARY_WRITE,
+        "clear": permissions.SUMMARY_DELETE,
+    }
+    throttle_scopes = {"create": WRITE, "clear": WRITE}
 
     def base_queryset(self):
         return SessionSummary.objects.order_by("created_at", "id")
@@ -340,6 +426,16 @@ class SessionSummaryViewSet(mixins.ListModelMixin, NamespacedViewSet):
         return Response(
             serializers.SessionSummarySerializer(row).data, status=status.HTTP_201_CREATED
         )
+
+    @extend_schema(
+        summary="Delete the summaries of one session, or of every session, in a namespace",
+        request=serializers.ClearSummariesInput,
+        responses={200: serializers.ClearedSerializer},
+    )
+    @action(detail=False, methods=["post"])
+    def clear(self, request, *args, **kwargs):
+        data, store = self.store_call(serializers.ClearSummariesInput)
+        return Response({"cleared": store.clear_session_summaries(data["session_id"])})
 
 
 # ---------------------------------------------------------------- review
@@ -382,8 +478,16 @@ class ReviewItemViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Namesp
         "approve": permissions.REVIEW_APPROVE,
         "reject": permissions.REVIEW_REJECT,
         "purge": permissions.REVIEW_PURGE,
+        "records": permissions.CRYSTALLIZE,
+        "set_status": permissions.REVIEW_REJECT,
     }
-    throttle_scopes = {"approve": WRITE, "reject": WRITE, "purge": ERASE}
+    throttle_scopes = {
+        "approve": WRITE,
+        "reject": WRITE,
+        "purge": ERASE,
+        "records": WRITE,
+        "set_status": WRITE,
+    }
 
     def base_queryset(self):
         return ReviewItem.objects.order_by("-occurrences", "-updated_at", "-created_at", "id")
@@ -392,7 +496,7 @@ class ReviewItemViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Namesp
     def list(self, request, *args, **kwargs):
         return super().list(request, *args, **kwargs)
 
-    @extend_schema(summary="Read a review item")
+    @extend_schema(summary="Read a review item", parameters=[IN_NAMESPACE])
     def retrieve(self, request, *args, **kwargs):
         return super().retrieve(request, *args, **kwargs)
 
@@ -476,12 +580,32 @@ class ReviewItemViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Namesp
         purged = sum(r.counts.get(ReviewItem._meta.db_table, 0) for r in receipts)
         return Response({"purged": purged, "receipts": [r.id for r in receipts]})
 
-    def http_method_not_allowed(self, request, *args, **kwargs):
-        # The purge route shadows the review item id "purge" (which cannot exist):
-        # reading it answers like any unknown id, not 405.
-        if request.method == "GET" and self.action_map.get("post") == "purge":
-            raise NotFound()
-        return super().http_method_not_allowed(request, *args, **kwargs)
+    @extend_schema(
+        summary="Save a review item as Agentao's store does: insert, or fold into the pending one",
+        request=serializers.ReviewRecordInput,
+        responses={200: serializers.ReviewItemSerializer},
+    )
+    @action(detail=False, methods=["post"])
+    def records(self, request, *args, **kwargs):
+        data, store = self.store_call(serializers.ReviewRecordInput)
+        item = store.upsert_review_item(SimpleNamespace(**data))
+        return Response(serializers.ReviewItemSerializer(item).data)
+
+    @extend_schema(
+        summary="Set a review item's status (any transition; Agentao's update_review_status)",
+        request=serializers.ReviewStatusInput,
+        parameters=[IN_NAMESPACE],
+        responses={200: serializers.ReviewItemSerializer},
+    )
+    @action(detail=True, methods=["post"], url_path="status")
+    def set_status(self, request, *args, **kwargs):
+        item = self.get_object()
+        data = validated(serializers.ReviewStatusInput, request.data)
+        store = RowStore(item.namespace, actor=actor_of(request))
+        if not store.update_review_status(item.id, data["status"]):
+            raise NotFound()  # erased meanwhile
+        item.refresh_from_db()
+        return Response(serializers.ReviewItemSerializer(item).data)
 
 
 # ------------------------------------------------------------------- wipe

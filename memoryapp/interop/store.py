@@ -16,6 +16,7 @@ optional extra.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
@@ -26,7 +27,7 @@ from django.db.models.expressions import OrderBy, RawSQL
 
 from .. import store as memory_store
 from ..db import partitioning, vendor
-from ..db.meta import read_change_counter
+from ..db.meta import read_change_counter, read_slice_counters
 from ..fields import now
 from ..models import Memory, ReviewItem, SessionSummary, new_id
 from .errors import (
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from agentao.memory.models import MemoryRecord, MemoryReviewItem, SessionSummaryRecord
 
 _INSERT_ATTEMPTS = 5
+_MAX_OCCURRENCES = 2**31 - 1  # memory_review_queue.occurrences is a 32-bit integer
 
 
 def _dump(values: Iterable[Any] | None) -> str:
@@ -124,7 +126,13 @@ class DjangoMemoryStore:
         self.fallback_reason: str | None = None
 
     def __repr__(self) -> str:
-        return f"DjangoMemoryStore({self.namespace!r}, using={self.using!r})"
+        return f"{type(self).__name__}({self.namespace!r}, using={self.using!r})"
+
+    # What a read or write answers with: Agentao's dataclasses here; the rows
+    # themselves in :class:`RowStore`, which the HTTP API serves.
+    _record = staticmethod(to_record)
+    _summary = staticmethod(to_summary)
+    _review_item = staticmethod(to_review_item)
 
     # ------------------------------------------------------------ querysets
     def _memories(self) -> QuerySet[Memory]:
@@ -263,24 +271,24 @@ class DjangoMemoryStore:
                 type=row.type,
                 source=row.source,
             )
-        return to_record(row)
+        return self._record(row)
 
     @translated
     def get_memory_by_id(self, memory_id: str) -> MemoryRecord | None:
         """The live memory with this id in this namespace, else None."""
         row = self._live().filter(pk=memory_id).first()
-        return to_record(row) if row is not None else None
+        return self._record(row) if row is not None else None
 
     @translated
     def get_memory_by_scope_key(self, scope: str, key_normalized: str) -> MemoryRecord | None:
         """The live memory with this (scope, key), else None."""
         row = self._live().filter(scope=scope, key_normalized=key_normalized).first()
-        return to_record(row) if row is not None else None
+        return self._record(row) if row is not None else None
 
     @translated
     def list_memories(self, scope: str | None = None) -> list[MemoryRecord]:
         """Live memories of a scope (None = all), oldest ``created_at`` first."""
-        return [to_record(r) for r in self._oldest_first(self._live(scope))]
+        return [self._record(r) for r in self._oldest_first(self._live(scope))]
 
     @translated
     def search_memories(self, query: str, scope: str | None = None) -> list[MemoryRecord]:
@@ -298,7 +306,7 @@ class DjangoMemoryStore:
         if _prefilter_safe(needle):
             qs = qs.search_prefilter(needle)
         rows = [r for r in self._oldest_first(qs) if _search_hit(r, needle)]
-        return [to_record(r) for r in rows]
+        return [self._record(r) for r in rows]
 
     @translated
     def filter_by_tag(self, tag: str, scope: str | None = None) -> list[MemoryRecord]:
@@ -310,7 +318,7 @@ class DjangoMemoryStore:
         if _prefilter_safe(wanted):
             qs = qs.tagged_prefilter(wanted)
         rows = [r for r in self._oldest_first(qs) if any(_folded(t) == wanted for t in r.tags)]
-        return [to_record(r) for r in rows]
+        return [self._record(r) for r in rows]
 
     @translated
     def soft_delete_memory(self, memory_id: str) -> bool:
@@ -362,7 +370,7 @@ class DjangoMemoryStore:
         qs = self._newest_first(qs)
         if limit is not None and int(limit) >= 0:
             qs = qs[: int(limit)]
-        return [to_summary(r) for r in qs]
+        return [self._summary(r) for r in qs]
 
     @translated
     def clear_session_summaries(self, session_id: str | None = None) -> int:
@@ -418,8 +426,11 @@ class DjangoMemoryStore:
                 match = pending_match if item.status == "pending" else (lambda: None)
                 existing = self._insert(row, match)
                 if existing is None:
-                    return to_review_item(row)
-            occurrences = int(existing.occurrences) + max(int(item.occurrences or 0), 1)
+                    return self._review_item(row)
+            # Saturates at the column's bound (a 32-bit integer on PostgreSQL).
+            occurrences = min(
+                int(existing.occurrences) + max(int(item.occurrences or 0), 1), _MAX_OCCURRENCES
+            )
             existing.type = item.type
             existing.title = item.title
             existing.content = item.content
@@ -444,13 +455,13 @@ class DjangoMemoryStore:
                 existing.subject = self.subject
                 changed.append("subject")
             existing.save(using=self.using, update_fields=changed)
-        return to_review_item(existing)
+        return self._review_item(existing)
 
     @translated
     def get_review_item(self, item_id: str) -> MemoryReviewItem | None:
         """The review item with this id (any status), else None."""
         row = self._review().filter(pk=item_id).first()
-        return to_review_item(row) if row is not None else None
+        return self._review_item(row) if row is not None else None
 
     @translated
     def list_review_items(
@@ -466,7 +477,7 @@ class DjangoMemoryStore:
             qs = self._newest_first(qs)
         if limit is not None and int(limit) >= 0:
             qs = qs[: int(limit)]
-        return [to_review_item(r) for r in qs]
+        return [self._review_item(r) for r in qs]
 
     @translated
     def update_review_status(self, item_id: str, status: str) -> bool:
@@ -497,6 +508,41 @@ class DjangoMemoryStore:
             connection.close()
 
 
+class RowStore(DjangoMemoryStore):
+    """A :class:`DjangoMemoryStore` that answers with this app's rows, not Agentao's dataclasses.
+
+    The HTTP API's store endpoints (docs/agentao.md, "Over HTTP") run the
+    protocol's semantics through it and serialise the rows like every other
+    endpoint, so the server never needs ``agentao`` installed.
+    """
+
+    @staticmethod
+    def _record(row: Memory) -> Memory:
+        return row
+
+    @staticmethod
+    def _summary(row: SessionSummary) -> SessionSummary:
+        return row
+
+    @staticmethod
+    def _review_item(row: ReviewItem) -> ReviewItem:
+        return row
+
+    @translated
+    def slice_fingerprint(self) -> int:
+        """A number that changes whenever a memory of this namespace changes, by anyone.
+
+        Built from the namespace's two slice counters (``memory_slice_changes``,
+        random values set by triggers), so writes in other namespaces leave it
+        alone — unlike :meth:`change_version`, which is per database. It is
+        compared for equality only (Agentao's retriever does no more).
+        """
+        slices = [(self.namespace, scope) for scope in ("project", "user")]
+        counters = read_slice_counters(self.using, slices)
+        text = ",".join(str(counters[pair]) for pair in slices)
+        return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=7).digest(), "big")
+
+
 def _how_many(deleted: Iterable[str] | int) -> int:
     """``store.soft_delete_ids`` answers with the ids it deleted (older versions: a count)."""
     return deleted if isinstance(deleted, int) else len(list(deleted))
@@ -514,6 +560,7 @@ def _search_hit(row: Memory, needle: str) -> bool:
 
 __all__ = [
     "DjangoMemoryStore",
+    "RowStore",
     "StoreDatabaseError",
     "StoreDataError",
     "StoreIntegrityError",
