@@ -359,6 +359,14 @@ def run_postgres(args) -> dict:
     import psycopg
     from django.db import connection
 
+    from memoryapp.db import partitioning
+
+    # These experiments compared purges of whole tables, the layout before migration
+    # 0008: the still empty tables are put back unpartitioned (bench/ERASURE.md).
+    with connection.cursor() as cursor:
+        for table in partitioning.TABLES:
+            partitioning.unpartition_table(cursor, table)
+
     from memoryapp.erasure import erase
     from memoryapp.erasure.selection import ADMIN_LOG, CONTENT_TABLES, purged_with
 
