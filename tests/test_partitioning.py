@@ -196,3 +196,13 @@ def test_the_kept_row_check_reads_the_scanned_partitions_first():
     assert queries.captured_queries and all(leaf in q["sql"] for q in queries.captured_queries)
     # A fragment no row of those partitions holds: the rest of the rows still explain it.
     assert kept.explained("default", [beside, far, b"held by no row"], first=[leaf]) == {0, 1}
+
+
+@pytest.mark.postgres_only
+@pytest.mark.django_db
+def test_an_erasure_inside_a_transaction_leaves_the_planner_as_it_was():
+    """The deletes read partitions through their indexes, for their own statements only."""
+    MemoryManager(project="acme/in-tx").save_memory("fact", "said once")
+    receipt = erase(namespace="acme/in-tx")  # inside the test's transaction
+    assert receipt.counts["memories"] == 1
+    assert _rows("SELECT current_setting('enable_seqscan')") == [("on",)]

@@ -378,7 +378,8 @@ def delete(receipt: ErasureReceipt, targets: Sequence[Target]) -> list[dict[str,
         try:
             with transaction.atomic(using=alias):
                 vendors[alias].prepare(connection)
-                works = [apply(alias, t, delete=True, truncate=truncate) for t in targets]
+                with vendors[alias].by_index(connection):
+                    works = [apply(alias, t, delete=True, truncate=truncate) for t in targets]
                 token = vendors[alias].delete_token(connection)
                 alias_counts: Counter[str] = Counter()
                 for i, work in enumerate(works):
