@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import sqlite3
+import struct
 import time
 import zlib
 
@@ -147,6 +148,35 @@ def test_a_snapshot_is_rewritten_once_its_slice_drifted():
     deltas = INDEXES.deltas
     assert _recall("drifting row") == _brute_force("drifting row")
     assert INDEXES.deltas == deltas  # current snapshot: loaded, nothing to replay
+
+
+@pytest.mark.parametrize("flaw", ["format 1", "unsorted tokens"])
+def test_a_snapshot_of_another_format_or_with_unsorted_tokens_is_rebuilt(flaw):
+    _fill(MemoryManager(project=NS), 30)
+    INDEXES.clear()
+    _recall("kernel")
+    stored = RecallSnapshot.objects.get(namespace=NS, scope="project")
+    body = bytearray(zlib.decompress(bytes(stored.payload)))
+    if flaw == "format 1":  # the format before tokens were sorted
+        body[4:8] = (1).to_bytes(4, "little")
+    else:
+        rules = int.from_bytes(body[8:12], "little")
+        at = 12 + rules
+        slots, tokens, id_bytes, token_bytes = struct.unpack_from("<4I", body, at)
+        start = at + 20 + id_bytes
+        table = bytes(body[start : start + token_bytes]).split(b"\x00")
+        assert len(table) == tokens > 1
+        table[0], table[1] = table[1], table[0]
+        body[start : start + token_bytes] = b"\x00".join(table)
+    RecallSnapshot.objects.filter(pk=stored.pk).update(payload=zlib.compress(bytes(body), 1))
+    INDEXES.clear()
+    builds, loads, persists = INDEXES.builds, INDEXES.loads, INDEXES.persists
+    for query in ("kernel deploy", "billing", "queue worker cache"):
+        assert _recall(query) == _brute_force(query)
+    # Not served: rebuilt once, and rewritten in the current format.
+    assert (INDEXES.builds, INDEXES.loads, INDEXES.persists) == (builds + 1, loads, persists + 1)
+    rewritten = RecallSnapshot.objects.get(namespace=NS, scope="project")
+    assert recall_snapshot.load(bytes(rewritten.payload)) is not None
 
 
 def test_a_snapshot_is_not_written_for_a_slice_that_moved_meanwhile(monkeypatch):
