@@ -243,3 +243,25 @@ def test_memory_index_stores_every_namespace_ahead_of_traffic_and_drop_removes_t
     assert RecallSnapshot.objects.count() == 2
     INDEXES.clear()
     assert _recall("kernel") == _brute_force("kernel")  # rebuilt on demand
+
+
+def test_a_snapshot_reads_back_byte_for_byte_inside_and_outside_a_transaction():
+    from memoryapp.db import snapshots
+
+    payload = bytes(range(256)) * 600  # every byte value; ~150 KB like 1,000 memories' snapshot
+    RecallSnapshot.objects.create(
+        namespace=NS,
+        scope="project",
+        counter=7,
+        watermark=1.5,
+        rows=1,
+        payload=payload,
+        written_at=0.0,
+    )
+    stored = snapshots.read("default", NS, "project")
+    assert (stored.counter, stored.watermark, stored.payload) == (7, 1.5, payload)
+    assert type(stored.payload) is bytes
+    with transaction.atomic():  # the same connection: an uncommitted change is seen
+        RecallSnapshot.objects.filter(namespace=NS).update(payload=payload[::-1])
+        assert snapshots.read("default", NS, "project").payload == payload[::-1]
+    assert snapshots.read("default", "nobody/here", "project") is None

@@ -36,6 +36,10 @@ class Vendor:
     """Timestamps are stored as ISO text (shared with Agentao's files)."""
     adopts_files: bool
     """An Agentao ``memory.db`` file can be adopted in place."""
+    binary_blob_reads: bool
+    """A large blob is read in binary format, through a server-binding psycopg cursor:
+    Django's PostgreSQL cursors bind on the client and get every result as text, which
+    sends a ``bytea`` as hex (twice its size, encoded by the server, decoded here)."""
 
 
 SQLITE = Vendor(
@@ -48,6 +52,7 @@ SQLITE = Vendor(
     analyze_after_bulk_load=False,
     text_timestamps=True,
     adopts_files=True,
+    binary_blob_reads=False,
 )
 POSTGRESQL = Vendor(
     name="postgresql",
@@ -59,6 +64,7 @@ POSTGRESQL = Vendor(
     analyze_after_bulk_load=True,
     text_timestamps=False,
     adopts_files=False,
+    binary_blob_reads=True,
 )
 _BY_NAME = {v.name: v for v in (SQLITE, POSTGRESQL)}
 
