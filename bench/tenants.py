@@ -807,7 +807,8 @@ def run_vendor(args: argparse.Namespace, vendor: str, draw_files: dict[str, Path
             big("first_touch", True, 1)  # one run: the next process would load what it stored
     # 3. Snapshots on after the pre-build, timed from an empty snapshot table.
     if "prebuilt" in modes:
-        drop_snapshots(vendor)
+        if not args.reuse_snapshots:
+            drop_snapshots(vendor)
         out["prebuild"] = manage(worker_env(vendor, True), "memory", "index", "--all-namespaces")
         log(f"[{vendor}] pre-build: {out['prebuild']['output']} in {out['prebuild']['wall_s']} s")
         out["snapshot_bytes"] = snapshot_bytes(vendor)
@@ -888,6 +889,8 @@ def orchestrate(args: argparse.Namespace) -> None:
             "raised_cap_mib": args.raised_cap_mib,
             "quick": args.quick,
             "seed_sql_copies": args.seed_sql_copies,
+            "draw_tenants": args.draw_tenants,
+            "reuse_snapshots": args.reuse_snapshots,
             "modes": args.modes,
             "dists": args.dists,
             "tag": args.tag,
@@ -903,7 +906,7 @@ def orchestrate(args: argparse.Namespace) -> None:
         )
         write_draws(
             draw_files[dist],
-            make_draws(dist, args.tenants, args.recalls, args.zipf),
+            make_draws(dist, args.draw_tenants or args.tenants, args.recalls, args.zipf),
             queries,
             args.seed_sql_copies,
         )
@@ -1049,12 +1052,15 @@ def http_targets(h: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
 
 def targets(report: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
     cfg = report["config"]
-    size = (cfg["tenants"], cfg["memories"])
+    # Draws among the first N tenants of a bigger database are draws over N tenants.
+    size = (cfg.get("draw_tenants") or cfg["tenants"], cfg["memories"])
     at = (
         ""
         if size == TARGET_SIZE
         else f" (measured at {size[0]:,} × {size[1]:,}, not 1,000 × 1,000)"
     )
+    if cfg.get("draw_tenants"):
+        at += f" (drawn among the first {size[0]:,} of {cfg['tenants']:,} tenants)"
     rows = []
     for vendor, v in report["vendors"].items():
         name = VENDORS[vendor]
@@ -1073,14 +1079,14 @@ def targets(report: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
                 (
                     f"uniform, cold process, pre-built, p50 ≤ {TARGET_P50_MS:g} ms, {name}{at}",
                     f"{r['latency']['p50']:.2f} ms",
-                    r["latency"]["p50"] <= TARGET_P50_MS if not at else None,
+                    r["latency"]["p50"] <= TARGET_P50_MS if size == TARGET_SIZE else None,
                 )
             )
             rows.append(
                 (
                     f"uniform, cold process, pre-built, p99 ≤ {TARGET_P99_MS:g} ms, {name}{at}",
                     f"{r['latency']['p99']:.2f} ms",
-                    r["latency"]["p99"] <= TARGET_P99_MS if not at else None,
+                    r["latency"]["p99"] <= TARGET_P99_MS if size == TARGET_SIZE else None,
                 )
             )
         cap = cfg.get("raised_cap_mib")
@@ -1096,13 +1102,15 @@ def targets(report: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
                         None,
                     )
                 )
-        if v["runs"]:
-            worst = max(v["runs"].items(), key=lambda kv: kv[1]["peak_rss_mib"])
-            held = max(v["runs"].items(), key=lambda kv: kv[1]["indexes_mib"])
+        # At the default LRU cap: a raised cap (the `+cap` rows) holds more by design.
+        default_cap = {k: r_ for k, r_ in v["runs"].items() if "+cap" not in k}
+        if default_cap:
+            worst = max(default_cap.items(), key=lambda kv: kv[1]["peak_rss_mib"])
+            held = max(default_cap.items(), key=lambda kv: kv[1]["indexes_mib"])
             rows_n = size[0] * size[1] + cfg["big"]
             rows.append(
                 (
-                    f"peak RSS of a measuring process ≤ {TARGET_RSS_MB:g} MB "
+                    f"peak RSS of a measuring process at the default cap ≤ {TARGET_RSS_MB:g} MB "
                     f"({TARGET_RSS_MB * 1e6 / 2**20:,.0f} MiB), {name}, {rows_n:,} rows",
                     f"{worst[1]['peak_rss_mib']:,.0f} MiB ({mode_label(worst[0].split('/')[0])}, "
                     f"{worst[0].split('/')[1]})",
@@ -1113,8 +1121,9 @@ def targets(report: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
             )
             rows.append(
                 (
-                    f"indexes held within the LRU cap, {name}, "
-                    f"{max(r_['tenants_touched'] for r_ in v['runs'].values()):,} tenants touched",
+                    f"indexes held within the default LRU cap, {name}, "
+                    f"{max(r_['tenants_touched'] for r_ in default_cap.values()):,} tenants "
+                    "touched",
                     f"at most {held[1]['indexes_mib']:,.0f} MiB held of a "
                     f"{held[1]['cache_bytes'] / 2**20:,.0f} MiB cap ({held[0]})",
                     held[1]["indexes_mib"] * 2**20 <= held[1]["cache_bytes"],
@@ -1363,7 +1372,19 @@ def write_markdown(report: dict[str, Any], extras: list[dict[str, Any]] = ()) ->
             + f"; load average at the start {extra['load_start']}, at the end "
             f"{extra['load_end']}; modes `{extra['config'].get('modes', 'all')}`, draws "
             f"`{extra['config'].get('dists', 'all')}`, {extra['config']['recalls']:,} recalls "
-            "each. Raw figures: `bench/out/tenants-"
+            "each"
+            + (
+                f", tenants drawn among the first {extra['config']['draw_tenants']:,} only"
+                if extra["config"].get("draw_tenants")
+                else ""
+            )
+            + (
+                "; the stored snapshots were kept (`--reuse-snapshots`: the pre-build below only "
+                "checked them)"
+                if extra["config"].get("reuse_snapshots")
+                else ""
+            )
+            + ". Raw figures: `bench/out/tenants-"
             f"{extra['config'].get('tag', '')}.json`.",
             "",
             *["#" + line if line.startswith("## ") else line for line in vendor_sections(extra)],
@@ -1466,6 +1487,19 @@ def main() -> None:
         "--modes", default="off,first_touch,prebuilt", help="which snapshot states to measure"
     )
     parser.add_argument("--dists", default="uniform,zipf,one", help="which tenant draws")
+    parser.add_argument(
+        "--draw-tenants",
+        type=int,
+        default=0,
+        metavar="N",
+        help="draw only among the first N tenants of the database (e.g. 1,000 of a kept 10,000)",
+    )
+    parser.add_argument(
+        "--reuse-snapshots",
+        action="store_true",
+        help="pre-built: keep the stored snapshots; `memory index --all-namespaces` then only "
+        "loads them and brings any drifted one up to date (not a timed pre-build)",
+    )
     parser.add_argument(
         "--tag",
         default="",
