@@ -1030,6 +1030,14 @@ def agreement(vendor_report: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
+def run_label(report_: dict[str, Any], main: dict[str, Any]) -> str:
+    """``[run tag, commit]`` before a target of another run than the main one."""
+    if report_ is main:
+        return ""
+    tag = "HTTP" if "cold" in report_ else report_["config"].get("tag", "")
+    return f"[`{tag}`, `{report_['code']['commit']}`] "
+
+
 def http_targets(h: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
     """Over HTTP, 4 workers, cold, uniform: p99 ≤ 40 ms, 0 errors; peak RSS per worker."""
     a, cfg = h["cold"]["figures"]["all"], h["config"]
@@ -1107,7 +1115,7 @@ def targets(report: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
         if default_cap:
             worst = max(default_cap.items(), key=lambda kv: kv[1]["peak_rss_mib"])
             held = max(default_cap.items(), key=lambda kv: kv[1]["indexes_mib"])
-            rows_n = size[0] * size[1] + cfg["big"]
+            rows_n = cfg["tenants"] * cfg["memories"] + cfg["big"]
             rows.append(
                 (
                     f"peak RSS of a measuring process at the default cap ≤ {TARGET_RSS_MB:g} MB "
@@ -1363,8 +1371,8 @@ def write_markdown(report: dict[str, Any], extras: list[dict[str, Any]] = ()) ->
             continue
         ec = extra["code"]
         lines += [
-            f"## A second run: {extra['config']['tenants']:,} × {extra['config']['memories']:,}"
-            f" (`{extra['command']}`)",
+            f"## Run `{extra['config'].get('tag', '')}`: {extra['config']['tenants']:,} × "
+            f"{extra['config']['memories']:,}, commit `{ec['commit']}` (`{extra['command']}`)",
             "",
             f"Generated {extra['date']}, wall time {extra['wall_s'] / 60:.1f} min, commit "
             f"`{ec['commit']}`"
@@ -1385,7 +1393,8 @@ def write_markdown(report: dict[str, Any], extras: list[dict[str, Any]] = ()) ->
                 else ""
             )
             + ". Raw figures: `bench/out/tenants-"
-            f"{extra['config'].get('tag', '')}.json`.",
+            f"{extra['config'].get('tag', '')}.json`."
+            + (f" {extra['note']}." if extra.get("note") else ""),
             "",
             *["#" + line if line.startswith("## ") else line for line in vendor_sections(extra)],
         ]
@@ -1420,7 +1429,8 @@ def write_markdown(report: dict[str, Any], extras: list[dict[str, Any]] = ()) ->
         "| target | measured | met |",
         "|---|---:|:---:|",
         *[
-            f"| {label} | {value} | {'yes' if ok else 'no' if ok is not None else '–'} |"
+            f"| {run_label(report_, report)}{label} | {value} | "
+            f"{'yes' if ok else 'no' if ok is not None else '–'} |"
             for report_ in (report, *extras)
             for label, value, ok in (
                 http_targets(report_) if "cold" in report_ else targets(report_)
