@@ -361,7 +361,12 @@ def post_request(worker, req, environ, resp):
         from memoryapp.indexes import INDEXES
 
         entries = list(getattr(INDEXES, "_entries", {{}}).values())
-        key = (getattr(INDEXES, "builds", -1), getattr(INDEXES, "deltas", -1), len(entries))
+        key = (
+            getattr(INDEXES, "builds", -1),
+            getattr(INDEXES, "deltas", -1),
+            len(entries),
+            getattr(INDEXES, "loads", -1),
+        )
         if key == _last["key"]:
             return
         _last["key"] = key
@@ -370,6 +375,7 @@ def post_request(worker, req, environ, resp):
             "builds": key[0],
             "deltas": key[1],
             "entries": key[2],
+            "loads": key[3],
             "nbytes": sum(getattr(e, "nbytes", 0) for e in entries),
             "at": time.time(),
         }}
@@ -567,7 +573,7 @@ class Server:
     workers: list[int] = field(default_factory=list)
 
 
-def start_gunicorn(env: dict[str, str], args: argparse.Namespace) -> Server:
+def start_gunicorn(env: dict[str, str], args: argparse.Namespace, workers: int = 0) -> Server:
     port = free_port()
     command = [
         str(GUNICORN),
@@ -575,7 +581,7 @@ def start_gunicorn(env: dict[str, str], args: argparse.Namespace) -> Server:
         "--bind",
         f"127.0.0.1:{port}",
         "--workers",
-        "2",
+        str(workers or args.workers),
         "--worker-class",
         args.worker_class,
         # A first recall builds a namespace's index; never let a slow one kill a worker.
@@ -805,7 +811,7 @@ async def run_phase(
     return plog, time.perf_counter() - began
 
 
-async def wait_ready(port: int, token: str, timeout: float = 120.0) -> float:
+async def wait_ready(port: int, token: str, timeout: float = 120.0, workers: int = 2) -> float:
     """Seconds until both workers answer: pairs of concurrent cheap requests, all fast.
 
     Sync workers import Django each at boot; a 404 under /api/ (no database, no auth) is the
@@ -815,7 +821,7 @@ async def wait_ready(port: int, token: str, timeout: float = 120.0) -> float:
     fast = 0
     while time.perf_counter() - began < timeout:
         results = await asyncio.gather(
-            *(_probe(port, token) for _ in range(2)), return_exceptions=True
+            *(_probe(port, token) for _ in range(workers)), return_exceptions=True
         )
         if all(isinstance(r, float) and r < 0.05 for r in results):
             fast += 1
@@ -1401,6 +1407,174 @@ def worker_snapshot(pids: list[int]) -> dict[int, dict[str, float]]:
     return {pid: proc_status(pid) for pid in pids}
 
 
+class TenantWorkload(Workload):
+    """Recall bodies over the namespaces of a database seeded by bench/tenants.py.
+
+    Tenant ``t`` (``tenants/t00000`` …) holds ``make_corpus(M, seed=1234 + t % K)``
+    (``K``: ``--tenants-copies``, the distinct corpora; the others are SQL copies), so
+    its queries are those of seed ``1234 + t % K``. Recall only: no upserts.
+    """
+
+    def __init__(self, tenants: int, copies: int) -> None:
+        module = load_corpus_module()
+        self.namespaces = tenants
+        self.copies = copies or tenants
+        self.tail, self.upserts = [], 0
+        self.by_source = []
+        for source in range(self.copies):
+            bodies = []
+            for query, hints in module.make_queries(SEED + source):
+                body: dict[str, Any] = {"query": query, "top_k": 5}
+                if hints:
+                    body["messages"] = [{"role": "user", "content": " ".join(hints)}]
+                bodies.append(body)
+            self.by_source.append(bodies)
+        self.recalls = self.by_source[0]
+
+    def recall(self, rng: random.Random, namespace: int | None = None) -> tuple[int, bytes]:
+        t = rng.randrange(self.namespaces) if namespace is None else namespace
+        bodies = self.by_source[t % self.copies]
+        q = rng.randrange(len(bodies))
+        return q, json.dumps({"project": f"tenants/t{t:05d}", **bodies[q]}).encode()
+
+
+def cold_phase(
+    env: dict[str, str], args: argparse.Namespace, token: str, workload: Workload
+) -> tuple[Server, dict[str, Any]]:
+    """Fresh gunicorn (``--cold-workers``), no warm-up: uniform recalls from the first request.
+
+    Every worker starts with no index at all; what a request needs it builds, or loads
+    from the stored recall snapshots (``MEMORYAPP_RECALL_SNAPSHOTS``, on by default).
+    Returns the running server (the caller stops it) and the phase's figures.
+    """
+    name = f"cold recall ({args.cold_workers} workers restarted, no warm-up, uniform)"
+    server = start_gunicorn(env, args, workers=args.cold_workers)
+    ready_s = asyncio.run(wait_ready(server.port, token, workers=args.cold_workers))
+    server.workers = children_of(server.process.pid)
+    assert len(server.workers) == args.cold_workers, server.workers
+    log(f"cold: gunicorn restarted, workers {server.workers}, ready in {ready_s:.1f} s")
+    start = worker_snapshot(server.workers)
+    meter = CpuMeter(server.workers)
+    load_start = load()
+    plog, elapsed = asyncio.run(
+        run_phase(
+            server.port, token, workload, args.duration, args.concurrency, 0.0, seed=SEED + 15
+        )
+    )
+    figures = phase_figures(plog, elapsed)
+    figures["cpu"] = meter.read()
+    figures["raw"] = [
+        [round(s.start, 4), s.kind, round(s.latency * 1e3, 3), s.status] for s in plog.samples
+    ]
+    # The first and the last ten seconds apart: the cold start is the first, the state
+    # after a minute of uniform traffic the last.
+    for label, keep in (
+        ("first_10s", lambda s: s.start < 10),
+        ("last_10s", lambda s: s.start >= elapsed - 10),
+    ):
+        window = [s.latency for s in plog.samples if keep(s)]
+        figures[label] = {"requests": len(window), "latency_ms": summarize(window)}
+    a = figures["all"]
+    log(
+        f"cold: {a['requests']:,} requests, {a['throughput_rps']:.1f} req/s, p50 "
+        f"{a['latency_ms'].get('p50', 0):.1f} ms, p99 {a['latency_ms'].get('p99', 0):.1f} ms, "
+        f"{a['errors']} errors"
+    )
+    for sample in plog.errors:
+        log(f"  error: {sample}")
+    return server, {
+        "name": name,
+        "workers": args.cold_workers,
+        "ready_s": round(ready_s, 1),
+        "load_start": load_start,
+        "load_end": load(),
+        "index_stats": worker_index_stats(server.workers),
+        "workers_start": {str(k): v for k, v in start.items()},
+        "workers_end": {str(k): v for k, v in worker_snapshot(server.workers).items()},
+        "figures": figures,
+    }
+
+
+def run_tenants_cold(args: argparse.Namespace) -> None:
+    """Only the cold phase, against a database kept by ``bench/tenants.py --keep-db``.
+
+    Writes bench/out/api_cold.json (bench/tenants.py renders it into bench/TENANTS.md);
+    never bench/API_RESULTS.md, whose figures are another workload's.
+    """
+    global DB_NAME
+    DB_NAME = args.tenants_db
+    began = time.perf_counter()
+    report: dict[str, Any] = {
+        "benchmark": "HTTP API, cold workers over many tenants (issue 15)",
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": shlex.join(["python", "bench/api_load.py", *sys.argv[1:]]),
+        "machine": machine_info(),
+        "versions": versions(),
+        "load_before": load(),
+        "config": {
+            "database": args.tenants_db,
+            "tenants": args.tenants,
+            "copies": args.tenants_copies,
+            "duration": args.duration,
+            "concurrency": args.concurrency,
+            "cold_workers": args.cold_workers,
+            "worker_class": args.worker_class,
+            "conn_max_age": args.conn_max_age,
+            "recall_cache_mib": args.recall_cache_mib,
+        },
+    }
+    with pg_connect(PG_BASE_URL + DB_NAME) as conn:
+        report["database"] = {
+            "rows": conn.execute("SELECT count(*) FROM memories").fetchone()[0],
+            "namespaces": conn.execute("SELECT count(*) FROM memory_slice_changes").fetchone()[0],
+            "snapshots": conn.execute(
+                "SELECT count(*), coalesce(sum(length(payload)), 0) FROM memory_recall_snapshots"
+            ).fetchone(),
+            "bytes": conn.execute("SELECT pg_database_size(current_database())").fetchone()[0],
+        }
+    log(f"cold: database {DB_NAME}: {report['database']}")
+    workload = TenantWorkload(args.tenants, args.tenants_copies)
+    token = manage("memory", "client", CLIENT_NAME, "--grant", "tenants/", "--write")
+    token = token.strip().splitlines()[-1]
+    base = {
+        "API_THROTTLE_WRITE": "",
+        "API_THROTTLE_RECALL": "",
+        "API_THROTTLE_ERASE": "",
+        "SECRET_KEY": secrets.token_urlsafe(50),
+        "ALLOWED_HOSTS": "127.0.0.1,localhost",
+    }
+    cap = int(args.recall_cache_mib) * 2**20 if args.recall_cache_mib not in ("auto", "0") else 0
+    extra = {"MEMORYAPP_RECALL_CACHE_BYTES": str(cap)} if cap else {}
+    env = django_env({**base, **extra, "DATABASE_URL": db_url(args.conn_max_age)})
+    found = preflight({**env, "PYTHONPATH": f"{ROOT}:{SETTINGS_DIR}"})
+    assert not found["debug"] and not any(found["throttle_rates"].get(k) for k in ("recall",))
+    report["server_settings"] = found
+    report["code"] = code_version()
+    server = None
+    try:
+        server, report["cold"] = cold_phase(env, args, token, workload)
+        report["gunicorn_command"] = shlex.join(server.command)
+    finally:
+        stop_gunicorn(server)
+    report["code_end"] = code_version()
+    report["load_after"] = load()
+    report["wall_s"] = round(time.perf_counter() - began, 1)
+    path = OUT / "api_cold.json"
+    path.write_text(json.dumps(report, indent=1) + "\n")
+    c = report["cold"]["figures"]
+    log("")
+    for line in phase_rows({report["cold"]["name"]: c}):
+        log(line)
+    for pid, w in report["cold"]["workers_end"].items():
+        stats = report["cold"]["index_stats"].get(int(pid), {})
+        log(
+            f"  worker {pid}: VmRSS {w.get('VmRSS')} MiB, VmHWM {w.get('VmHWM')} MiB, builds "
+            f"{stats.get('builds')}, loads {stats.get('loads')}, indexes held "
+            f"{stats.get('entries')} ({stats.get('nbytes', 0) / 2**20:,.0f} MiB)"
+        )
+    log(f"wrote {path.relative_to(ROOT)} in {report['wall_s'] / 60:.1f} min")
+
+
 def run(args: argparse.Namespace) -> None:
     began = time.perf_counter()
     OUT.mkdir(parents=True, exist_ok=True)
@@ -1452,10 +1626,10 @@ def run(args: argparse.Namespace) -> None:
 
         server = start_gunicorn(env, args)
         report["gunicorn_command"] = shlex.join(server.command)
-        ready_s = asyncio.run(wait_ready(server.port, token))
+        ready_s = asyncio.run(wait_ready(server.port, token, workers=args.workers))
         server.workers = children_of(server.process.pid)
         log(f"gunicorn: port {server.port}, workers {server.workers}, ready in {ready_s:.1f} s")
-        assert len(server.workers) == 2, f"expected 2 workers, found {server.workers}"
+        assert len(server.workers) == args.workers, f"expected {args.workers}, {server.workers}"
 
         log(f"warm-up: {args.namespaces} namespaces ...")
         report["warm_up"] = asyncio.run(
@@ -1535,6 +1709,12 @@ def run(args: argparse.Namespace) -> None:
             for sample in plog.errors:
                 log(f"  error: {sample}")
 
+        if args.cold_phase:
+            ended = worker_snapshot(server.workers)
+            stop_gunicorn(server)
+            server, report["cold"] = cold_phase(env, args, token, workload)
+            report["cold"]["warm_server_end"] = {str(k): v for k, v in ended.items()}
+            report["phases"][report["cold"]["name"]] = report["cold"].pop("figures")
         end = worker_snapshot(server.workers)
         now_workers = children_of(server.process.pid)
         report["workers_restarted"] = (
@@ -1598,6 +1778,27 @@ def main() -> None:
         help="recall LRU cap for the server: auto (fit every namespace), N MiB, 0 (default)",
     )
     parser.add_argument("--worker-class", choices=["sync", "gthread"], default="sync")
+    parser.add_argument("--workers", type=int, default=2, help="gunicorn workers (warm phases)")
+    parser.add_argument(
+        "--cold-phase",
+        action="store_true",
+        help="end with a cold phase: gunicorn restarted with --cold-workers, no warm-up, "
+        "uniform recalls",
+    )
+    parser.add_argument("--cold-workers", type=int, default=4, help="gunicorn workers, cold")
+    parser.add_argument(
+        "--tenants-db",
+        default="",
+        help="only the cold phase, on this database kept by bench/tenants.py --keep-db "
+        "(tenants/t00000 …); writes bench/out/api_cold.json",
+    )
+    parser.add_argument("--tenants", type=int, default=1000, help="with --tenants-db")
+    parser.add_argument(
+        "--tenants-copies",
+        type=int,
+        default=0,
+        help="with --tenants-db: its --seed-sql-copies K (tenant t holds seed 1234 + t %% K)",
+    )
     parser.add_argument("--threads", type=int, default=2, help="threads per gthread worker")
     parser.add_argument(
         "--warm-threshold-ms",
@@ -1615,6 +1816,9 @@ def main() -> None:
         report = json.loads(RESULTS_JSON.read_text())
         write_markdown(report)
         print_table(report)
+        return
+    if args.tenants_db:
+        run_tenants_cold(args)
         return
     if args.quick:
         args.namespaces, args.per_namespace, args.duration = 4, 1000, 5.0

@@ -102,6 +102,9 @@ ANALYSIS_END = "<!-- analysis:end -->"
 # The issue's targets, for uniform draws over 1,000 tenants of 1,000 memories.
 TARGET_SIZE = (1000, 1000)
 TARGET_P50_MS, TARGET_P99_MS, TARGET_BIG_MS, TARGET_BIG_N = 2.0, 10.0, 300.0, 100_000
+TARGET_10K_SIZE, TARGET_10K_P99_MS = (10_000, 1000), 15.0  # PostgreSQL, in-process
+TARGET_RSS_MB = 400.0  # peak RSS per worker at 10,000,000 rows (MB, 10^6 bytes)
+TARGET_HTTP_P99_MS = 40.0  # over HTTP, 4 cold workers, uniform tenants
 
 
 # ============================================================================ helpers
@@ -182,13 +185,21 @@ def make_draws(dist: str, tenants: int, recalls: int, zipf_s: float) -> list[tup
     return [(t, rng.randrange(QUERIES)) for t in picks]
 
 
-def write_draws(path: Path, draws: list[tuple[int, int]], queries: dict[int, list]) -> None:
+def source_tenant(t: int, copies: int) -> int:
+    """Whose corpus tenant ``t`` holds: itself, or with ``--seed-sql-copies K`` tenant ``t % K``."""
+    return t % copies if copies else t
+
+
+def write_draws(
+    path: Path, draws: list[tuple[int, int]], queries: dict[int, list], copies: int = 0
+) -> None:
     """The draws as (namespace, query, hints) triples, so a worker generates nothing."""
     rows = []
     for t, q in draws:
-        if t not in queries:
-            queries[t] = tenant_queries(t)
-        query, hints = queries[t][q]
+        source = source_tenant(t, copies)
+        if source not in queries:
+            queries[source] = tenant_queries(source)
+        query, hints = queries[source][q]
         rows.append([tenant_ns(t), query, hints])
     path.write_text(json.dumps(rows))
 
@@ -265,6 +276,67 @@ def database_bytes(vendor: str) -> int:
         return int(conn.execute("SELECT pg_database_size(current_database())").fetchone()[0])
 
 
+COPY_BATCH = 250  # namespaces per INSERT … SELECT of sql_copies (250,000 rows at M = 1,000)
+
+
+def sql_copies(first: int, last: int, copies: int) -> dict[str, Any]:
+    """Tenants ``first … last - 1`` as SQL copies of tenant ``t % copies`` (PostgreSQL).
+
+    As bench/api_load.py seeds: one ``INSERT … SELECT`` per batch of namespaces, fresh
+    random 16-hex-digit ids as ``new_id()`` makes (the source id and target tenant in the
+    hash), every other column copied (timestamps included, so a copy scores like its
+    source), no ``memory_events`` rows; the statement-level change-counter triggers fire,
+    so every new namespace gets its slice counter. Then ``VACUUM (ANALYZE)`` and a
+    checkpoint, so that neither autovacuum nor the seed's WAL lands in a measured phase.
+    """
+    out: dict[str, Any] = {"first": first, "last": last, "copies_of": copies}
+    started = time.perf_counter()
+    with pg_connect(PG_BASE_URL + PG_DB) as conn:
+        columns = [
+            r[0]
+            for r in conn.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = "
+                "'memories' AND table_schema = current_schema() ORDER BY ordinal_position"
+            ).fetchall()
+        ]
+        rest = [c for c in columns if c not in ("id", "namespace")]
+        sql = (
+            f"INSERT INTO memories (id, namespace, {', '.join(rest)}) "
+            "SELECT left(md5(random()::text || clock_timestamp()::text || m.id || g.t::text), 16),"
+            " %(prefix)s || lpad(g.t::text, 5, '0'), "
+            + ", ".join(f"m.{c}" for c in rest)
+            + " FROM generate_series(%(lo)s::int, %(hi)s::int) AS g(t) JOIN memories m "
+            "ON m.namespace = "
+            "%(prefix)s || lpad((g.t %% %(k)s)::text, 5, '0') WHERE m.deleted_at IS NULL"
+        )
+        rows = 0
+        for lo in range(first, last, COPY_BATCH):
+            hi = min(last, lo + COPY_BATCH) - 1
+            params = {"prefix": NS_PREFIX + "t", "lo": lo, "hi": hi, "k": copies}
+            rows += conn.execute(sql, params).rowcount
+            conn.commit()
+            log(
+                f"sql copies: tenants {first:,}–{hi:,}, {rows:,} rows, "
+                f"{time.perf_counter() - started:.0f} s"
+            )
+        out["rows"] = rows
+        out["copy_s"] = round(time.perf_counter() - started, 1)
+        out["rows_per_s"] = round(rows / max(1e-9, time.perf_counter() - started))
+        finish = time.perf_counter()
+        conn.autocommit = True
+        conn.execute("VACUUM (ANALYZE) memories")
+        conn.execute("CHECKPOINT")
+        out["vacuum_analyze_s"] = round(time.perf_counter() - finish, 1)
+        counts = conn.execute(
+            "SELECT count(DISTINCT namespace), count(*) FROM memories "
+            "WHERE deleted_at IS NULL AND namespace LIKE %s",
+            [NS_PREFIX + "t%"],
+        ).fetchone()
+        out["tenants_in_db"], out["tenant_rows_in_db"] = int(counts[0]), int(counts[1])
+        conn.execute("UPDATE bench_tenants_seed SET tenants = %s", [last])
+    return out
+
+
 def setup_django(migrate: bool = False) -> None:
     """Django with project.settings on the DATABASE_URL the orchestrator set."""
     sys.path.insert(0, str(ROOT))
@@ -299,14 +371,15 @@ def worker_seed(args: argparse.Namespace) -> dict[str, Any]:
     # one import and ~0.1 s × 1,000 imports here; one VACUUM (ANALYZE) at the end gives
     # the planner the same statistics. Patched in this process only, never in memoryapp/.
     bulk._refresh_statistics = lambda using: None
-    jobs = [(t, args.memories) for t in range(args.tenants)]
+    distinct = args.seed_sql_copies or args.tenants  # the rest are SQL copies (sql_copies)
+    jobs = [(t, args.memories) for t in range(distinct)]
     if args.big:
-        jobs.append((args.tenants, args.big))
+        jobs.append((distinct, args.big))
     started = time.perf_counter()
     rows = 0
     try:
         for done, (t, records) in enumerate(_generated(pool, jobs), start=1):
-            ns = BIG_NS if t == args.tenants else tenant_ns(t)
+            ns = BIG_NS if t == distinct else tenant_ns(t)
             report = MemoryManager(project=ns).import_memories(
                 enumerate(records, start=1), actor="bench-tenants"
             )
@@ -327,7 +400,7 @@ def worker_seed(args: argparse.Namespace) -> dict[str, Any]:
             "SELECT namespace, count(*) FROM memories WHERE deleted_at IS NULL GROUP BY namespace"
         )
         counts = dict(cursor.fetchall())
-        expected = {tenant_ns(t): args.memories for t in range(args.tenants)}
+        expected = {tenant_ns(t): args.memories for t in range(distinct)}
         if args.big:
             expected[BIG_NS] = args.big
         assert counts == expected, "row counts per namespace differ from the corpus"
@@ -337,7 +410,7 @@ def worker_seed(args: argparse.Namespace) -> dict[str, Any]:
         )
         cursor.execute(
             "INSERT INTO bench_tenants_seed VALUES (%s, %s, %s, %s)",
-            [args.tenants, args.memories, args.big, args.stamp],
+            [distinct, args.memories, args.big, args.stamp],
         )
     if connection.vendor == "postgresql":
         # A million fresh rows would make autovacuum start in a measured phase, and the
@@ -476,6 +549,9 @@ def worker_recall(args: argparse.Namespace) -> dict[str, Any]:
             "persists": after[3] - before[3],
             "indexes_held": len(INDEXES._entries),
             "indexes_mib": round(sum(e.nbytes for e in INDEXES._entries.values()) / 2**20, 1),
+            # Every build or load adds an entry; those not held at the end were evicted.
+            "evictions": (after[0] - before[0]) + (after[1] - before[1]) - len(INDEXES._entries),
+            "rss_end_mib": current_rss_mib(),
             "empty": empty,
             "peak_rss_mib": peak_rss_mib(),
             "load_end": loadavg(),
@@ -647,10 +723,26 @@ def run_vendor(args: argparse.Namespace, vendor: str, draw_files: dict[str, Path
     began = time.perf_counter()
     want = {"tenants": args.tenants, "memories": args.memories, "big": args.big}
     marker = seeded_marker(vendor) if args.keep_db else None
+    copies = args.seed_sql_copies
     if marker is not None and marker == {**want, "stamp": corpus_stamp()}:
         log(f"[{vendor}] reusing the seeded database (--keep-db)")
         manage(worker_env(vendor), "migrate", "--noinput", "-v", "0")
         out["seed"] = {"reused": True}
+    elif (
+        marker is not None
+        and copies
+        and copies <= marker["tenants"] < args.tenants
+        and {**marker, "tenants": 0} == {**want, "tenants": 0, "stamp": corpus_stamp()}
+    ):
+        # A kept database of fewer tenants (e.g. the 1,000 × 1,000 run's, --keep-db):
+        # the missing tenants are added as SQL copies; those already there stay.
+        log(f"[{vendor}] extending the kept database from {marker['tenants']:,} tenants by SQL")
+        manage(worker_env(vendor), "migrate", "--noinput", "-v", "0")
+        out["seed"] = {
+            "reused": True,
+            "reused_tenants": marker["tenants"],
+            "copies": sql_copies(marker["tenants"], args.tenants, copies),
+        }
     else:
         create_database(vendor)
         log(f"[{vendor}] seeding {args.tenants:,} × {args.memories:,} + big {args.big:,} ...")
@@ -662,8 +754,11 @@ def run_vendor(args: argparse.Namespace, vendor: str, draw_files: dict[str, Path
             big=args.big,
             jobs=args.jobs,
             stamp=corpus_stamp(),
+            seed_sql_copies=copies,
         )
         log(f"[{vendor}] seeded {out['seed']['rows']:,} rows in {out['seed']['process_s']:.0f} s")
+        if copies and copies < args.tenants:
+            out["seed"]["copies"] = sql_copies(copies, args.tenants, copies)
     out["db_bytes"] = database_bytes(vendor)
 
     def recall(mode: str, dist: str, snapshots: bool, cap_mib: int = 0) -> None:
@@ -678,7 +773,10 @@ def run_vendor(args: argparse.Namespace, vendor: str, draw_files: dict[str, Path
             return
         for run in range(runs):
             result = run_worker(
-                "big", worker_env(vendor, snapshots), run=run, big_seed_tenant=args.tenants
+                "big",
+                worker_env(vendor, snapshots),
+                run=run,
+                big_seed_tenant=args.seed_sql_copies or args.tenants,
             )
             out["big"].setdefault(mode, []).append(result)
             log(
@@ -687,32 +785,38 @@ def run_vendor(args: argparse.Namespace, vendor: str, draw_files: dict[str, Path
                 f"{result['warm']['p50']:.2f} ms, peak RSS {result['peak_rss_mib']:.0f} MiB"
             )
 
+    modes, dists = args.modes.split(","), [d for d in DISTRIBUTIONS if d in args.dists.split(",")]
     # 1. The design before: snapshots off (whatever is stored is ignored, nothing is written).
-    for dist in DISTRIBUTIONS:
-        recall("off", dist, False)
-    if args.raised_cap_mib:
-        # The default LRU cap may hold fewer indexes than there are tenants: then a recall
-        # of an evicted tenant builds (off) or loads (on) again. A cap that holds them all
-        # separates that cost from the cold start's.
-        recall(f"off+cap{args.raised_cap_mib}", "uniform", False, args.raised_cap_mib)
-    big("off", False, args.big_runs)
+    if "off" in modes:
+        for dist in dists:
+            recall("off", dist, False)
+        if args.raised_cap_mib and "uniform" in dists:
+            # The default LRU cap may hold fewer indexes than there are tenants: then a recall
+            # of an evicted tenant builds (off) or loads (on) again. A cap that holds them all
+            # separates that cost from the cold start's.
+            recall(f"off+cap{args.raised_cap_mib}", "uniform", False, args.raised_cap_mib)
+        big("off", False, args.big_runs)
     # 2. Snapshots on, nothing stored: each measurement starts from an empty snapshot table.
-    for dist in ("uniform", "zipf"):
-        drop_snapshots(vendor)
-        recall("first_touch", dist, True)
-    if args.big:
-        drop_snapshots(vendor, BIG_NS)
-        big("first_touch", True, 1)  # one run: the next process would load what it stored
+    if "first_touch" in modes:
+        for dist in ("uniform", "zipf"):
+            if dist in dists:
+                drop_snapshots(vendor)
+                recall("first_touch", dist, True)
+        if args.big and args.big_runs:
+            drop_snapshots(vendor, BIG_NS)
+            big("first_touch", True, 1)  # one run: the next process would load what it stored
     # 3. Snapshots on after the pre-build, timed from an empty snapshot table.
-    drop_snapshots(vendor)
-    out["prebuild"] = manage(worker_env(vendor, True), "memory", "index", "--all-namespaces")
-    log(f"[{vendor}] pre-build: {out['prebuild']['output']} in {out['prebuild']['wall_s']} s")
-    out["snapshot_bytes"] = snapshot_bytes(vendor)
-    for dist in DISTRIBUTIONS:
-        recall("prebuilt", dist, True)
-    if args.raised_cap_mib:
-        recall(f"prebuilt+cap{args.raised_cap_mib}", "uniform", True, args.raised_cap_mib)
-    big("prebuilt", True, args.big_runs)
+    if "prebuilt" in modes:
+        if not args.reuse_snapshots:
+            drop_snapshots(vendor)
+        out["prebuild"] = manage(worker_env(vendor, True), "memory", "index", "--all-namespaces")
+        log(f"[{vendor}] pre-build: {out['prebuild']['output']} in {out['prebuild']['wall_s']} s")
+        out["snapshot_bytes"] = snapshot_bytes(vendor)
+        for dist in dists:
+            recall("prebuilt", dist, True)
+        if args.raised_cap_mib and "uniform" in dists:
+            recall(f"prebuilt+cap{args.raised_cap_mib}", "uniform", True, args.raised_cap_mib)
+        big("prebuilt", True, args.big_runs)
     out["load_end"] = loadavg()
     out["wall_s"] = round(time.perf_counter() - began, 1)
     return out
@@ -784,15 +888,27 @@ def orchestrate(args: argparse.Namespace) -> None:
             "zipf": args.zipf,
             "raised_cap_mib": args.raised_cap_mib,
             "quick": args.quick,
+            "seed_sql_copies": args.seed_sql_copies,
+            "draw_tenants": args.draw_tenants,
+            "reuse_snapshots": args.reuse_snapshots,
+            "modes": args.modes,
+            "dists": args.dists,
+            "tag": args.tag,
         },
         "vendors": {},
     }
     queries: dict[int, list] = {}
     draw_files = {}
     for dist in DISTRIBUTIONS:
-        draw_files[dist] = OUT / f"draws-{dist}.json"
+        # Per tag: two invocations at once (another size) must not share draw files.
+        draw_files[dist] = OUT / (
+            f"draws-{args.tag}-{dist}.json" if args.tag else f"draws-{dist}.json"
+        )
         write_draws(
-            draw_files[dist], make_draws(dist, args.tenants, args.recalls, args.zipf), queries
+            draw_files[dist],
+            make_draws(dist, args.draw_tenants or args.tenants, args.recalls, args.zipf),
+            queries,
+            args.seed_sql_copies,
         )
     if not args.no_agentao:
         log(f"[agentao] one tenant of {args.memories:,}, {args.recalls:,} recalls ...")
@@ -914,31 +1030,71 @@ def agreement(vendor_report: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
+def run_label(report_: dict[str, Any], main: dict[str, Any]) -> str:
+    """``[run tag, commit]`` before a target of another run than the main one."""
+    if report_ is main:
+        return ""
+    tag = "HTTP" if "cold" in report_ else report_["config"].get("tag", "")
+    return f"[`{tag}`, `{report_['code']['commit']}`] "
+
+
+def http_targets(h: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
+    """Over HTTP, 4 workers, cold, uniform: p99 ≤ 40 ms, 0 errors; peak RSS per worker."""
+    a, cfg = h["cold"]["figures"]["all"], h["config"]
+    at = f"{cfg['tenants']:,} tenants, {h['database']['rows']:,} rows"
+    hwm = max(w.get("VmHWM", 0) for w in h["cold"]["workers_end"].values())
+    return [
+        (
+            f"over HTTP, {h['cold']['workers']} workers, cold, uniform: p99 ≤ "
+            f"{TARGET_HTTP_P99_MS:g} ms with 0 errors, PostgreSQL {at}",
+            f"p99 {a['latency_ms']['p99']:.1f} ms, {a['errors']} errors of {a['requests']:,}",
+            a["latency_ms"]["p99"] <= TARGET_HTTP_P99_MS and a["errors"] == 0,
+        ),
+        (
+            f"peak RSS per gunicorn worker ≤ {TARGET_RSS_MB:g} MB, {at}",
+            f"{hwm:,.0f} MiB (largest VmHWM)",
+            hwm <= TARGET_RSS_MB * 1e6 / 2**20 if h["database"]["rows"] >= 10_000_000 else None,
+        ),
+    ]
+
+
 def targets(report: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
     cfg = report["config"]
-    size = (cfg["tenants"], cfg["memories"])
+    # Draws among the first N tenants of a bigger database are draws over N tenants.
+    size = (cfg.get("draw_tenants") or cfg["tenants"], cfg["memories"])
     at = (
         ""
         if size == TARGET_SIZE
         else f" (measured at {size[0]:,} × {size[1]:,}, not 1,000 × 1,000)"
     )
+    if cfg.get("draw_tenants"):
+        at += f" (drawn among the first {size[0]:,} of {cfg['tenants']:,} tenants)"
     rows = []
     for vendor, v in report["vendors"].items():
         name = VENDORS[vendor]
         r = v["runs"].get("prebuilt/uniform")
-        if r:
+        if r and size == TARGET_10K_SIZE and vendor == "postgres":
+            rows.append(
+                (
+                    f"uniform, cold process, pre-built, p99 ≤ {TARGET_10K_P99_MS:g} ms, {name} "
+                    f"{size[0]:,} × {size[1]:,} (p50 beside it)",
+                    f"{r['latency']['p99']:.2f} ms (p50 {r['latency']['p50']:.2f})",
+                    r["latency"]["p99"] <= TARGET_10K_P99_MS,
+                )
+            )
+        elif r:
             rows.append(
                 (
                     f"uniform, cold process, pre-built, p50 ≤ {TARGET_P50_MS:g} ms, {name}{at}",
                     f"{r['latency']['p50']:.2f} ms",
-                    r["latency"]["p50"] <= TARGET_P50_MS if not at else None,
+                    r["latency"]["p50"] <= TARGET_P50_MS if size == TARGET_SIZE else None,
                 )
             )
             rows.append(
                 (
                     f"uniform, cold process, pre-built, p99 ≤ {TARGET_P99_MS:g} ms, {name}{at}",
                     f"{r['latency']['p99']:.2f} ms",
-                    r["latency"]["p99"] <= TARGET_P99_MS if not at else None,
+                    r["latency"]["p99"] <= TARGET_P99_MS if size == TARGET_SIZE else None,
                 )
             )
         cap = cfg.get("raised_cap_mib")
@@ -954,6 +1110,33 @@ def targets(report: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
                         None,
                     )
                 )
+        # At the default LRU cap: a raised cap (the `+cap` rows) holds more by design.
+        default_cap = {k: r_ for k, r_ in v["runs"].items() if "+cap" not in k}
+        if default_cap:
+            worst = max(default_cap.items(), key=lambda kv: kv[1]["peak_rss_mib"])
+            held = max(default_cap.items(), key=lambda kv: kv[1]["indexes_mib"])
+            rows_n = cfg["tenants"] * cfg["memories"] + cfg["big"]
+            rows.append(
+                (
+                    f"peak RSS of a measuring process at the default cap ≤ {TARGET_RSS_MB:g} MB "
+                    f"({TARGET_RSS_MB * 1e6 / 2**20:,.0f} MiB), {name}, {rows_n:,} rows",
+                    f"{worst[1]['peak_rss_mib']:,.0f} MiB ({mode_label(worst[0].split('/')[0])}, "
+                    f"{worst[0].split('/')[1]})",
+                    worst[1]["peak_rss_mib"] <= TARGET_RSS_MB * 1e6 / 2**20
+                    if rows_n >= 10_000_000
+                    else None,
+                )
+            )
+            rows.append(
+                (
+                    f"indexes held within the default LRU cap, {name}, "
+                    f"{max(r_['tenants_touched'] for r_ in default_cap.values()):,} tenants "
+                    "touched",
+                    f"at most {held[1]['indexes_mib']:,.0f} MiB held of a "
+                    f"{held[1]['cache_bytes'] / 2**20:,.0f} MiB cap ({held[0]})",
+                    held[1]["indexes_mib"] * 2**20 <= held[1]["cache_bytes"],
+                )
+            )
         big_at = "" if cfg["big"] == TARGET_BIG_N else f" (a tenant of {cfg['big']:,})"
         for mode in ("prebuilt", "off"):
             runs = v["big"].get(mode)
@@ -973,7 +1156,134 @@ def targets(report: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
     return rows
 
 
-def write_markdown(report: dict[str, Any]) -> None:
+def vendor_sections(report: dict[str, Any]) -> list[str]:
+    """One section per vendor of a report: seed, tables by mode and by what an index needed."""
+    cfg = report["config"]
+    lines: list[str] = []
+    for vendor, v in report["vendors"].items():
+        name = VENDORS[vendor]
+        seed_ = v["seed"]
+        snap = v.get("snapshot_bytes", {})
+        pre = v.get("prebuild", {})
+        loads = [r["load_start"][0] for r in v["runs"].values()]
+        loads += [r["load_start"][0] for runs in v["big"].values() for r in runs]
+        lines += [
+            f"## {name}: {cfg['tenants']:,} × {cfg['memories']:,}",
+            "",
+            f"Measured in {v['wall_s'] / 60:.1f} min; load average (1 min) at the start of the "
+            f"measuring processes {min(loads):.1f}–{max(loads):.1f}.",
+            "",
+            seed_text(seed_, v)
+            + f" Pre-build (`{pre.get('command', '')}`): {pre.get('wall_s', '–')} s, peak RSS "
+            f"{pre.get('peak_rss_mib', '–')} MiB — “{pre.get('output', '')}”. Stored snapshots: "
+            f"{snap.get('tenants_count', 0):,} tenants, "
+            f"{snap.get('tenants_bytes', 0) / 2**20:,.1f} MiB "
+            f"({snap.get('tenants_bytes', 0) / max(1, snap.get('tenants_count', 0)) / 1024:,.0f}"
+            f" KiB each), big tenant {snap.get('big_bytes', 0) / 2**20:,.1f} MiB.",
+            "",
+            *main_rows(v),
+            "",
+            "Latency by what the call's index needed:",
+            "",
+            *kind_rows(v),
+            "",
+            "Same answer for the same draw in every mode (ties compared as sets; draws whose "
+            f"answer differs from the first mode's): "
+            f"{agreement(v)}.",
+            "",
+        ]
+        if v["big"]:
+            lines += [
+                f"Big tenant ({cfg['big']:,} memories), first recall in a fresh process:",
+                "",
+                *big_rows(v),
+                "",
+            ]
+    return lines
+
+
+def http_section(h: dict[str, Any]) -> list[str]:
+    """The cold HTTP phase of ``bench/api_load.py --tenants-db`` (bench/out/api_cold.json)."""
+    cfg, cold, db = h["config"], h["cold"], h["database"]
+    f = cold["figures"]
+    rows = [
+        "| window | requests | req/s | p50 ms | p90 ms | p99 ms | max ms | errors |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    a = f["all"]
+    lat = a["latency_ms"]
+    rows.append(
+        f"| whole phase ({f['elapsed_s']:.0f} s) | {a['requests']:,} | "
+        f"{a['throughput_rps']:,.1f} | {lat['p50']:.1f} | {lat['p90']:.1f} | {lat['p99']:.1f} "
+        f"| {lat['max']:.1f} | {a['errors']} |"
+    )
+    for key, label in (("first_10s", "first 10 s"), ("last_10s", "last 10 s")):
+        w = f.get(key)
+        if w and w["requests"]:
+            wl = w["latency_ms"]
+            rows.append(
+                f"| {label} | {w['requests']:,} | – | {wl['p50']:.1f} | {wl['p90']:.1f} | "
+                f"{wl['p99']:.1f} | {wl['max']:.1f} | – |"
+            )
+    workers = [
+        "| worker | builds | snapshot loads | indexes held (MiB by the LRU's count) | VmRSS MiB "
+        "| peak RSS (VmHWM) MiB |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for pid, w in cold["workers_end"].items():
+        st = cold["index_stats"].get(pid) or cold["index_stats"].get(str(pid)) or {}
+        workers.append(
+            f"| {pid} | {st.get('builds', '–')} | {st.get('loads', '–')} | "
+            f"{st.get('entries', '–')} ({st.get('nbytes', 0) / 2**20:,.0f}) | "
+            f"{w.get('VmRSS', '–')} | {w.get('VmHWM', '–')} |"
+        )
+    cpu = f.get("cpu", {})
+    return [
+        f"## Over HTTP: cold gunicorn workers, {cfg['tenants']:,} tenants",
+        "",
+        f"`{h['command']}` ({h['date']}, commit `{h['code']['commit']}`, load average "
+        f"{cold['load_start']} → {cold['load_end']}). Database `{cfg['database']}`: "
+        f"{db['rows']:,} rows, {db['namespaces']:,} namespace slices, {db['snapshots'][0]:,} "
+        f"stored snapshots ({db['snapshots'][1] / 2**20:,.0f} MiB), {db['bytes'] / 2**30:,.1f} "
+        f"GiB. gunicorn restarted with {cold['workers']} {cfg['worker_class']} workers, "
+        f"**no warm-up**: the first request of a tenant in a worker loads its snapshot (or "
+        f"builds its index); {cfg['concurrency']} closed-loop clients on loopback, recalls "
+        f"only, tenants uniform, each tenant's own corpus queries (`top_k` 5); recall LRU cap "
+        f"{h['server_settings']['recall_cache_bytes'] / 2**20:,.0f} MiB per worker. CPU during "
+        f"the phase: machine {cpu.get('machine_busy_cpus', '–')} of 2 cores busy, workers "
+        f"{cpu.get('workers_cpus', '–')}, PostgreSQL {cpu.get('postgres_cpus', '–')}, the load "
+        f"client {cpu.get('client_cpus', '–')}, other {cpu.get('other_cpus', '–')}.",
+        "",
+        *rows,
+        "",
+        *workers,
+        "",
+    ]
+
+
+def seed_text(seed_: dict[str, Any], v: dict[str, Any]) -> str:
+    """How the vendor's database was seeded (import path, kept, SQL copies)."""
+    if seed_.get("reused"):
+        text = f"Seed: reused (`--keep-db`, {seed_.get('reused_tenants', 'all')} tenants kept)."
+    else:
+        text = (
+            f"Seed: {seed_['rows']:,} rows in {seed_['process_s']:.0f} s "
+            f"({seed_['rows_per_s']:,} rows/s through the import path, corpus generation "
+            "overlapped)."
+        )
+    c = seed_.get("copies")
+    if c:
+        text += (
+            f" Tenants {c['first']:,}–{c['last'] - 1:,} added as SQL copies of tenant "
+            f"`t % {c['copies_of']:,}` (`--seed-sql-copies`): {c['rows']:,} rows in "
+            f"{c['copy_s']:,.0f} s ({c['rows_per_s']:,} rows/s), `VACUUM (ANALYZE)` "
+            f"{c['vacuum_analyze_s']:,.0f} s; {c['tenants_in_db']:,} tenants, "
+            f"{c['tenant_rows_in_db']:,} tenant rows in the database."
+        )
+    return text + f" Database {v['db_bytes'] / 2**30:,.2f} GiB."
+
+
+def write_markdown(report: dict[str, Any], extras: list[dict[str, Any]] = ()) -> None:
     analysis = ""
     if RESULTS_MD.exists():
         text = RESULTS_MD.read_text()
@@ -1054,51 +1364,40 @@ def write_markdown(report: dict[str, Any]) -> None:
         f"Stopped after {AGENTAO_BUDGET_S:g} s when slower.",
         "",
     ]
-    for vendor, v in report["vendors"].items():
-        name = VENDORS[vendor]
-        seed_ = v["seed"]
-        snap = v.get("snapshot_bytes", {})
-        pre = v.get("prebuild", {})
-        loads = [r["load_start"][0] for r in v["runs"].values()]
-        loads += [r["load_start"][0] for runs in v["big"].values() for r in runs]
+    lines += vendor_sections(report)
+    for extra in extras:
+        if "cold" in extra:  # bench/api_load.py --tenants-db
+            lines += http_section(extra)
+            continue
+        ec = extra["code"]
         lines += [
-            f"## {name}: {cfg['tenants']:,} × {cfg['memories']:,}",
+            f"## Run `{extra['config'].get('tag', '')}`: {extra['config']['tenants']:,} × "
+            f"{extra['config']['memories']:,}, commit `{ec['commit']}` (`{extra['command']}`)",
             "",
-            f"Measured in {v['wall_s'] / 60:.1f} min; load average (1 min) at the start of the "
-            f"measuring processes {min(loads):.1f}–{max(loads):.1f}.",
-            "",
-            (
-                "Seed: reused (`--keep-db`)."
-                if seed_.get("reused")
-                else f"Seed: {seed_['rows']:,} rows in {seed_['process_s']:.0f} s "
-                f"({seed_['rows_per_s']:,} rows/s through the import path, corpus generation "
-                f"overlapped); database {v['db_bytes'] / 2**30:,.2f} GiB."
+            f"Generated {extra['date']}, wall time {extra['wall_s'] / 60:.1f} min, commit "
+            f"`{ec['commit']}`"
+            + (" (uncommitted changes under memoryapp/)" if ec["uncommitted"] else "")
+            + f"; load average at the start {extra['load_start']}, at the end "
+            f"{extra['load_end']}; modes `{extra['config'].get('modes', 'all')}`, draws "
+            f"`{extra['config'].get('dists', 'all')}`, {extra['config']['recalls']:,} recalls "
+            "each"
+            + (
+                f", tenants drawn among the first {extra['config']['draw_tenants']:,} only"
+                if extra["config"].get("draw_tenants")
+                else ""
             )
-            + f" Pre-build (`{pre.get('command', '')}`): {pre.get('wall_s', '–')} s, peak RSS "
-            f"{pre.get('peak_rss_mib', '–')} MiB — “{pre.get('output', '')}”. Stored snapshots: "
-            f"{snap.get('tenants_count', 0):,} tenants, "
-            f"{snap.get('tenants_bytes', 0) / 2**20:,.1f} MiB "
-            f"({snap.get('tenants_bytes', 0) / max(1, snap.get('tenants_count', 0)) / 1024:,.0f}"
-            f" KiB each), big tenant {snap.get('big_bytes', 0) / 2**20:,.1f} MiB.",
+            + (
+                "; the stored snapshots were kept (`--reuse-snapshots`: the pre-build below only "
+                "checked them)"
+                if extra["config"].get("reuse_snapshots")
+                else ""
+            )
+            + ". Raw figures: `bench/out/tenants-"
+            f"{extra['config'].get('tag', '')}.json`."
+            + (f" {extra['note']}." if extra.get("note") else ""),
             "",
-            *main_rows(v),
-            "",
-            "Latency by what the call's index needed:",
-            "",
-            *kind_rows(v),
-            "",
-            "Same answer for the same draw in every mode (ties compared as sets; draws whose "
-            f"answer differs from the first mode's): "
-            f"{agreement(v)}.",
-            "",
+            *["#" + line if line.startswith("## ") else line for line in vendor_sections(extra)],
         ]
-        if v["big"]:
-            lines += [
-                f"Big tenant ({cfg['big']:,} memories), first recall in a fresh process:",
-                "",
-                *big_rows(v),
-                "",
-            ]
     a = report.get("agentao")
     if a:
         lat, rep = a["latency"], a["repeat_touch"]
@@ -1130,8 +1429,12 @@ def write_markdown(report: dict[str, Any]) -> None:
         "| target | measured | met |",
         "|---|---:|:---:|",
         *[
-            f"| {label} | {value} | {'yes' if ok else 'no' if ok is not None else '–'} |"
-            for label, value, ok in targets(report)
+            f"| {run_label(report_, report)}{label} | {value} | "
+            f"{'yes' if ok else 'no' if ok is not None else '–'} |"
+            for report_ in (report, *extras)
+            for label, value, ok in (
+                http_targets(report_) if "cold" in report_ else targets(report_)
+            )
         ],
         "",
         "## Analysis",
@@ -1161,7 +1464,7 @@ def print_summary(report: dict[str, Any]) -> None:
 
 
 def main() -> None:
-    global RESULTS_MD, RESULTS_JSON  # --quick writes beside the published files
+    global RESULTS_MD, RESULTS_JSON, PG_DB  # --quick writes beside the published files
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tenants", type=int, default=1000, help="namespaces (T)")
     parser.add_argument("--memories", type=int, default=1000, help="memories per namespace (M)")
@@ -1180,6 +1483,52 @@ def main() -> None:
         help="also run uniform off / pre-built with this recall LRU cap (MiB; 0: skip)",
     )
     parser.add_argument("--keep-db", action="store_true", help="reuse and keep the databases")
+    parser.add_argument(
+        "--seed-sql-copies",
+        type=int,
+        default=0,
+        metavar="K",
+        help="import only tenants 0…K-1 (distinct corpora); tenant t ≥ K is an SQL copy of "
+        "tenant t %% K (PostgreSQL; with --keep-db a kept database of fewer tenants is "
+        "extended instead of seeded anew)",
+    )
+    parser.add_argument("--pg-db", default="", help=f"PostgreSQL database (default {PG_DB})")
+    parser.add_argument(
+        "--modes", default="off,first_touch,prebuilt", help="which snapshot states to measure"
+    )
+    parser.add_argument("--dists", default="uniform,zipf,one", help="which tenant draws")
+    parser.add_argument(
+        "--draw-tenants",
+        type=int,
+        default=0,
+        metavar="N",
+        help="draw only among the first N tenants of the database (e.g. 1,000 of a kept 10,000)",
+    )
+    parser.add_argument(
+        "--reuse-snapshots",
+        action="store_true",
+        help="pre-built: keep the stored snapshots; `memory index --all-namespaces` then only "
+        "loads them and brings any drifted one up to date (not a timed pre-build)",
+    )
+    parser.add_argument(
+        "--tag",
+        default="",
+        help="write bench/out/tenants-TAG.json and bench/out/TENANTS-TAG.md (a second size "
+        "beside the published run; --include TAG renders it into bench/TENANTS.md)",
+    )
+    parser.add_argument(
+        "--include",
+        action="append",
+        default=[],
+        metavar="TAG",
+        help="with --report-only: also render bench/out/tenants-TAG.json into bench/TENANTS.md",
+    )
+    parser.add_argument(
+        "--include-http",
+        action="store_true",
+        help="with --report-only: also render bench/out/api_cold.json (bench/api_load.py "
+        "--tenants-db) into bench/TENANTS.md",
+    )
     parser.add_argument("--no-agentao", action="store_true")
     parser.add_argument(
         "--quick", action="store_true", help="smoke run: 50 × 200, 1,000 recalls, big 10,000"
@@ -1197,11 +1546,24 @@ def main() -> None:
     parser.add_argument("--run", type=int, default=0)
     parser.add_argument("--big-seed-tenant", type=int, default=0)
     args = parser.parse_args()
+    if args.tag and not args.report_only:
+        RESULTS_MD = RESULTS_JSON.parent / f"TENANTS-{args.tag}.md"
+        RESULTS_JSON = RESULTS_JSON.parent / f"tenants-{args.tag}.json"
     if args.report_only:
         report = json.loads(RESULTS_JSON.read_text())
-        write_markdown(report)
+        extras = [
+            json.loads((OUT.parent / f"tenants-{tag}.json").read_text()) for tag in args.include
+        ]
+        if args.include_http:
+            extras.append(json.loads((OUT.parent / "api_cold.json").read_text()))
+        write_markdown(report, extras)
         print_summary(report)
+        for extra in extras:
+            if "cold" not in extra:
+                print_summary(extra)
         return
+    if args.pg_db:
+        PG_DB = args.pg_db
     if args.worker:
         worker = {
             "seed": worker_seed,
@@ -1211,6 +1573,8 @@ def main() -> None:
         }[args.worker]
         Path(args.result).write_text(json.dumps(worker(args)))
         return
+    if args.seed_sql_copies and args.vendor != "postgres":
+        parser.error("--seed-sql-copies needs --vendor postgres")
     if args.quick:
         args.tenants, args.memories, args.recalls, args.big = 50, 200, 1000, 10_000
         # A smoke run must not overwrite the published figures (or their analysis).

@@ -290,6 +290,11 @@ def _layout(n: int, n_hints: int) -> _Layout:
 _EMPTY = np.zeros(0, dtype=np.int32)
 
 
+#: Approximate bytes of one token of a built index: its string, dict entry, _Posting
+#: and ndarray view (a loaded snapshot's tokens cost less until asked for).
+TOKEN_OBJECT_BYTES = 300
+
+
 class _Posting:
     """One token's entries: a numpy part (keyword entries first) plus append buffers."""
 
@@ -407,13 +412,13 @@ class RecallIndex:
                 self._posting_bytes
                 + 4 * self._pending
                 + per_slot * len(self._updated)
-                + 300 * self._token_count()  # token string, dict entry, _Posting, ndarray view
-                + 110 * len(self._ids)  # dict entry, slot int, list slot (ids are shared)
+                + self._token_bytes()
+                + 175 * len(self._ids)  # the id string, dict entry, slot int, list slot
             )
 
-    def _token_count(self) -> int:
-        counted = getattr(self._postings, "token_count", None)  # a loaded snapshot's
-        return len(self._postings) if counted is None else counted()
+    def _token_bytes(self) -> int:
+        packed = getattr(self._postings, "token_bytes", None)  # a loaded snapshot's
+        return TOKEN_OBJECT_BYTES * len(self._postings) if packed is None else packed()
 
     def _own_postings(self) -> dict[str, _Posting]:
         """The postings as a plain dict (a loaded snapshot makes its postings lazily)."""

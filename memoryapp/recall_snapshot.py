@@ -1,8 +1,9 @@
 """A recall index as bytes: what a process persists so that another one need not rebuild it.
 
 Building a slice's index means reading and tokenising every row of it (~45 µs a
-row); loading a snapshot means reading one blob and wrapping its arrays (a few
-milliseconds for 1,000 memories, most of it the token table). :func:`dump` writes
+row); loading a snapshot means reading one blob, inflating it and wrapping its arrays
+(about a millisecond for 1,000 memories, most of it zlib): no object per token until a
+query asks for that token. :func:`dump` writes
 a compacted :class:`~memoryapp.recall.RecallIndex`; :func:`load` gives an index that
 answers every query exactly as the dumped one did and accepts further writes.
 
@@ -12,7 +13,7 @@ The format (all numbers little-endian)::
 
     magic "MRIX" | u32 format | u32 rules-length | rules (utf-8)
     u32 slots | u32 tokens | u32 ids-bytes | u32 token-bytes | u32 entries
-    ids joined by NUL | tokens joined by NUL
+    ids joined by NUL | tokens (sorted) joined by NUL
     updated f8[slots] | fingerprint i8[slots] | title-length i4[slots] | explicit u1[slots]
     keyword-entries i4[tokens] | entries-per-token i4[tokens] | entries i4[entries]
 
@@ -26,57 +27,75 @@ from __future__ import annotations
 
 import struct
 import zlib
+from bisect import bisect_left
 
 import numpy as np
 
-from .recall import _CODE_BITS, RecallIndex, _Posting
+from .recall import _CODE_BITS, TOKEN_OBJECT_BYTES, RecallIndex, _Posting
 from .tokens import rules_id
 
 __all__ = ["FORMAT", "dump", "load"]
 
-#: Bump when the meaning of a posting entry or of a section changes.
-FORMAT = 1
+#: Bump when the meaning of a posting entry or of a section changes. 2: tokens sorted
+#: (format 1 snapshots are not loaded: the first use rebuilds and rewrites them).
+FORMAT = 2
 _MAGIC = b"MRIX"
 _COUNTS = struct.Struct("<5I")
 _LE = {np.dtype(t).newbyteorder("<") for t in ("f8", "i8", "i4")}
+_STR_HEADER = 49  # sys.getsizeof("") of an ASCII str; its text adds a byte a character
 
 
 class _PackedPostings(dict[str, _Posting]):
     """A snapshot's postings, each made into a :class:`_Posting` the first time it is asked for.
 
     A query reads a handful of tokens' postings; creating all of them (thousands of
-    objects) would cost more than the rest of a load. Anything that needs every
-    posting (a write's repack, a compaction) calls :meth:`RecallIndex._own_postings`
-    first, which turns this into a plain dict.
+    objects) would cost more than the rest of a load, and so would a dict of every
+    token: the tokens stay one sorted list (a snapshot stores them sorted) searched by
+    bisection, beside three arrays of where each token's entries are. Anything that
+    needs every posting (a write's repack, a compaction) calls
+    :meth:`RecallIndex._own_postings` first, which turns this into a plain dict.
     """
 
-    def __init__(self, tokens: list[str], arena: np.ndarray, n_kw: np.ndarray, sizes: np.ndarray):
+    def __init__(
+        self,
+        tokens: list[str],
+        token_bytes: int,
+        arena: np.ndarray,
+        n_kw: np.ndarray,
+        sizes: np.ndarray,
+    ):
         super().__init__()
-        ends = np.cumsum(sizes)
-        spans = zip((ends - sizes).tolist(), ends.tolist(), n_kw.tolist(), strict=True)
-        self._where = dict(zip(tokens, spans, strict=True))
+        self._tokens = tokens  # sorted
+        self._ends = np.cumsum(sizes, dtype=np.int64)
+        self._sizes = sizes
+        self._n_kw = n_kw
         self._arena = arena
+        # The token table's memory: each string (header + text), its list slot and its
+        # three array cells. Postings made into objects since are counted as a dict's.
+        self._packed_bytes = token_bytes + len(tokens) * (_STR_HEADER + 8 + 16)
 
     def get(self, token: str, default=None):  # type: ignore[override]
         found = dict.get(self, token)
         if found is not None:
             return found
-        where = self._where.get(token)
-        if where is None:
+        tokens = self._tokens
+        i = bisect_left(tokens, token)
+        if i == len(tokens) or tokens[i] != token:
             return default
-        start, end, n_kw = where
+        end = int(self._ends[i])
         posting = _Posting()
-        posting.entries, posting.n_kw = self._arena[start:end], n_kw
+        posting.entries = self._arena[end - int(self._sizes[i]) : end]
+        posting.n_kw = int(self._n_kw[i])
         self[token] = posting
         return posting
 
-    def token_count(self) -> int:
-        """How many tokens the snapshot holds (made into objects or not)."""
-        return len(self._where)
+    def token_bytes(self) -> int:
+        """Approximate bytes of the token table (see :attr:`RecallIndex.nbytes`)."""
+        return self._packed_bytes + TOKEN_OBJECT_BYTES * dict.__len__(self)
 
     def unpacked(self) -> dict[str, _Posting]:
         """Every posting as a plain dict: the snapshot's tokens, then any added since."""
-        out = {token: self.get(token) for token in self._where}
+        out = {token: self.get(token) for token in self._tokens}
         for token, posting in dict.items(self):
             out.setdefault(token, posting)
         return out
@@ -113,13 +132,13 @@ def dump(index: RecallIndex) -> bytes | None:
         n = len(index._ids)
         ids = [i for i in index._ids if i is not None]
         postings = index._own_postings()
-        tokens = list(postings)
+        tokens = sorted(postings)  # load() finds a token by bisection
         id_blob, token_blob = _join(ids), _join(tokens)
         if id_blob is None or token_blob is None or len(ids) != n:
             return None
-        parts = [p.entries for p in postings.values()]
+        parts = [postings[t].entries for t in tokens]
         arena = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
-        n_kw = np.array([p.n_kw for p in postings.values()], dtype="<i4")
+        n_kw = np.array([postings[t].n_kw for t in tokens], dtype="<i4")
         sizes = np.array([len(part) for part in parts], dtype="<i4")
         rules = rules_id().encode()
         head = _MAGIC + struct.pack("<II", FORMAT, len(rules)) + rules
@@ -164,6 +183,8 @@ def load(data: bytes) -> RecallIndex | None:
     at += id_bytes
     tokens = _split(body[at : at + token_bytes], n_tokens)
     at += token_bytes
+    if tokens != sorted(tokens):  # C-speed: one pass over tokens already in order
+        raise ValueError("recall snapshot tokens are not sorted")
 
     def take(dtype: str, count: int) -> np.ndarray:
         nonlocal at
@@ -188,8 +209,13 @@ def load(data: bytes) -> RecallIndex | None:
     index._title_len[:n] = title_len
     index._alive[:n] = True
     index._explicit[:n] = explicit.astype(bool)
-    # Entries stay views of the decompressed body (read-only): postings are never
-    # edited in place, only replaced by merges and repacks.
-    index._postings = _PackedPostings(tokens, arena.astype(np.int32, copy=False), n_kw, sizes)
+    # The entries are copied out of the decompressed body (and entries are views of
+    # that copy: postings are never edited in place, only replaced by merges and
+    # repacks), so that nothing keeps the body alive: every other section was
+    # copied above, and the cache counts what the index holds, not the body too.
+    arena = arena.astype(np.int32, copy=True)
+    index._postings = _PackedPostings(
+        tokens, token_bytes, arena, n_kw.astype(np.int32), sizes.astype(np.int32)
+    )
     index._posting_bytes = arena.nbytes
     return index

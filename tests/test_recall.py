@@ -325,6 +325,51 @@ class TestRecallIndexExactness:
             # Compaction kept the dead slots under a quarter of all slots.
             assert 4 * index._dead < max(len(index._ids), 1)
 
+    def test_a_loaded_snapshot_is_exact_before_and_after_writes(self):
+        from memoryapp import recall_snapshot
+
+        rng = random.Random(15)
+        # Tokens outside ASCII too: the snapshot keeps them sorted by code point and a
+        # loaded index finds them by bisection in that same order.
+        words = ["café", "zürich", "東京", "ångström", "naïve", "Éclair"]
+        live = {}
+        for i in range(200):
+            record = random_record(rng, f"s{i:03d}")
+            if rng.random() < 0.4:
+                record = replace(record, content=record.content + " " + rng.choice(words))
+            live[record.id] = record
+        loaded = recall_snapshot.load(recall_snapshot.dump(RecallIndex(live.values())))
+        assert isinstance(loaded._postings, recall_snapshot._PackedPostings)
+        assert_same(loaded, live, rng)
+        for word in words:  # every token is found, never a neighbour's posting
+            want = brute_force(live.values(), word, top_k=10_000)
+            assert loaded.query(word, top_k=10_000, now=NOW) == want
+        for i in range(30):  # writes into the loaded (still packed) index
+            record = random_record(rng, rng.choice([f"s{i:03d}", f"new{i}"]))
+            loaded.add(record)
+            live[record.id] = record
+        for victim in rng.sample(sorted(live), 20):
+            assert loaded.remove(victim)
+            del live[victim]
+        assert_same(loaded, live, rng)
+        again = recall_snapshot.load(recall_snapshot.dump(loaded))  # a snapshot of a snapshot
+        assert_same(again, live, rng)
+
+    def test_a_loaded_snapshot_counts_what_it_holds(self):
+        from memoryapp import recall_snapshot
+
+        rng = random.Random(16)
+        built = RecallIndex(random_record(rng, f"c{i:03d}") for i in range(300))
+        loaded = recall_snapshot.load(recall_snapshot.dump(built))
+        packed = loaded.nbytes
+        # No object per token until a query asks for it: fewer bytes than the built
+        # index's, more than its postings alone; once unpacked, its tokens as built.
+        assert loaded._posting_bytes < packed < built.nbytes
+        loaded.query("w1 w2 w3", top_k=5, now=NOW)
+        assert packed < loaded.nbytes < built.nbytes
+        loaded._own_postings()
+        assert loaded._token_bytes() == built._token_bytes()
+
     def test_bulk_load_into_a_non_empty_index_with_duplicate_ids(self):
         rng = random.Random(7)
         first = [random_record(rng, f"a{i}") for i in range(50)]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import sqlite3
+import struct
 import time
 import zlib
 
@@ -149,6 +150,35 @@ def test_a_snapshot_is_rewritten_once_its_slice_drifted():
     assert INDEXES.deltas == deltas  # current snapshot: loaded, nothing to replay
 
 
+@pytest.mark.parametrize("flaw", ["format 1", "unsorted tokens"])
+def test_a_snapshot_of_another_format_or_with_unsorted_tokens_is_rebuilt(flaw):
+    _fill(MemoryManager(project=NS), 30)
+    INDEXES.clear()
+    _recall("kernel")
+    stored = RecallSnapshot.objects.get(namespace=NS, scope="project")
+    body = bytearray(zlib.decompress(bytes(stored.payload)))
+    if flaw == "format 1":  # the format before tokens were sorted
+        body[4:8] = (1).to_bytes(4, "little")
+    else:
+        rules = int.from_bytes(body[8:12], "little")
+        at = 12 + rules
+        slots, tokens, id_bytes, token_bytes = struct.unpack_from("<4I", body, at)
+        start = at + 20 + id_bytes
+        table = bytes(body[start : start + token_bytes]).split(b"\x00")
+        assert len(table) == tokens > 1
+        table[0], table[1] = table[1], table[0]
+        body[start : start + token_bytes] = b"\x00".join(table)
+    RecallSnapshot.objects.filter(pk=stored.pk).update(payload=zlib.compress(bytes(body), 1))
+    INDEXES.clear()
+    builds, loads, persists = INDEXES.builds, INDEXES.loads, INDEXES.persists
+    for query in ("kernel deploy", "billing", "queue worker cache"):
+        assert _recall(query) == _brute_force(query)
+    # Not served: rebuilt once, and rewritten in the current format.
+    assert (INDEXES.builds, INDEXES.loads, INDEXES.persists) == (builds + 1, loads, persists + 1)
+    rewritten = RecallSnapshot.objects.get(namespace=NS, scope="project")
+    assert recall_snapshot.load(bytes(rewritten.payload)) is not None
+
+
 def test_a_snapshot_is_not_written_for_a_slice_that_moved_meanwhile(monkeypatch):
     mm = MemoryManager(project=NS)
     _fill(mm, 10)
@@ -213,3 +243,25 @@ def test_memory_index_stores_every_namespace_ahead_of_traffic_and_drop_removes_t
     assert RecallSnapshot.objects.count() == 2
     INDEXES.clear()
     assert _recall("kernel") == _brute_force("kernel")  # rebuilt on demand
+
+
+def test_a_snapshot_reads_back_byte_for_byte_inside_and_outside_a_transaction():
+    from memoryapp.db import snapshots
+
+    payload = bytes(range(256)) * 600  # every byte value; ~150 KB like 1,000 memories' snapshot
+    RecallSnapshot.objects.create(
+        namespace=NS,
+        scope="project",
+        counter=7,
+        watermark=1.5,
+        rows=1,
+        payload=payload,
+        written_at=0.0,
+    )
+    stored = snapshots.read("default", NS, "project")
+    assert (stored.counter, stored.watermark, stored.payload) == (7, 1.5, payload)
+    assert type(stored.payload) is bytes
+    with transaction.atomic():  # the same connection: an uncommitted change is seen
+        RecallSnapshot.objects.filter(namespace=NS).update(payload=payload[::-1])
+        assert snapshots.read("default", NS, "project").payload == payload[::-1]
+    assert snapshots.read("default", "nobody/here", "project") is None

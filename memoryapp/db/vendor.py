@@ -39,6 +39,10 @@ class Vendor:
     partitions_by_namespace: bool
     """The personal-data tables are hash-partitioned by namespace, so an erasure's
     purge rewrites only the partitions that held its rows (:mod:`.partitioning`)."""
+    binary_blob_reads: bool
+    """A large blob is read in binary format, through a server-binding psycopg cursor:
+    Django's PostgreSQL cursors bind on the client and get every result as text, which
+    sends a ``bytea`` as hex (twice its size, encoded by the server, decoded here)."""
 
 
 SQLITE = Vendor(
@@ -52,6 +56,7 @@ SQLITE = Vendor(
     text_timestamps=True,
     adopts_files=True,
     partitions_by_namespace=False,
+    binary_blob_reads=False,
 )
 POSTGRESQL = Vendor(
     name="postgresql",
@@ -64,6 +69,7 @@ POSTGRESQL = Vendor(
     text_timestamps=False,
     adopts_files=False,
     partitions_by_namespace=True,
+    binary_blob_reads=True,
 )
 _BY_NAME = {v.name: v for v in (SQLITE, POSTGRESQL)}
 
