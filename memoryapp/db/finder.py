@@ -26,6 +26,8 @@ class Finder:
 
     TABLE_BITS = 22
     MULTIPLIER = 0x9E3779B97F4A7C15
+    ALIGNMENTS: tuple[int, ...] = tuple(range(8))
+    """The byte offsets (mod 8) at which the searched words are hashed."""
 
     def __init__(self, pieces: Sequence[bytes]) -> None:
         import numpy as np
@@ -79,7 +81,7 @@ class Finder:
         if len(found) >= len(self.pieces):
             return
         self._refresh(found)
-        for align in range(8):
+        for align in self.ALIGNMENTS:
             count = (len(window) - align) // 8
             if count <= 0:
                 continue
@@ -149,26 +151,6 @@ class FileFinder(Finder):
         self.table = np.zeros(1 << self.TABLE_BITS, dtype=bool)
         self._mark(list(self.anchors))
         self._known = 0
-
-    def search(self, window: bytes, found: set[int]) -> None:
-        """Add to ``found`` the index of every piece that occurs in ``window``."""
-        np = self.np
-        if len(found) >= len(self.pieces):
-            return
-        self._refresh(found)
-        for align in self.ALIGNMENTS:
-            count = (len(window) - align) // 8
-            if count <= 0:
-                continue
-            words = np.frombuffer(window, dtype="<u8", count=count, offset=align)
-            for c in np.flatnonzero(self.table[self._hash(words)]):
-                for index, offset in self.anchors.get(int(words[c]), ()):
-                    if index in found:
-                        continue
-                    start = align + 8 * int(c) - offset
-                    piece = self.pieces[index]
-                    if start >= 0 and window[start : start + len(piece)] == piece:
-                        found.add(index)
 
 
 def _anchor_classes(np, pieces: Sequence[bytes]) -> list[list[int]]:
