@@ -199,6 +199,20 @@ def test_an_api_erasure_purges_the_bytes(acme, alice):
 
 
 # ------------------------------------------------------------------- export
+def test_export_target_is_declared_as_at_least_one_of_subject_and_namespace(client):
+    schema = client.get("/api/schema/", {"format": "json"}).json()
+    (target,) = schema["paths"]["/api/exports/"]["get"]["parameters"]
+    assert (target["in"], target["style"], target["explode"], target["required"]) == (
+        "query",
+        "form",
+        True,
+        True,
+    )
+    assert set(target["schema"]["properties"]) == {"subject", "namespace"}
+    assert target["schema"]["anyOf"] == [{"required": ["subject"]}, {"required": ["namespace"]}]
+    assert target["schema"]["additionalProperties"] is False
+
+
 def test_export_a_namespace_and_a_subject(acme, alice):
     r = acme.get("/api/exports/", {"namespace": "acme/web"})
     assert r.status_code == 200, r.content
@@ -218,6 +232,10 @@ def test_export_rights_and_input(acme, alice):
     assert acme.get("/api/exports/", {"subject": " "}).status_code == 400
     blank = acme.get("/api/exports/?subject=&namespace=acme/web")  # not "no subject"
     assert blank.status_code == 400 and "subject" in blank.json()
+    # A misspelt parameter must not silently widen a subject's export to every namespace.
+    typo = acme.get("/api/exports/", {"subject": "acme/alice", "namesapce": "acme/alice"})
+    assert typo.status_code == 400 and "namesapce" in typo.json()
+    assert acme.get("/api/exports/", {"namespace": "acme/web", "format": "json"}).status_code == 200
     assert acme.get("/api/exports/", {"namespace": "globex/web"}).status_code == 404
     assert acme.get("/api/exports/", {"subject": "globex/bob"}).status_code == 404
     MemoryManager(project="globex/web", user="acme/alice").save_session_summary("elsewhere")
