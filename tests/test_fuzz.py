@@ -21,7 +21,9 @@ from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
 from hypothesis import HealthCheck, settings
 from schemathesis.config._checks import (
+    NEGATIVE_DATA_REJECTION_EXPECTED_STATUSES,
     POSITIVE_DATA_ACCEPTANCE_EXPECTED_STATUSES,
+    NegativeDataRejectionConfig,
     PositiveDataAcceptanceConfig,
 )
 
@@ -81,6 +83,11 @@ def web_schema(settings, request, one_connection):
     # Idempotency-Key already used for another erasure (docs/behaviour.md §13).
     loaded.config.checks.positive_data_acceptance = PositiveDataAcceptanceConfig(
         expected_statuses=[*POSITIVE_DATA_ACCEPTANCE_EXPECTED_STATUSES, "422"]
+    )
+    # An invalid body may also be a large one: 413 (over DATA_UPLOAD_MAX_MEMORY_SIZE, as
+    # the schema documents for every body) refuses it as surely as a 400.
+    loaded.config.checks.negative_data_rejection = NegativeDataRejectionConfig(
+        expected_statuses=[*NEGATIVE_DATA_REJECTION_EXPECTED_STATUSES, "413"]
     )
     # Strings are drawn from the UTF-8 codec: no lone surrogate (see the note above).
     loaded.config.generation.codec = "utf-8"
