@@ -215,6 +215,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "memoryapp.api.schema.postprocess_erasure_shapes",
+    ],
     "ENUM_NAME_OVERRIDES": {
         "ScopeEnum": "memoryapp.models.Scope",
         "MemoryTypeEnum": "memoryapp.models.MemoryType",

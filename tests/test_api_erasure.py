@@ -102,6 +102,72 @@ def test_erasure_input_errors(acme, body, field):
     assert not ErasureReceipt.objects.exists()
 
 
+def _json_schema(node):
+    """OpenAPI 3.0 to JSON Schema, as far as the erasure body needs (``nullable``)."""
+    if isinstance(node, list):
+        return [_json_schema(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _json_schema(v) for k, v in node.items() if k != "nullable"}
+    if node.get("nullable"):
+        out["type"] = [node["type"], "null"]
+    return out
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"subject": "acme/alice"},
+        {"subject": "acme/alice", "namespace": "acme/web", "ids": None, "include_authored": True},
+        {"subject": "acme/alice", "namespace": None, "everything": False},
+        {"ids": ["x"], "namespace": "acme/web", "subject": None, "include_authored": False},
+        {"namespace": "acme/web", "subject": None, "ids": None, "everything": False},
+        {"namespace": ""},
+        {"everything": True, "subject": None, "namespace": None, "ids": None},
+    ],
+)
+def test_each_valid_erasure_body_matches_exactly_one_declared_shape(acme, client, body):
+    import jsonschema
+
+    schema = client.get("/api/schema/", {"format": "json"}).json()
+    operation = schema["paths"]["/api/erasures/"]["post"]
+    assert operation["requestBody"]["required"] is True
+    shapes = schema["components"]["schemas"]["ErasureInputRequest"]["oneOf"]
+    matching = [
+        shape["title"]
+        for shape in shapes
+        if jsonschema.Draft4Validator(_json_schema(shape)).is_valid(body)
+    ]
+    assert len(matching) == 1, matching
+    r = erase(acme, {**body, "dry_run": True})
+    assert r.status_code in (200, 403, 404), r.content  # never a 400
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"everything": True, "namespace": "acme/web"},
+        {"everything": False},
+        {"subject": "acme/alice", "ids": ["x"]},
+        {"subject": None},
+        {"ids": None, "namespace": None},
+        {"namespace": "acme/web", "include_authored": True},
+        {"ids": ["x"], "include_authored": True},
+        {"everything": True, "include_authored": True},
+    ],
+)
+def test_erasure_bodies_the_server_refuses_match_no_declared_shape(acme, client, body):
+    import jsonschema
+
+    schema = client.get("/api/schema/", {"format": "json"}).json()
+    shapes = schema["components"]["schemas"]["ErasureInputRequest"]["oneOf"]
+    assert not any(
+        jsonschema.Draft4Validator(_json_schema(shape)).is_valid(body) for shape in shapes
+    )
+    assert erase(acme, body).status_code == 400
+
+
 def test_idempotency_key_replays_the_same_receipt(acme, alice):
     first = erase(acme, {"namespace": "acme/web"}, HTTP_IDEMPOTENCY_KEY="gdpr-ticket-17")
     assert first.status_code == 201
@@ -199,6 +265,20 @@ def test_an_api_erasure_purges_the_bytes(acme, alice):
 
 
 # ------------------------------------------------------------------- export
+def test_export_target_is_declared_as_at_least_one_of_subject_and_namespace(client):
+    schema = client.get("/api/schema/", {"format": "json"}).json()
+    (target,) = schema["paths"]["/api/exports/"]["get"]["parameters"]
+    assert (target["in"], target["style"], target["explode"], target["required"]) == (
+        "query",
+        "form",
+        True,
+        True,
+    )
+    assert set(target["schema"]["properties"]) == {"subject", "namespace"}
+    assert target["schema"]["anyOf"] == [{"required": ["subject"]}, {"required": ["namespace"]}]
+    assert target["schema"]["additionalProperties"] is False
+
+
 def test_export_a_namespace_and_a_subject(acme, alice):
     r = acme.get("/api/exports/", {"namespace": "acme/web"})
     assert r.status_code == 200, r.content
@@ -218,6 +298,10 @@ def test_export_rights_and_input(acme, alice):
     assert acme.get("/api/exports/", {"subject": " "}).status_code == 400
     blank = acme.get("/api/exports/?subject=&namespace=acme/web")  # not "no subject"
     assert blank.status_code == 400 and "subject" in blank.json()
+    # A misspelt parameter must not silently widen a subject's export to every namespace.
+    typo = acme.get("/api/exports/", {"subject": "acme/alice", "namesapce": "acme/alice"})
+    assert typo.status_code == 400 and "namesapce" in typo.json()
+    assert acme.get("/api/exports/", {"namespace": "acme/web", "format": "json"}).status_code == 200
     assert acme.get("/api/exports/", {"namespace": "globex/web"}).status_code == 404
     assert acme.get("/api/exports/", {"subject": "globex/bob"}).status_code == 404
     MemoryManager(project="globex/web", user="acme/alice").save_session_summary("elsewhere")

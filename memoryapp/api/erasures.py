@@ -26,9 +26,14 @@ from memoryapp.models import ErasureReceipt, Memory, ReceiptState, ReviewItem, S
 from . import permissions
 from .exceptions import Conflict, Unprocessable
 from .models import ErasureRequest
-from .patterns import HEADER_KEY_PATTERN
+from .patterns import HEADER_KEY_PATTERN, NON_BLANK_PATTERN, TEXT_PATTERN
 from .permissions import Access
-from .serializers import ErasurePreviewSerializer, ErrorSerializer, ReceiptSerializer
+from .serializers import (
+    NAMESPACE_MAX,
+    ErasurePreviewSerializer,
+    ErrorSerializer,
+    ReceiptSerializer,
+)
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 IDEMPOTENCY_KEY_MAX = 255
@@ -41,6 +46,46 @@ IDEMPOTENCY_PARAMETER = OpenApiParameter(
     description=(
         "Any unique string (1 to 255 printable characters). A retry with the same key and "
         "the same body returns the first request's receipt instead of erasing again."
+    ),
+)
+
+# ``GET /api/exports/`` needs a subject, a namespace or both. Two optional query
+# parameters cannot say "at least one of", so the schema declares them as one object
+# serialized as ordinary query parameters (OpenAPI 3 ``style: form, explode: true``:
+# ``{"subject": "u", "namespace": "n"}`` is sent as ``?subject=u&namespace=n``) whose
+# schema says it: ``anyOf`` of the two alternatives, and no other parameter (the
+# server refuses one, ExportQuerySerializer). On the wire nothing changes.
+EXPORT_TARGET_PARAMETER = OpenApiParameter(
+    name="target",
+    type={
+        "type": "object",
+        "properties": {
+            "subject": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": NAMESPACE_MAX,
+                "pattern": NON_BLANK_PATTERN,
+                "description": "A user key: everything stored about it (in `namespace` only, "
+                "if given).",
+            },
+            "namespace": {
+                "type": "string",
+                "maxLength": NAMESPACE_MAX,
+                "pattern": TEXT_PATTERN,
+                "description": "A namespace ('' is the single-tenant one), exactly as stored.",
+            },
+        },
+        "anyOf": [{"required": ["subject"]}, {"required": ["namespace"]}],
+        "additionalProperties": False,
+    },
+    location=OpenApiParameter.QUERY,
+    required=True,
+    style="form",
+    explode=True,
+    description=(
+        "What to export, as the query parameters `subject`, `namespace`, or both (at least "
+        "one): `?subject=KEY` (every namespace holding the subject's rows), "
+        "`?namespace=NS`, or `?subject=KEY&namespace=NS` (the subject's rows there)."
     ),
 )
 

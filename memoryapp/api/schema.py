@@ -45,6 +45,111 @@ class ValidationErrorScheme(OpenApiSerializerExtension):
         return {"anyOf": [_FIELD_ERRORS, _DETAIL]}
 
 
+def _only_null(schema: dict) -> dict:
+    """A property that may be given only as ``null`` (OpenAPI 3.0: ``nullable`` + ``enum``)."""
+    return {"type": schema["type"], "nullable": True, "enum": [None]}
+
+
+def _not_null(schema: dict) -> dict:
+    return {k: v for k, v in schema.items() if k != "nullable"}
+
+
+def postprocess_erasure_shapes(result, generator, **kwargs):
+    """``POST /api/erasures/``: a ``oneOf`` of the four targets the validation takes.
+
+    One target — a subject, ids, a namespace, or everything — (ErasureInputSerializer.
+    validate): ``namespace`` may restrict a subject or ids, ``include_authored`` goes
+    with a subject only, and ``everything`` with nothing else. The other targets of
+    a shape may be absent or ``null``, as the server has always taken them; each shape
+    names all six properties, so that exactly one matches any body.
+
+    A post-processing hook, after drf-spectacular's enum hook (SPECTACULAR_SETTINGS):
+    that one would move the shapes' one-value enums (``[null]``, ``[false]``) into
+    enum components, and drop a ``null`` from them.
+    """
+    component = result.get("components", {}).get("schemas", {}).get("ErasureInputRequest")
+    if not component or "properties" not in component:
+        return result
+    props = component["properties"]
+    subject, namespace, ids = (props[k] for k in ("subject", "namespace", "ids"))
+    false = {**props["everything"], "enum": [False]}
+    shapes = [
+        (
+            "Erase a subject",
+            "Its user-scope rows (in `namespace` only, if given); `include_authored` "
+            "also erases the project-scope memories it wrote.",
+            "subject",
+            {
+                "subject": _not_null(subject),
+                "namespace": namespace,
+                "ids": _only_null(ids),
+                "everything": false,
+                "include_authored": props["include_authored"],
+            },
+        ),
+        (
+            "Erase ids",
+            "These memories, session summaries or review items (in `namespace` only, if given).",
+            "ids",
+            {
+                "subject": _only_null(subject),
+                "namespace": namespace,
+                "ids": _not_null(ids),
+                "everything": false,
+                "include_authored": false,
+            },
+        ),
+        (
+            "Erase a namespace",
+            "Every row of the namespace.",
+            "namespace",
+            {
+                "subject": _only_null(subject),
+                "namespace": _not_null(namespace),
+                "ids": _only_null(ids),
+                "everything": false,
+                "include_authored": false,
+            },
+        ),
+        (
+            "Erase everything",
+            "Every row of every namespace (a global erase permission).",
+            "everything",
+            {
+                "subject": _only_null(subject),
+                "namespace": _only_null(namespace),
+                "ids": _only_null(ids),
+                "everything": {**props["everything"], "enum": [True]},
+                "include_authored": false,
+            },
+        ),
+    ]
+    # Every shape requires its target, so a body is needed (an empty one is refused);
+    # drf-spectacular marks a body required only for a serializer with required fields.
+    ref = "#/components/schemas/ErasureInputRequest"
+    for item in result.get("paths", {}).values():
+        for operation in item.values():
+            body = operation.get("requestBody") if isinstance(operation, dict) else None
+            media = (body or {}).get("content", {}).values()
+            if any(m.get("schema", {}).get("$ref") == ref for m in media):
+                body["required"] = True
+    schemas = result["components"]["schemas"]
+    schemas["ErasureInputRequest"] = {
+        "description": component.get("description", ""),
+        "oneOf": [
+            {
+                "type": "object",
+                "title": title,
+                "description": description,
+                "properties": {**shape, "dry_run": props["dry_run"]},
+                "required": [required],
+            }
+            for title, description, required, shape in shapes
+        ],
+    }
+    return result
+
+
 _BODY_METHODS = ("POST", "PUT", "PATCH")
 
 

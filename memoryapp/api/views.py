@@ -675,7 +675,7 @@ class ExportView(MemoryAPIMixin, APIView):
 
     @extend_schema(
         summary="Export everything stored about a subject or a namespace",
-        parameters=[serializers.ExportQuerySerializer],
+        parameters=[erasures.EXPORT_TARGET_PARAMETER],
         responses={
             200: OpenApiResponse(
                 OpenApiTypes.OBJECT,
