@@ -80,7 +80,8 @@ bench-tenants: $(STAMP)
 	$(PY) bench/tenants.py $(BENCH_ARGS)
 
 ## Erasure while other tenants work: SQLite 1,000,000 and PostgreSQL 10,000,000 memories,
-## purge before (VACUUM / VACUUM FULL) and after (incremental_vacuum / pg_repack): bench/ERASURE.md.
+## before and after: SQLite VACUUM / incremental_vacuum, PostgreSQL whole tables / 64 partitions
+## (pg_repack both): bench/ERASURE.md.
 ## BENCH_ARGS="--quick" for a smoke run; "--vendor postgresql --pg-namespaces 1000" etc. (--help).
 bench-erasure: $(STAMP)
 	$(PY) bench/erasure.py $(BENCH_ARGS)
