@@ -68,3 +68,18 @@ def current_rss_mib() -> float:
 def messages_for(hints: list[str]) -> list[dict[str, str]] | None:
     """The chat messages a query's path hints come from (one user message naming them)."""
     return [{"role": "user", "content": " ".join(hints)}] if hints else None
+
+
+def migrated_django(url: str) -> None:
+    """Point this process's Django at the database ``url`` and migrate it."""
+    import sys
+
+    os.environ["DATABASE_URL"] = url
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0, interactive=False)

@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 
 import erasure_seed as seed
-from benchlib import code_version, host_info  # bench/ is sys.path[0]
+from benchlib import code_version, host_info, migrated_django  # bench/ is sys.path[0]
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "out"
@@ -89,18 +89,6 @@ def drop_database(vendor: str) -> None:
 
     with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{PG_NAME}" WITH (FORCE)')
-
-
-def setup_django(url: str) -> None:
-    os.environ["DATABASE_URL"] = url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
-    sys.path.insert(0, str(ROOT))
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0, interactive=False)
 
 
 def database_bytes(vendor: str) -> int:
@@ -281,7 +269,7 @@ def run_vendor(args, vendor: str) -> dict:
     """Seed, then both methods, in this process (the load runs in another one)."""
     namespaces = args.sqlite_namespaces if vendor == "sqlite" else args.pg_namespaces
     url = fresh_database(vendor)
-    setup_django(url)
+    migrated_django(url)
     plain_first = vendor == "postgresql" and args.pg_before == "plain"
     if plain_first:  # the layout before migration 0008, on the still empty tables
         set_partitioned(False)

@@ -36,12 +36,11 @@ import os
 import sqlite3
 import struct
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import erasure_seed as seed
-from benchlib import code_version, host_info
+from benchlib import code_version, host_info, migrated_django
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "out"
@@ -53,20 +52,19 @@ def log(message: str) -> None:
     print(message, flush=True)
 
 
-def setup_django(url: str) -> None:
-    """Point Django at ``url`` and migrate it."""
-    os.environ["DATABASE_URL"] = url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
-    sys.path.insert(0, str(ROOT))
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0, interactive=False)
-
-
 # ----------------------------------------------------------------- probes
+def tenant_pieces(t: int) -> dict[str, list[bytes]]:
+    """Give tenant ``t`` long and updated rows; the fragments only it holds, by kind."""
+    old = add_long_and_updated(t)
+    marker = f"Tenant {t:05d}"
+    values = tenant_values(t)
+    return {
+        "unique keys": unique_pieces(values, f"_{t:05d}_"),
+        "contents": unique_pieces(values, marker),
+        "old versions": unique_pieces(old, marker),
+    }
+
+
 def unique_pieces(values: list[str], marker: str) -> list[bytes]:
     """Fragments of ``values`` that contain ``marker`` (so no kept row can hold them)."""
     from memoryapp.erasure.probes import pieces_of
@@ -234,7 +232,7 @@ def run_sqlite(args) -> dict:
     for suffix in ("", "-wal", "-shm"):
         with contextlib.suppress(FileNotFoundError):
             Path(str(path) + suffix).unlink()
-    setup_django(f"sqlite:///{path}")
+    migrated_django(f"sqlite:///{path}")
     started = time.perf_counter()
     counts = seed.seed_sqlite(str(path), args.namespaces, args.per, 100, log=log)
     result: dict = {"vendor": "sqlite", "seed_seconds": round(time.perf_counter() - started, 1)}
@@ -243,14 +241,7 @@ def run_sqlite(args) -> dict:
 
     steps = {}
     for step, t in (("checkpoint only", 7), ("incremental_vacuum", 11)):
-        old = add_long_and_updated(t)
-        marker = f"Tenant {t:05d}"
-        values = tenant_values(t)
-        pieces = {
-            "unique keys": unique_pieces(values, f"_{t:05d}_"),
-            "contents": unique_pieces(values, marker),
-            "old versions": unique_pieces(old, marker),
-        }
+        pieces = tenant_pieces(t)
         conn = sqlite3.connect(str(path), isolation_level=None)
         conn.execute("PRAGMA secure_delete = ON")
         if step == "incremental_vacuum":
@@ -355,7 +346,7 @@ def run_postgres(args) -> dict:
     from erasure_load import Load, summarize
 
     url = pg_url()
-    setup_django(url)
+    migrated_django(url)
     import psycopg
     from django.db import connection
 
@@ -388,14 +379,7 @@ def run_postgres(args) -> dict:
     steps: dict = {}
 
     def prepare(t: int) -> dict[str, list[bytes]]:
-        old = add_long_and_updated(t)
-        marker = f"Tenant {t:05d}"
-        values = tenant_values(t)
-        pieces = {
-            "unique keys": unique_pieces(values, f"_{t:05d}_"),
-            "contents": unique_pieces(values, marker),
-            "old versions": unique_pieces(old, marker),
-        }
+        pieces = tenant_pieces(t)
         erase(namespace=seed.namespace(t), purge=False)
         return pieces
 

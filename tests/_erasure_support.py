@@ -136,3 +136,20 @@ def sqlite_files_state() -> dict[str, int]:
     path = connection.settings_dict["NAME"]
     wal = os.path.getsize(path + "-wal") if os.path.exists(path + "-wal") else 0
     return {"freelist_count": free, "wal_bytes": wal}
+
+
+@pytest.fixture(autouse=False)
+def purge_settings(settings, tmp_path):
+    """Erasure tests' settings: a 10 s purge timeout and a ledger of their own.
+
+    Other test runs on the same server can hold a transaction for a moment; the
+    tests that expect "not purged" lower the timeout themselves.
+    """
+    settings.MEMORYAPP_ERASURE_PURGE_TIMEOUT = 10
+    settings.MEMORYAPP_ERASURE_LEDGER = str(tmp_path / "ledger.jsonl")
+
+
+@pytest.fixture
+def two_subjects():
+    """Alice's and Bob's seeded rows (their markers, by kind)."""
+    return seed(ALICE), seed(BOB)

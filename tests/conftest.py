@@ -9,6 +9,9 @@ import uuid
 import pytest
 from django.db import connection, connections
 
+# The erasure tests' shared fixtures (two_subjects, purge_settings).
+pytest_plugins = ["tests._erasure_support"]
+
 
 def pytest_collection_modifyitems(config, items):
     """Skip ``postgres_only`` / ``sqlite_only`` tests on the other vendor."""

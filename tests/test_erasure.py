@@ -49,17 +49,7 @@ from ._erasure_support import (
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture(autouse=True)
-def _purge_settings(settings, tmp_path):
-    # Other test runs on the same server can hold a transaction for a moment;
-    # the tests that expect "not purged" lower this themselves.
-    settings.MEMORYAPP_ERASURE_PURGE_TIMEOUT = 10
-    settings.MEMORYAPP_ERASURE_LEDGER = str(tmp_path / "ledger.jsonl")
-
-
-@pytest.fixture
-def two_subjects():
-    return seed(ALICE), seed(BOB)
+pytestmark = [pytestmark, pytest.mark.usefixtures("purge_settings")]
 
 
 def _receipt_text(receipt: ErasureReceipt, ledger: str | None = None) -> str:

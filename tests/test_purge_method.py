@@ -33,7 +33,6 @@ from ._erasure_support import (
     filler_with,
     found_in,
     marker,
-    seed,
     sqlite_files_state,
     stored_bytes,
     subject_markers,
@@ -42,15 +41,7 @@ from ._erasure_support import (
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture(autouse=True)
-def _purge_settings(settings, tmp_path):
-    settings.MEMORYAPP_ERASURE_PURGE_TIMEOUT = 10
-    settings.MEMORYAPP_ERASURE_LEDGER = str(tmp_path / "ledger.jsonl")
-
-
-@pytest.fixture
-def two_subjects():
-    return seed(ALICE), seed(BOB)
+pytestmark = [pytestmark, pytest.mark.usefixtures("purge_settings")]
 
 
 def _purge(receipt) -> dict:
