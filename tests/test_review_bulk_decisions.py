@@ -101,3 +101,24 @@ def test_many_decisions_cost_a_few_statements_per_chunk():
     assert approved == 120
     # One by one this is a dozen statements per item (over 1,400 here).
     assert len(approving.captured_queries) < 60, len(approving.captured_queries)
+
+
+@pytest.mark.postgres_only
+def test_a_large_approval_analyses_the_partitions_it_wrote_only():
+    from memoryapp.db import partitioning
+
+    ids = _queue("bulk/alice", 300) + _queue("bulk/bob", 300, start=300)
+    with CaptureQueriesContext(connection) as approving:
+        approved, _ = MemoryManager(project=NS).approve_review_items(ids)
+    assert approved == 600
+    analysed = {q["sql"] for q in approving.captured_queries if q["sql"].startswith("ANALYZE")}
+    with connection.cursor() as cursor:
+        numbers = {
+            partitioning.remainder_for(cursor, ns) for ns in (NS, "", "bulk/alice", "bulk/bob")
+        }
+    wanted = {
+        f'ANALYZE "{partitioning.leaf_name(table, n)}"'
+        for table in ("memories", "memory_events")
+        for n in numbers
+    }
+    assert analysed == wanted  # never the whole table: its 64 partitions would all be sampled

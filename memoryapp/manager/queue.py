@@ -128,12 +128,16 @@ class ReviewQueue:
         """
         approved = 0
         refused: list[tuple[ReviewItem, str]] = []
+        # Where the memories land: the project, and each subject's user namespace
+        # (the default one for an item without a subject).
+        written: set[str] = {self.project, ""}
         for pending in self._pending_chunks(item_ids):
             with transaction.atomic(using=self.using):
                 items = list(pending.select_for_update().order_by("created_at", "id"))
                 by_subject: dict[str | None, list[ReviewItem]] = {}
                 for item in items:
                     by_subject.setdefault(item.subject, []).append(item)
+                    written.add(item.subject or "")
                 done: list[tuple[ReviewItem, str]] = []
                 for group in by_subject.values():
                     ok, bad = self._approve_group(group, actor)
@@ -156,7 +160,7 @@ class ReviewQueue:
                 approved += len(done)
         if approved >= DECISION_CHUNK:  # many new rows: the planner should know (as an import)
             for alias in {self.using, self.user_using}:
-                bulk.refresh_statistics(alias)
+                bulk.refresh_statistics(alias, written)
         return approved, refused
 
     def _pending_chunks(self, item_ids):
