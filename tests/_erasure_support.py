@@ -11,6 +11,7 @@ import pytest
 from django.db import connection, connections
 
 from memoryapp import MemoryManager
+from memoryapp.db import partitioning, vendor
 from memoryapp.db.purge import for_connection
 from memoryapp.erasure.selection import ADMIN_LOG, CONTENT_TABLES
 from memoryapp.models import Memory, MemoryEvent, ReviewItem, SessionSummary
@@ -153,3 +154,17 @@ def purge_settings(settings, tmp_path):
 def two_subjects():
     """Alice's and Bob's seeded rows (their markers, by kind)."""
     return seed(ALICE), seed(BOB)
+
+
+def namespace_beside(namespace: str, prefix: str) -> str:
+    """A kept namespace (``prefix`` + a number) whose rows share ``namespace``'s files: on
+    PostgreSQL, its hash partition (the byte scan reads only the partitions that held
+    erased rows); elsewhere ``prefix`` itself."""
+    if not vendor.for_connection(connection).partitions_by_namespace:
+        return prefix
+    with connection.cursor() as cursor:
+        wanted = partitioning.remainder_for(cursor, namespace)
+        for i in range(10_000):
+            if partitioning.remainder_for(cursor, f"{prefix}{i}") == wanted:
+                return f"{prefix}{i}"
+    raise AssertionError("no namespace in the same partition")

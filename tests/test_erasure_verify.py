@@ -22,13 +22,11 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from memoryapp import MemoryManager
-from memoryapp.db import partitioning
 from memoryapp.db import purge as vendor_purge
-from memoryapp.db.vendor import for_connection
 from memoryapp.erasure import erase, kept, probes
 from memoryapp.models import Memory
 
-from ._erasure_support import filler_with, found_in, marker, stored_bytes
+from ._erasure_support import filler_with, found_in, marker, namespace_beside, stored_bytes
 
 GONE = "acme/gone"
 KEEP = "acme/keep"
@@ -36,19 +34,6 @@ KEEP = "acme/keep"
 
 def _save(namespace: str, key: str, value: str) -> Memory:
     return MemoryManager(project=namespace).upsert(key, value, scope="project")
-
-
-def _beside(namespace: str) -> str:
-    """A kept namespace whose rows share ``namespace``'s files: on PostgreSQL, its
-    hash partition (the byte scan reads only the partitions that held erased rows)."""
-    if not for_connection(connection).partitions_by_namespace:
-        return KEEP
-    with connection.cursor() as cursor:
-        wanted = partitioning.remainder_for(cursor, namespace)
-        for i in range(10_000):
-            if partitioning.remainder_for(cursor, f"{KEEP}{i}") == wanted:
-                return f"{KEEP}{i}"
-    raise AssertionError("no namespace in the same partition")
 
 
 def _absent(n: int) -> list[bytes]:
@@ -185,7 +170,7 @@ def test_the_finder_matches_a_naive_search_on_text_made_of_common_words():
 # ------------------------------------------------------------ end to end
 @pytest.mark.django_db(transaction=True)
 def test_common_content_of_a_kept_namespace_is_excused():
-    keep = _beside(GONE)
+    keep = namespace_beside(GONE, KEEP)
     common = [filler_with([marker(f"common{i}")], size=600) for i in range(5)]
     for i, text in enumerate(common):
         _save(GONE, f"fact {i}", text)
