@@ -12,10 +12,14 @@ Pure Python and numpy, no Django: :mod:`memoryapp.snapshots` stores the bytes.
 The format (all numbers little-endian)::
 
     magic "MRIX" | u32 format | u32 rules-length | rules (utf-8)
-    u32 slots | u32 tokens | u32 ids-bytes | u32 token-bytes | u32 entries
-    ids joined by NUL | tokens (sorted, UTF-8) joined by NUL | token-ends i4[tokens]
-    updated f8[slots] | fingerprint i8[slots] | title-length i4[slots] | explicit u1[slots]
-    keyword-entries i4[tokens] | entries-per-token i4[tokens] | entries i4[entries]
+    u32 slots | u32 tokens | u32 ids-bytes | u32 token-bytes | u32 entries | u32 narrow
+    ids joined by NUL | tokens (sorted, UTF-8) joined by NUL | token-ends int[tokens]
+    updated f8[slots] | fingerprint i8[slots] | title-length int[slots] | explicit u1[slots]
+    keyword-entries int[tokens] | entries-per-token int[tokens] | entries int[entries]
+
+Each ``int`` section is u2 when all its values fit in 16 bits (bit k of ``narrow``, in
+the order the five are listed), else i4: at a thousand memories every one fits, and
+the entries (slot << 4 | field bits) are most of a snapshot's bytes.
 
 ``token-ends`` is where each token's bytes end in the token table, so that a
 query's token is found by bisection over the bytes without decoding the table.
@@ -47,7 +51,8 @@ __all__ = ["FORMAT", "dump", "load", "strings"]
 #: the first use rebuilds and rewrites them.
 FORMAT = 3
 _MAGIC = b"MRIX"
-_COUNTS = struct.Struct("<5I")
+_COUNTS = struct.Struct("<6I")
+_WIDE, _NARROW = np.dtype("<i4"), np.dtype("<u2")
 _LE = {np.dtype(t).newbyteorder("<") for t in ("f8", "i8", "i4")}
 _BYTES_HEADER = 33  # sys.getsizeof(b""): the token table is one bytes object
 
@@ -167,34 +172,43 @@ def dump(index: RecallIndex) -> bytes | None:
         if id_blob is None or token_blob is None or len(ids) != n:
             return None
         encoded = np.array([len(t.encode("utf-8", "surrogatepass")) + 1 for t in tokens])
-        token_ends = (np.cumsum(encoded, dtype=np.int64) - 1).astype("<i4")
+        token_ends = np.cumsum(encoded, dtype=np.int64) - 1
         parts = [postings[t].entries for t in tokens]
         arena = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
-        n_kw = np.array([postings[t].n_kw for t in tokens], dtype="<i4")
-        sizes = np.array([len(part) for part in parts], dtype="<i4")
+        n_kw = np.array([postings[t].n_kw for t in tokens], dtype=np.int64)
+        sizes = np.array([len(part) for part in parts], dtype=np.int64)
         rules = rules_id().encode()
         head = _MAGIC + struct.pack("<II", FORMAT, len(rules)) + rules
-        counts = _COUNTS.pack(n, len(tokens), len(id_blob), len(token_blob), len(arena))
+        sections = [token_ends, index._title_len[:n], n_kw, sizes, arena]
+        narrow = sum(1 << k for k, values in enumerate(sections) if _fits_u2(values))
+        packed = [
+            values.astype(_NARROW if narrow >> k & 1 else _WIDE).tobytes()
+            for k, values in enumerate(sections)
+        ]
+        counts = _COUNTS.pack(n, len(tokens), len(id_blob), len(token_blob), len(arena), narrow)
         return b"".join(
             (
                 head,
                 counts,
                 id_blob,
                 token_blob,
-                token_ends.tobytes(),
+                packed[0],
                 index._updated[:n].astype("<f8").tobytes(),
                 index._fingerprint[:n].astype("<i8").tobytes(),
-                index._title_len[:n].astype("<i4").tobytes(),
+                packed[1],
                 index._explicit[:n].astype(np.uint8).tobytes(),
-                n_kw.tobytes(),
-                sizes.tobytes(),
-                arena.astype("<i4").tobytes(),
+                *packed[2:],
             )
         )
 
 
-def _header(data: bytes) -> tuple[int, tuple[int, int, int, int, int]] | None:
-    """Where the sections start and the five counts; None for another format or rules.
+def _fits_u2(values: np.ndarray) -> bool:
+    return not len(values) or (int(values.min()) >= 0 and int(values.max()) <= 0xFFFF)
+
+
+def _header(data: bytes) -> tuple[int, tuple[int, int, int, int, int, int]] | None:
+    """Where the sections start, the five counts and ``narrow``; None for another format
+    or rules.
 
     Raises:
         ValueError: the bytes are not a snapshot.
@@ -221,7 +235,7 @@ def strings(data: bytes) -> bytes:
         return b""
     if found is None:
         return b""
-    at, (_n, _tokens, id_bytes, token_bytes, _entries) = found
+    at, (_n, _tokens, id_bytes, token_bytes, _entries, _narrow) = found
     return data[at : at + id_bytes] + b"\x00" + data[at + id_bytes : at + id_bytes + token_bytes]
 
 
@@ -239,13 +253,16 @@ def load(data: bytes) -> RecallIndex | None:
     found = _header(data)
     if found is None:
         return None
-    at, (n, n_tokens, id_bytes, token_bytes, n_entries) = found
+    at, (n, n_tokens, id_bytes, token_bytes, n_entries, narrow) = found
+    if narrow >> 5:
+        raise ValueError("recall snapshot names sections it does not have")
+    ints = [_NARROW if narrow >> k & 1 else _WIDE for k in range(5)]
     ids = _split(data[at : at + id_bytes], n)
     at += id_bytes
     table = data[at : at + token_bytes]  # a copy: nothing keeps ``data`` alive
     at += token_bytes
 
-    def take(dtype: str, count: int) -> np.ndarray:
+    def take(dtype: str | np.dtype, count: int) -> np.ndarray:
         nonlocal at
         if at + np.dtype(dtype).itemsize * count > len(data):
             raise ValueError("recall snapshot is truncated")
@@ -253,16 +270,16 @@ def load(data: bytes) -> RecallIndex | None:
         at += array.nbytes
         return array
 
-    token_ends = take("<i4", n_tokens)
+    token_ends = take(ints[0], n_tokens)
     updated, fingerprint = take("<f8", n), take("<i8", n)
-    title_len, explicit = take("<i4", n), take("u1", n)
-    n_kw, sizes, arena = take("<i4", n_tokens), take("<i4", n_tokens), take("<i4", n_entries)
+    title_len, explicit = take(ints[1], n), take("u1", n)
+    n_kw, sizes, arena = take(ints[2], n_tokens), take(ints[3], n_tokens), take(ints[4], n_entries)
     if at != len(data) or int(sizes.sum()) != n_entries:
         raise ValueError("recall snapshot sections do not add up")
     if n_tokens and (
         int(token_ends[-1]) != len(table)
         or int(token_ends[0]) < 1
-        or bool((np.diff(token_ends) < 2).any())
+        or bool((np.diff(token_ends.astype(np.int64)) < 2).any())
     ):
         raise ValueError("recall snapshot token table does not match its ends")
     if n_entries and int(arena.max() >> _CODE_BITS) >= n:

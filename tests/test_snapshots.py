@@ -165,7 +165,7 @@ def test_a_snapshot_of_another_format_or_a_corrupt_one_is_rebuilt(flaw):
         rules = int.from_bytes(body[8:12], "little")
         at = 12 + rules
         slots, tokens, id_bytes, token_bytes = struct.unpack_from("<4I", body, at)
-        start = at + 20 + id_bytes
+        start = at + 24 + id_bytes  # past the six counts
         assert bytes(body[start : start + token_bytes]).count(b"\x00") == tokens - 1 > 0
         del body[start + token_bytes - 1]  # a byte of the token table lost
         struct.pack_into("<I", body, at + 12, token_bytes - 1)
