@@ -1,4 +1,4 @@
-"""App configuration: registers the system checks and the post-migrate hook (defined here)."""
+"""App configuration: the checks, the post-migrate hook and Memory.objects' entry points."""
 
 from django.apps import AppConfig
 from django.db import DEFAULT_DB_ALIAS, connections, router
@@ -17,11 +17,15 @@ class MemoryAppConfig(AppConfig):
     def ready(self) -> None:
         from . import (
             checks,  # noqa: F401  (registers the checks)
+            entry_points,
             logs,
         )
 
         # Django's SQL log carries the values of every statement: memory text.
         logs.install()
+
+        # Memory.objects.upsert / .recall: the querysets may not import the layers above.
+        entry_points.install()
 
         # A test-database flush empties schema_meta; put the counter row back.
         post_migrate.connect(ensure_meta_rows, sender=self, dispatch_uid="memoryapp-meta-rows")
