@@ -17,6 +17,7 @@ from ..db.meta import read_change_counter
 from ..indexes import INDEXES, change_window
 from ..models import Memory, Scope, SessionSummary, Source
 from .blocks import PromptBlocks
+from .children import SubAgent
 from .queue import ReviewQueue
 from .types import StoreSlice, WipeResult
 
@@ -580,12 +581,17 @@ class MemoryManager(PromptBlocks, ReviewQueue):
         route = getattr(self, "save_memory", None)
         alias = ephemeral.ephemeral_alias()
         project = ephemeral.new_namespace()
-        from .children import ChildManager
-
         kid = ChildManager(project, None, using=alias, guard=self.guard)
         kid._route = route if callable(route) else None
         kid._finalizer = weakref.finalize(kid, ephemeral.discard, alias, (project,))
         return kid
+
+    def _facade(self, **binding) -> MemoryManager:
+        """A new plain facade bound by ``binding`` (the queue's writers for other subjects).
+
+        A method, so that ``queue`` (a mixin of this class) need not import this module.
+        """
+        return MemoryManager(**binding)
 
     # ------------------------------------------------------------ versions
     def store_change_version(self) -> tuple[int | None, ...]:
@@ -614,6 +620,10 @@ class MemoryManager(PromptBlocks, ReviewQueue):
 
 def _new_session_id() -> str:
     return secrets.token_hex(6)
+
+
+class ChildManager(SubAgent, MemoryManager):
+    """A sub-agent's manager (docs/behaviour.md §7), made by :meth:`MemoryManager.child`."""
 
 
 def _reason(exc: Exception) -> str:
