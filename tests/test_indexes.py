@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 
 from memoryapp import MemoryManager
-from memoryapp.indexes import _json_tuple, _text_timestamp, live_records
+from memoryapp.index_rows import _json_tuple, _text_timestamp, live_records
 
 UTC_NOON = dt.datetime(2026, 1, 2, 12, 0, tzinfo=dt.UTC).timestamp()
 
