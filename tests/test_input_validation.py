@@ -207,3 +207,32 @@ def test_the_cli_reports_a_bad_namespace_as_a_command_error():
 
     with pytest.raises(CommandError, match="segments"):
         call_command("memory", "list", "--project", "acme//web")
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({"tags": "one-string"}, "tags"),
+        ({"tags": ["x" * 200]}, "tags"),
+        ({"scope": "nowhere"}, "scope"),
+        ({"type": "bogus"}, "type"),
+        ({"source": "bogus"}, "source"),
+    ],
+)
+def test_a_refused_write_names_its_field(options, field):
+    """What the admin form attaches the message to (MemoryValidationError.field)."""
+    from memoryapp import store
+    from memoryapp.guards import MemoryGuard
+
+    with pytest.raises(MemoryValidationError) as caught:
+        store.prepare(MemoryGuard(), "a key", "some content", **options)
+    assert caught.value.field == field
+
+
+def test_a_credential_in_a_tag_is_refused_on_the_tags():
+    from memoryapp import store
+    from memoryapp.guards import MemoryGuard, SensitiveMemoryError
+
+    with pytest.raises(SensitiveMemoryError) as caught:
+        store.prepare(MemoryGuard(), "a key", "some content", ["AKIA" + "IOSFODNN7EXAMPLE"])
+    assert caught.value.field == "tags"
