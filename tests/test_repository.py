@@ -246,3 +246,48 @@ def test_memoryapp_has_no_import_cycle():
     cycle = find_cycle(import_graph())
     report = " -> ".join(f"{module} ({where})" for module, _, where in cycle or [])
     assert cycle is None, f"import cycle: {report} -> {cycle[0][0] if cycle else ''}"
+
+
+# docs/design.md: "Pure rules are plain Python over plain values ... None of them imports Django."
+PURE_RULES = (
+    "validation",
+    "classify",
+    "secret_scan",
+    "guards",
+    "tokens",
+    "scoring",
+    "recall",
+    "render",
+    "crystallizer",
+    "recall_snapshot",
+    "errors",
+    "wording",
+)
+
+
+def test_the_pure_rules_import_no_django_even_indirectly():
+    graph = import_graph()
+    offenders = []
+    for name in PURE_RULES:
+        seen, todo = set(), [f"memoryapp.{name}"]
+        while todo:
+            module = todo.pop()
+            if module in seen:
+                continue
+            seen.add(module)
+            todo += [target for target, _ in graph[module]]
+            path = ROOT / (module.replace(".", "/") + ".py")
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                names = (
+                    [alias.name for alias in node.names]
+                    if isinstance(node, ast.Import)
+                    else [node.module or ""]
+                    if isinstance(node, ast.ImportFrom) and not node.level
+                    else []
+                )
+                offenders += [
+                    f"memoryapp.{name} -> {module} imports {n}"
+                    for n in names
+                    if n.split(".")[0] in {"django", "rest_framework"}
+                ]
+    assert offenders == []
