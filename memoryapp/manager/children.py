@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 from ..models import Memory
+from .core import MemoryManager
 from .types import RecallCandidate
 
 
-class SubAgent:
-    """Mixin of :class:`~.core.ChildManager`: the parent's ``save_memory``, reads that see nothing.
-
-    A mixin, as ``blocks`` and ``queue`` are, rather than a subclass of the facade:
-    :meth:`MemoryManager.child` creates these managers, so a subclass here would make
-    ``core`` and this module import each other.
-    """
+class ChildManager(MemoryManager):
+    """A sub-agent's manager (docs/behaviour.md §7): the parent's ``save_memory``, empty reads."""
 
     _route = None
 

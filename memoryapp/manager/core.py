@@ -17,7 +17,6 @@ from ..db.meta import read_change_counter
 from ..indexes import INDEXES, change_window
 from ..models import Memory, Scope, SessionSummary, Source
 from .blocks import PromptBlocks
-from .children import SubAgent
 from .queue import ReviewQueue
 from .types import StoreSlice, WipeResult
 
@@ -46,6 +45,11 @@ class MemoryManager(PromptBlocks, ReviewQueue):
         guard: the :class:`~memoryapp.guards.MemoryGuard` to validate with;
             default the ``MEMORYAPP_GUARD`` class.
     """
+
+    #: The class of :meth:`child`'s managers: :class:`~memoryapp.manager.children.ChildManager`,
+    #: set by ``manager/__init__.py``. Injected, not imported: it subclasses this class, so
+    #: ``core`` importing ``children`` would be an import cycle.
+    _child_class: type[MemoryManager]
 
     def __init__(
         self,
@@ -581,7 +585,7 @@ class MemoryManager(PromptBlocks, ReviewQueue):
         route = getattr(self, "save_memory", None)
         alias = ephemeral.ephemeral_alias()
         project = ephemeral.new_namespace()
-        kid = ChildManager(project, None, using=alias, guard=self.guard)
+        kid = self._child_class(project, None, using=alias, guard=self.guard)
         kid._route = route if callable(route) else None
         kid._finalizer = weakref.finalize(kid, ephemeral.discard, alias, (project,))
         return kid
@@ -620,10 +624,6 @@ class MemoryManager(PromptBlocks, ReviewQueue):
 
 def _new_session_id() -> str:
     return secrets.token_hex(6)
-
-
-class ChildManager(SubAgent, MemoryManager):
-    """A sub-agent's manager (docs/behaviour.md §7), made by :meth:`MemoryManager.child`."""
 
 
 def _reason(exc: Exception) -> str:
