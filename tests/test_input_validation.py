@@ -17,7 +17,6 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from memoryapp import MemoryManager
-from memoryapp.api.testing import token_client
 from memoryapp.erasure import ErasureRequestError, erase, export
 from memoryapp.errors import MemoryValidationError
 from memoryapp.models import Memory, MemoryEvent, ReviewItem, SessionSummary
@@ -45,11 +44,6 @@ def _nothing_written():
 def post_json(client, path: str, body: dict):
     """POST ``body`` as ASCII JSON: a lone surrogate travels as its ``\\ud800`` escape."""
     return client.generic("POST", path, json.dumps(body), content_type="application/json")
-
-
-@pytest.fixture
-def acme():
-    return token_client("acme-app", ["acme/"], write=True, erase=True)
 
 
 # (field, value) pairs of one upsert that must be refused before any SQL
