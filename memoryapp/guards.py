@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from . import metrics, secret_scan
 from .classify import STOP_WORDS, default_confidence, extract_keywords, infer_scope, infer_type
-from .errors import MemoryValidationError, SensitiveMemoryError
+from .errors import MemoryValidationError, SensitiveMemoryError, about
 from .secret_scan import SECRET_PATTERNS, find_secret_family
 from .validation import (
     AUTO_SOURCE_CAP,
@@ -123,12 +123,16 @@ class MemoryGuard:
             ``(key_normalized, title, content)`` with the content stripped.
 
         Raises:
-            MemoryValidationError: Bad key or content.
-            SensitiveMemoryError: The content or the key contains a credential.
+            MemoryValidationError: Bad key or content (``field`` says which).
+            SensitiveMemoryError: The content or the key contains a credential
+                (``field`` says which).
         """
-        title = self.validate_title(key)
-        key_normalized = normalize_key(key)
-        text = self.validate_content(content)
-        self.detect_sensitive(text)
-        self.detect_sensitive(key.strip())
+        with about("key"):
+            title = self.validate_title(key)
+            key_normalized = normalize_key(key)
+        with about("content"):
+            text = self.validate_content(content)
+            self.detect_sensitive(text)
+        with about("key"):
+            self.detect_sensitive(key.strip())
         return key_normalized, title, text

@@ -58,6 +58,16 @@ REVIEW_CUSTOM = [(codename(PURGE_REVIEWITEM), "Can purge review items permanentl
 # Whoever holds one of these may read erasure receipts (they erase, or purge the queue).
 RECEIPT_READERS = (VIEW_ERASURERECEIPT, ERASE_MEMORY, PURGE_REVIEWITEM)
 
+
+def can_see_receipts(user) -> bool:
+    """Receipts are for whoever may read them, erase, or purge the review queue.
+
+    Here, beside :data:`RECEIPT_READERS`, because both the receipts' admin and the
+    compliance pages ask it (and the receipts' admin imports the compliance pages).
+    """
+    return any(user.has_perm(p) for p in RECEIPT_READERS)
+
+
 ALL = (
     VIEW_MEMORY,
     ADD_MEMORY,

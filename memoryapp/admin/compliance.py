@@ -33,13 +33,11 @@ EXPORT_PERM = perms.EXPORT_MEMORY
 
 def links(user) -> dict:
     """Which compliance pages ``user`` may open (for the index and the receipts list)."""
-    from .audit import can_see_receipts
-
     return {
         "can_erase_subject": user.has_perm(ERASE_PERM),
         "can_wipe": user.has_perm(WIPE_PERM),
         "can_export": user.has_perm(EXPORT_PERM),
-        "can_see_receipts": can_see_receipts(user),
+        "can_see_receipts": perms.can_see_receipts(user),
     }
 
 

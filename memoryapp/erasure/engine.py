@@ -1,7 +1,9 @@
 """The erasure engine: select and hard-delete in one transaction per database, write the receipt.
 
 After the commit :mod:`memoryapp.erasure.purging` runs the vendor purge and
-verifies; inside a caller's transaction that waits for ``on_commit``.
+verifies; inside a caller's transaction that waits for ``on_commit``. :func:`retry`
+completes unfinished receipts (delete again, then purge): here rather than in
+``purging``, which this module calls, so the two do not import each other.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from ..models import (
     SliceChange,
 )
 from . import phases, probes, sealed
-from .purging import caveats, finish, finish_after_commit
+from .purging import caveats, finish, finish_after_commit, unfinished
 from .receipts import append_ledger, key_id, keyed_hmac, safe_actor
 from .selection import (
     ADMIN_LOG,
@@ -347,6 +349,22 @@ def resume(receipt: ErasureReceipt, *, purge: bool = True) -> ErasureReceipt:
         return receipt
     delete(receipt, opened[0])
     return after_delete(receipt, purge=purge)
+
+
+def retry(receipt: ErasureReceipt | str | None = None, *, using: str | None = None):
+    """Complete one receipt, or every unfinished one: delete (if a crash left it
+    ``requested``), then purge and verify — one vendor purge per database for all."""
+    alias = using or DEFAULT_DB_ALIAS
+    if receipt is None:
+        pending = list(unfinished(alias))
+    else:
+        rid = receipt.pk if isinstance(receipt, ErasureReceipt) else str(receipt)
+        pending = [ErasureReceipt.objects.using(alias).get(pk=rid)]
+    pending = [r for r in pending if r.target_kind and r.databases]
+    for r in pending:
+        if r.state == ReceiptState.REQUESTED:
+            resume(r, purge=False)
+    return finish(pending, using=alias)
 
 
 def delete(receipt: ErasureReceipt, targets: Sequence[Target]) -> list[dict[str, int]]:

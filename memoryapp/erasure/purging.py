@@ -261,21 +261,3 @@ def unfinished(using: str | None = None):
     return (
         qs.filter(state__in=UNFINISHED_STATES).exclude(target_kind="").order_by("created_at", "id")
     )
-
-
-def retry(receipt: ErasureReceipt | str | None = None, *, using: str | None = None):
-    """Complete one receipt, or every unfinished one: delete (if a crash left it
-    ``requested``), then purge and verify — one vendor purge per database for all."""
-    from .engine import resume
-
-    alias = using or DEFAULT_DB_ALIAS
-    if receipt is None:
-        pending = list(unfinished(alias))
-    else:
-        rid = receipt.pk if isinstance(receipt, ErasureReceipt) else str(receipt)
-        pending = [ErasureReceipt.objects.using(alias).get(pk=rid)]
-    pending = [r for r in pending if r.target_kind and r.databases]
-    for r in pending:
-        if r.state == ReceiptState.REQUESTED:
-            resume(r, purge=False)
-    return finish(pending, using=alias)

@@ -9,7 +9,12 @@ prompt blocks), ``queue`` (the review queue), ``children`` (sub-agents).
 """
 
 from .blocks import EXCERPT_CHARS, _fact
+from .children import ChildManager
 from .core import MemoryManager
 from .types import RecallCandidate, WipeResult
+
+# MemoryManager.child() makes ChildManagers, a subclass of it: the package, which
+# imports both, hands the class down (docs/design.md, "Layers").
+MemoryManager._child_class = ChildManager
 
 __all__ = ["EXCERPT_CHARS", "MemoryManager", "RecallCandidate", "WipeResult", "_fact"]

@@ -46,6 +46,11 @@ class MemoryManager(PromptBlocks, ReviewQueue):
             default the ``MEMORYAPP_GUARD`` class.
     """
 
+    #: The class of :meth:`child`'s managers: :class:`~memoryapp.manager.children.ChildManager`,
+    #: set by ``manager/__init__.py``. Injected, not imported: it subclasses this class, so
+    #: ``core`` importing ``children`` would be an import cycle.
+    _child_class: type[MemoryManager]
+
     def __init__(
         self,
         project: str = "",
@@ -580,12 +585,17 @@ class MemoryManager(PromptBlocks, ReviewQueue):
         route = getattr(self, "save_memory", None)
         alias = ephemeral.ephemeral_alias()
         project = ephemeral.new_namespace()
-        from .children import ChildManager
-
-        kid = ChildManager(project, None, using=alias, guard=self.guard)
+        kid = self._child_class(project, None, using=alias, guard=self.guard)
         kid._route = route if callable(route) else None
         kid._finalizer = weakref.finalize(kid, ephemeral.discard, alias, (project,))
         return kid
+
+    def _facade(self, **binding) -> MemoryManager:
+        """A new plain facade bound by ``binding`` (the queue's writers for other subjects).
+
+        A method, so that ``queue`` (a mixin of this class) need not import this module.
+        """
+        return MemoryManager(**binding)
 
     # ------------------------------------------------------------ versions
     def store_change_version(self) -> tuple[int | None, ...]:

@@ -103,10 +103,8 @@ class ReviewQueue:
         """
         if item.subject == self.user:
             return self
-        from .core import MemoryManager  # the facade this mixin is part of
-
         self._wrote()  # this facade's cached blocks may show the new memory too
-        return MemoryManager(
+        return self._facade(
             project=self.project,
             user=item.subject,
             using=self.using,
