@@ -140,7 +140,11 @@ class ReviewItemQuerySet(models.QuerySet):
         return self.filter(status="pending")
 
 
-class MemoryObjects(models.Manager.from_queryset(MemoryQuerySet)):
+# A module-level name, so the django-stubs plugin can type the manager's queryset methods.
+_MemoryManagerBase = models.Manager.from_queryset(MemoryQuerySet)
+
+
+class MemoryObjects(_MemoryManagerBase):
     """``Memory.objects``: the queryset vocabulary plus the write and recall entry points."""
 
     def upsert(
