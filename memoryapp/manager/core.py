@@ -46,6 +46,9 @@ class MemoryManager(PromptBlocks, ReviewQueue):
             default the ``MEMORYAPP_GUARD`` class.
     """
 
+    # Set by ephemeral() and child() only: close() discards the throw-away rows.
+    _finalizer: weakref.finalize[..., MemoryManager]
+
     def __init__(
         self,
         project: str = "",
