@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 from itertools import chain
+from typing import Any
 
 from django.db import connections, transaction
 from django.utils.dateparse import parse_datetime
@@ -455,8 +456,9 @@ def _text_timestamp(value: object) -> float:
     return 0.0
 
 
-def _json_tuple(text: object) -> tuple[str, ...]:
-    """A ``*_json`` column as a tuple, as :func:`~memoryapp.models.json_list` reads it."""
+def _json_tuple(text: Any) -> tuple[str, ...]:
+    """A ``*_json`` column (text, NULL, or whatever a hand-edited row holds) as a tuple, as
+    :func:`~memoryapp.models.json_list` reads it."""
     try:
         value = json.loads(text)  # the hot path: our own writers store lists of strings
     except (TypeError, ValueError):

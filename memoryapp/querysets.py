@@ -16,7 +16,7 @@ _NARROWED = object()
 class MemoryQuerySet(models.QuerySet):
     """Queries over ``memories``; ``in_namespace(ns)`` querysets also :meth:`recall`."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._recall_slice: tuple[str, str | None] | object | None = None
 

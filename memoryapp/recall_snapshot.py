@@ -74,7 +74,7 @@ class _PackedPostings(dict[str, _Posting]):
         # three array cells. Postings made into objects since are counted as a dict's.
         self._packed_bytes = token_bytes + len(tokens) * (_STR_HEADER + 8 + 16)
 
-    def get(self, token: str, default=None):  # type: ignore[override]
+    def get(self, token: str, default=None):
         found = dict.get(self, token)
         if found is not None:
             return found
