@@ -6,6 +6,7 @@ import datetime as dt
 import hashlib
 import json
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 from django.db import connections
 from django.utils.dateparse import parse_datetime
@@ -106,7 +107,7 @@ def _text_timestamp(value: object) -> float:
     return 0.0
 
 
-def _json_tuple(text: object) -> tuple[str, ...]:
+def _json_tuple(text: Any) -> tuple[str, ...]:
     """A ``*_json`` column as a tuple, as :func:`~memoryapp.models.json_list` reads it."""
     try:
         value = json.loads(text)  # the hot path: our own writers store lists of strings

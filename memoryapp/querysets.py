@@ -44,7 +44,7 @@ def _installed(name: str) -> Callable[..., Any]:
 class MemoryQuerySet(models.QuerySet):
     """Queries over ``memories``; ``in_namespace(ns)`` querysets also :meth:`recall`."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._recall_slice: tuple[str, str | None] | object | None = None
 
@@ -165,7 +165,11 @@ class ReviewItemQuerySet(models.QuerySet):
         return self.filter(status="pending")
 
 
-class MemoryObjects(models.Manager.from_queryset(MemoryQuerySet)):
+# A module-level name, so the django-stubs plugin can type the manager's queryset methods.
+_MemoryManagerBase = models.Manager.from_queryset(MemoryQuerySet)
+
+
+class MemoryObjects(_MemoryManagerBase):
     """``Memory.objects``: the queryset vocabulary plus the write and recall entry points."""
 
     def upsert(

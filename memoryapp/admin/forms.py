@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from django import forms
+from django.http import QueryDict
 
 from .. import guards, store, validation
 from ..conf import get_guard
@@ -75,7 +78,7 @@ class MemoryForm(forms.ModelForm):
         model = Memory
         fields: tuple[str, ...] = ()
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.prepared: store.Prepared | None = None
         row = self.instance
@@ -150,8 +153,10 @@ class MemoryForm(forms.ModelForm):
         # the one that held the credential; a host guard that overrides ``check``
         # may not say, and then the tags are the last place it could have been.
         field = _FORM_FIELD.get(field or "") or "tags"
-        self.data = self.data.copy()
-        self.data[field] = ""
+        # The stub says Mapping; a bound form's data is a QueryDict (or a dict): both copy.
+        data = cast(QueryDict, self.data).copy()
+        data[field] = ""
+        self.data = data
         self.add_error(field, SECRET_REFUSED)
 
 

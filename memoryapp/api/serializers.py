@@ -215,7 +215,7 @@ class MemorySerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Memory
-        fields = (
+        fields: tuple[str, ...] = (
             "id",
             "namespace",
             "subject",
@@ -233,7 +233,7 @@ class MemorySerializer(serializers.ModelSerializer):
             "updated_at",
             "deleted_at",
         )
-        read_only_fields = fields
+        read_only_fields: tuple[str, ...] = fields
 
 
 class MemoryWrittenSerializer(MemorySerializer):
@@ -814,7 +814,9 @@ class MemoryRecordInput(StoreRecordInput):
     """``POST /api/memories/records/``: Agentao's ``upsert_memory(record)``."""
 
     keywords = _text_list(MAX_KEYWORDS)
-    source = _choice(Source.choices, Source.EXPLICIT)
+    # A declared field (the serializer's metaclass moves it out of the class), not
+    # the Field.source attribute the stub sees.
+    source = _choice(Source.choices, Source.EXPLICIT)  # type: ignore[assignment]
     confidence = _choice(Confidence.choices, Confidence.EXPLICIT_USER)
     sensitivity = _choice(Sensitivity.choices, Sensitivity.NORMAL)
 

@@ -134,8 +134,12 @@ class Pagination(PageNumberPagination):
         return params
 
 
-class MemoryAPIMixin:
-    """What every API view shares: auth, JSON only, throttling, the error mapping, the schema."""
+class MemoryAPIMixin(APIView):
+    """What every API view shares: auth, JSON only, throttling, the error mapping, the schema.
+
+    An ``APIView`` itself (each view also derives from ``APIView`` or a viewset, which
+    leaves the method resolution order as it was), so its methods are typed as a view's.
+    """
 
     authentication_classes = [TokenAuthentication, SessionAuthentication]
     # Fail closed: every view declares the Rule of each thing it does (``rule`` or

@@ -403,6 +403,8 @@ def do_purge_expired(cmd, options) -> None:
         return
     with _erasure_progress(cmd, options):
         receipt = erasure.purge_expired(actor=_actor(options), using=using)
+    if receipt is None:  # no retention setting: returned above, before the plan
+        return
     _print_receipt(cmd, receipt)
     _fail_unless_purged([receipt])
 

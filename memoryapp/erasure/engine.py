@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 
 from .. import conf
 from ..db import partitioning
@@ -136,7 +136,7 @@ def apply(alias: str, target: Target, *, delete: bool, truncate: bool = False) -
     if delete:
         work.values = probes.sample_values(alias, work.ids)
         if target.kind == ErasureTarget.SUBJECT:
-            work.values.append(target.subject)  # the key itself is personal data
+            work.values.append(target.subject_key)  # the key itself is personal data
     touched = _slices_of(alias, work.ids[MEMORIES]) if delete else set()
     row_ids = [pk for table in ROW_MODELS for pk in work.ids[table]]
     events = MemoryEvent.objects.using(alias)
@@ -155,11 +155,11 @@ def apply(alias: str, target: Target, *, delete: bool, truncate: bool = False) -
             for rows in _by_namespace(work.namespaces[table]):
                 model.objects.using(alias).filter(rows).delete()
         if work.authored:  # kept, but no longer named after the erased subject
-            pseudonym = subject_pseudonym(target.subject)
+            pseudonym = subject_pseudonym(target.subject_key)
             for rows in _by_namespace(work.namespaces["authored"]):
                 Memory.objects.using(alias).filter(rows).update(subject=pseudonym)
         if target.kind == ErasureTarget.SUBJECT:
-            touched |= {(target.subject, "user"), (target.subject, "project")}
+            touched |= {(target.subject_key, "user"), (target.subject_key, "project")}
         _forget_empty_slices(alias, touched)
         scrubbed = _scrub_admin_log(alias, work.ids)
         if scrubbed:
@@ -192,7 +192,7 @@ def _partitions_of(alias: str, work: Work, extra_events) -> set[int]:
     """
     if not vendor_of(alias).partitions_by_namespace:
         return set()
-    querysets = [
+    querysets: list[QuerySet] = [
         model.objects.using(alias).filter(rows)
         for table, model in ROW_MODELS.items()
         for rows in _by_namespace(work.namespaces[table])
@@ -382,7 +382,7 @@ def delete(receipt: ErasureReceipt, targets: Sequence[Target]) -> list[dict[str,
     vendors = {a: vendor_purge.for_connection(connections[a]) for a in aliases}
     totals: Counter[str] = Counter(dict.fromkeys(CONTENT_TABLES, 0))
     totals.update(receipt.counts or {})
-    per_target = [Counter() for _ in targets]
+    per_target: list[Counter[str]] = [Counter() for _ in targets]
     erased: dict[str, list[str]] = {
         t: list((receipt.erased_ids or {}).get(t, [])) for t in ROW_MODELS
     }
@@ -413,7 +413,11 @@ def delete(receipt: ErasureReceipt, targets: Sequence[Target]) -> list[dict[str,
                     if alias_counts.get(t)
                     or (purge_all_tables(receipt.target_kind) and t != ADMIN_LOG)
                 ]
-                info = {"token": token, "tables": tables, "deleted_at": now().isoformat()}
+                info: dict[str, object] = {
+                    "token": token,
+                    "tables": tables,
+                    "deleted_at": now().isoformat(),
+                }
                 if truncate:
                     info["everything_before"] = receipt.created_at.isoformat()
                 elif vendor_of(alias).partitions_by_namespace:

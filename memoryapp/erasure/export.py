@@ -5,13 +5,25 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Callable, Sequence
+from typing import Any
+
+from django.db.models import Q
 
 from .. import conf
 from ..fields import now
 from ..models import ErasureReceipt, ErasureTarget, Memory, MemoryEvent, ReviewItem, SessionSummary
 from . import engine
 from .receipts import as_dict, keyed_hmac
-from .selection import MEMORIES, REVIEW, SUMMARIES, Target, authored_filter, batches, row_filter
+from .selection import (
+    MEMORIES,
+    REVIEW,
+    SUMMARIES,
+    RowModel,
+    Target,
+    authored_filter,
+    batches,
+    row_filter,
+)
 from .service import build_target
 
 FORMAT = "memoryapp-export/1"
@@ -146,7 +158,7 @@ def export(
         raise ErasureRequestError("export needs a subject or a namespace")
     target = build_target(subject=subject, namespace=namespace)
     aliases = engine.aliases_for(using)
-    plan: list[tuple[str, str, object, object]] = []
+    plan: list[tuple[str, str, RowModel, Q | None]] = []
     for alias in aliases:
         plan.append((MEMORIES, alias, Memory, row_filter(MEMORIES, target)))
         authored = authored_filter(target)
@@ -157,7 +169,7 @@ def export(
     total = sum(model.objects.using(a).filter(q).count() for _, a, model, q in plan)
     done = 0
     rows: dict[str, list[dict]] = {MEMORIES: [], "authored": [], SUMMARIES: [], REVIEW: []}
-    shape = {
+    shape: dict[str, Callable[[Any], dict]] = {
         MEMORIES: memory_as_dict,
         "authored": memory_as_dict,
         SUMMARIES: _summary,

@@ -86,6 +86,7 @@ def finish(receipts: Sequence[ErasureReceipt], *, using: str) -> list[ErasureRec
         else:
             outcome = vendor_purge.PurgeOutcome("purged", notes=["nothing to purge"])
         for r in covered:
+            check: tuple[bool, str, dict] | None
             if not tables:
                 check = (True, "nothing was deleted, so nothing needed purging", {})
             elif outcome.ok:
@@ -163,7 +164,7 @@ def _record(r: ErasureReceipt, results, vendors, stamp) -> None:
         r.sealed = None
 
 
-def _verify(alias: str, r: ErasureReceipt, vendor, tables: list[str]) -> tuple:
+def _verify(alias: str, r: ErasureReceipt, vendor, tables: list[str]) -> tuple[bool, str, dict]:
     """SQL check, structural check and byte scan of one receipt on one database."""
     connection = connections[alias]
     facts: dict = {}

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, TypeVar
 
 from django.db import DatabaseError, connections
 from django.db.models import Q, Value
@@ -18,6 +19,8 @@ from ..recall import Scored, path_hints, query_tokens, rank_key
 from .types import RecallCandidate, StoreSlice
 
 logger = logging.getLogger("memoryapp.manager")
+
+_T = TypeVar("_T")
 
 EXCERPT_CHARS = 200  # of a recall candidate's content (docs/behaviour.md §5)
 FIRST_BATCH = 32  # newest stable facts read before the budget is known
@@ -37,6 +40,22 @@ _FACT_COLUMNS = (
 
 class PromptBlocks:
     """Mixin of :class:`~memoryapp.manager.MemoryManager`: recall, stable and context blocks."""
+
+    if TYPE_CHECKING:  # what it uses of MemoryManager (core.py), for the type checker only
+        write_version: int
+        recall_count: int
+        recall_error_count: int
+        last_recall_error: str | None
+        _problems: dict[str, str]
+        _stable_cache: tuple[int, str, list[str]] | None
+        _read_failures: int
+
+        def _stores(self, scope: str | None = None) -> list[StoreSlice]: ...
+        def _guarded_read(
+            self, stores: list[StoreSlice], read: Callable[[], _T], empty: _T
+        ) -> _T: ...
+        def _record_problem(self, s: StoreSlice, exc: Exception) -> None: ...
+        def get_cross_session_tail(self) -> str: ...
 
     # ----------------------------------------------------------- prompt blocks
     def _stable_querysets(

@@ -13,7 +13,7 @@ class ChildManager(MemoryManager):
     _route = None
 
     @property
-    def save_memory(self):  # type: ignore[override]
+    def save_memory(self):
         """The parent's ``save_memory``; absent (AttributeError) when it could not be routed."""
         if self._route is None:
             raise AttributeError("this sub-agent manager has no save_memory: no parent route")

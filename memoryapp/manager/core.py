@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 import secrets
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
+from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, transaction
 from django.db.models import Q
@@ -50,6 +51,11 @@ class MemoryManager(PromptBlocks, ReviewQueue):
     #: set by ``manager/__init__.py``. Injected, not imported: it subclasses this class, so
     #: ``core`` importing ``children`` would be an import cycle.
     _child_class: type[MemoryManager]
+    # A child's route to its parent's save_memory (set by child(); read by ChildManager).
+    _route: Callable[..., Any] | None
+
+    # Set by ephemeral() and child() only: close() discards the throw-away rows.
+    _finalizer: weakref.finalize[..., MemoryManager]
 
     def __init__(
         self,

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import json
 import logging
+from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 
 from .. import bulk, crystallizer, guards, review, store, validation
 from ..fields import now
 from ..models import Memory, MemoryEvent, ReviewItem, ReviewStatus, Source
+
+if TYPE_CHECKING:
+    from .core import MemoryManager
+    from .types import StoreSlice
 
 DECISION_CHUNK = 500  # review items decided per transaction (and per IN list)
 
@@ -18,6 +23,19 @@ logger = logging.getLogger(__name__)
 
 class ReviewQueue:
     """Mixin of :class:`~memoryapp.manager.MemoryManager`: crystallize, approve, reject, purge."""
+
+    if TYPE_CHECKING:  # what it uses of MemoryManager (core.py), for the type checker only
+        project: str
+        user: str | None
+        using: str
+        user_using: str
+        session_id: str
+        guard: guards.MemoryGuard
+        _user_store: StoreSlice | None
+
+        def _store_for(self, scope: str) -> StoreSlice: ...
+        def _wrote(self) -> None: ...
+        def _facade(self, **binding: Any) -> MemoryManager: ...
 
     # ------------------------------------------------------------ review queue
     def _review_items(self):
