@@ -11,6 +11,7 @@ from typing import Any
 from django.db import connections
 from django.utils.dateparse import parse_datetime
 
+from .db import vendor
 from .models import Confidence, Memory, json_list
 from .scoring import IndexRecord
 
@@ -157,24 +158,29 @@ def slice_rows(
     """
     connection = connections[using]
     columns = ", ".join((*_FIELDS, "deleted_at"))
-    base = f"SELECT {columns} FROM memories WHERE namespace = %s AND scope = %s"
-    if live:
-        base += " AND deleted_at IS NULL"
+    live_only = " AND deleted_at IS NULL" if live else ""
+    base = f"SELECT {columns} FROM memories WHERE namespace = %s AND scope = %s{live_only}"
     if ids is not None:
+        # Looked up by primary key, the namespace checked beside (Vendor.namespace_beside_ids).
+        beside = vendor.for_connection(connection).namespace_beside_ids
         wanted = list(ids)
         statements = [
-            (base + " AND id IN (" + ", ".join(["%s"] * len(chunk)) + ")", chunk)
+            (
+                f"SELECT {columns} FROM memories WHERE id IN ({', '.join(['%s'] * len(chunk))})"
+                f" AND {beside} AND scope = %s{live_only}",
+                [*chunk, namespace, scope],
+            )
             for chunk in (wanted[i : i + _IN_CHUNK] for i in range(0, len(wanted), _IN_CHUNK))
         ]
     elif since is not None:
         stamp = _STAMP.get_db_prep_value(since, connection)
-        statements = [(base + " AND updated_at >= %s", [stamp])]
+        statements = [(base + " AND updated_at >= %s", [namespace, scope, stamp])]
     else:
-        statements = [(base, [])]
+        statements = [(base, [namespace, scope])]
     tags_of: dict[str, tuple[str, ...]] = {}
-    for sql, extra in statements:
+    for sql, params in statements:
         with connection.chunked_cursor() as cursor:
-            cursor.execute(sql, [namespace, scope, *extra])
+            cursor.execute(sql, params)
             while rows := cursor.fetchmany(_FETCH):
                 for *row, deleted_at in rows:
                     tags_json = row[3]

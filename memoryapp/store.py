@@ -248,7 +248,8 @@ def soft_delete_ids(
     if not wanted:
         return []
     position = {memory_id: i for i, memory_id in enumerate(wanted)}
-    in_namespace = "" if namespace is None else " AND namespace = %s"
+    beside = vendor.for_connection(connections[using]).namespace_beside_ids
+    in_namespace = "" if namespace is None else f" AND {beside}"
     with transaction.atomic(using=using):
         victims: list[tuple] = []
         for start in range(0, len(wanted), _IDS_PER_STATEMENT):

@@ -12,6 +12,7 @@ from django.db.models import Q, Value
 from django.db.models.functions import Least, Length
 
 from .. import metrics, render
+from ..db import vendor
 from ..db.meta import read_slice_counters
 from ..indexes import INDEXES
 from ..models import Memory, Scope, json_list
@@ -334,16 +335,17 @@ def _shown_columns(
 
     One plain statement: on the recall hot path the ORM's queryset and model
     building cost several times the query itself (~1.2 ms against ~0.1 ms for
-    five rows on SQLite at 100,000 memories). Naming the namespace lets
-    PostgreSQL read its one partition, not all 64.
+    five rows on SQLite at 100,000 memories). The ids are looked up by primary
+    key, the namespace checked beside them (:attr:`Vendor.namespace_beside_ids`).
     """
     marks = ", ".join(["%s"] * len(ids))
+    beside = vendor.for_connection(connections[using]).namespace_beside_ids
     sql = (
         "SELECT id, scope, type, title, content FROM memories"
-        f" WHERE namespace = %s AND deleted_at IS NULL AND id IN ({marks})"
+        f" WHERE id IN ({marks}) AND deleted_at IS NULL AND {beside}"
     )
     with connections[using].cursor() as cursor:
-        cursor.execute(sql, [namespace, *ids])
+        cursor.execute(sql, [*ids, namespace])
         return {row[0]: row[1:] for row in cursor.fetchall()}
 
 
