@@ -64,7 +64,7 @@ class MemoryQuerySet(models.QuerySet):
 
         ``Memory.objects.in_namespace("acme/web").recall(q)`` gives the candidates
         ``MemoryManager(project="acme/web").recall(q)`` gives — one implementation
-        (:func:`memoryapp.manager.blocks.recall_slices`) behind both, on the same
+        (:func:`memoryapp.services.prompt.recall`) behind both, on the same
         per-slice indexes. Both scopes of the namespace are ranked unless
         ``in_scope`` chose one (a project namespace holds only project rows).
 
@@ -79,13 +79,15 @@ class MemoryQuerySet(models.QuerySet):
                 "recall() ranks whole namespaces: call it on "
                 "Memory.objects.in_namespace(ns) (optionally .in_scope(s)) with no other filter"
             )
-        from .manager.blocks import recall_slices
-        from .manager.types import StoreSlice
+        from .services import prompt
+        from .services.slices import StoreSlice
 
         namespace, scope = chosen
         scopes = (scope,) if scope is not None else ("project", "user")
         stores = [StoreSlice(f"{s} store", self.db, namespace, s) for s in scopes]
-        return recall_slices(stores, query, messages, top_k, exclude_ids)
+        return prompt.recall(
+            stores=stores, query=query, messages=messages, top_k=top_k, exclude_ids=exclude_ids
+        )
 
     def search_prefilter(self, query: str) -> MemoryQuerySet:
         """Rows whose title, content, key, tags or keywords text contains ``query``.
@@ -165,9 +167,10 @@ class MemoryObjects(models.Manager.from_queryset(MemoryQuerySet)):
         """
         from . import store
         from .conf import get_guard
+        from .services import memories
 
         prepared = store.prepare(guard or get_guard(), key, value, tags, scope, type, source)
-        result = store.write(
-            prepared, using=self.db, namespace=namespace, subject=subject, actor=actor
+        result = memories.write(
+            prepared=prepared, using=self.db, namespace=namespace, subject=subject, actor=actor
         )
         return result.memory

@@ -1,4 +1,8 @@
-"""The core of the facade: stores, writes, reads, deletes, wipe, summaries, versions."""
+"""The core of the facade: stores, writes, reads, deletes, wipe, summaries, versions.
+
+Writes, deletes and the wipe are :mod:`memoryapp.services`'; the facade binds
+the namespaces, counts its writes and keeps the store problems of its reads.
+"""
 
 from __future__ import annotations
 
@@ -6,29 +10,25 @@ import logging
 import secrets
 import weakref
 from collections.abc import Iterable
-from dataclasses import replace
 
-from django.db import DEFAULT_DB_ALIAS, DatabaseError, transaction
-from django.db.models import Q
+from django.db import DEFAULT_DB_ALIAS, DatabaseError
 
 from .. import bulk, ephemeral, guards, search, store, validation
 from ..conf import get_guard, user_database
 from ..db.meta import read_change_counter
-from ..indexes import INDEXES, change_window
-from ..models import Memory, Scope, SessionSummary, Source
+from ..models import Memory, SessionSummary, Source
+from ..services import memories, wipe
+from ..services.memories import SCOPE_DOWNGRADE_WARNING
+from ..services.slices import Binding, StoreSlice, live_filter
 from .blocks import PromptBlocks
 from .queue import ReviewQueue
-from .types import StoreSlice, WipeResult
+from .types import SEES_ALL, Reads, WipeResult
 
 logger = logging.getLogger("memoryapp.manager")
 
 SUMMARY_TAIL_WINDOW = 10  # latest summaries the cross-session tail looks at (docs/behaviour.md §4)
 
-
-SCOPE_DOWNGRADE_WARNING = (
-    "User scope was asked for, but no user namespace was given: "
-    "the memory was stored in the project scope."
-)
+__all__ = ["SCOPE_DOWNGRADE_WARNING", "MemoryManager"]
 
 
 class MemoryManager(PromptBlocks, ReviewQueue):
@@ -45,6 +45,8 @@ class MemoryManager(PromptBlocks, ReviewQueue):
         guard: the :class:`~memoryapp.guards.MemoryGuard` to validate with;
             default the ``MEMORYAPP_GUARD`` class.
     """
+
+    reads: Reads = SEES_ALL  # what reads see; a sub-agent's manager sees nothing
 
     def __init__(
         self,
@@ -84,11 +86,8 @@ class MemoryManager(PromptBlocks, ReviewQueue):
         self.recall_count = 0  # candidates returned, this manager's lifetime
         self.recall_error_count = 0
         self.last_recall_error: str | None = None
-        self._project_store = StoreSlice("project store", self.using, project, Scope.PROJECT)
-        self._user_store = (
-            StoreSlice("user store", self.user_using, user, Scope.USER)
-            if user is not None
-            else None
+        self.binding = Binding.of(
+            project=project, user=user, using=self.using, user_using=self.user_using
         )
 
     def __repr__(self) -> str:
@@ -96,30 +95,12 @@ class MemoryManager(PromptBlocks, ReviewQueue):
 
     # ----------------------------------------------------------------- stores
     def _stores(self, scope: str | None = None) -> list[StoreSlice]:
-        if scope is not None and scope not in guards.SCOPES:
-            raise guards.MemoryValidationError(
-                f"Unknown scope {scope!r}: expected one of {', '.join(guards.SCOPES)}"
-            )
-        stores = [self._project_store]
-        if self._user_store is not None:
-            stores.append(self._user_store)
-        return [s for s in stores if scope is None or s.scope == scope]
-
-    def _store_for(self, scope: str) -> StoreSlice:
-        return self._user_store if scope == Scope.USER and self._user_store else self._project_store
-
-    def _live_filter(self, stores: list[StoreSlice]) -> dict[str, Q]:
-        """One OR-ed filter per database alias, so two stores on one database cost one query."""
-        by_alias: dict[str, Q] = {}
-        for s in stores:
-            q = Q(namespace=s.namespace, scope=s.scope)
-            by_alias[s.using] = by_alias[s.using] | q if s.using in by_alias else q
-        return by_alias
+        return self.binding.stores(scope)
 
     def _query(self, scope: str | None, refine=None) -> list[Memory]:
         """Live rows of the selected stores, ordered by ``created_at``."""
         rows: list[Memory] = []
-        filters = self._live_filter(self._stores(scope))
+        filters = live_filter(self._stores(scope))
         for alias, q in filters.items():
             qs = Memory.objects.using(alias).live().filter(q)
             if refine is not None:
@@ -181,22 +162,6 @@ class MemoryManager(PromptBlocks, ReviewQueue):
         return fresh
 
     # ----------------------------------------------------------------- writes
-    def _downgrade(self, prepared: store.Prepared) -> store.Prepared:
-        """No user store: a user-scope write lands in the project scope (docs/behaviour.md §2).
-
-        The log lines never carry the key or the value.
-        """
-        if prepared.scope != Scope.USER or self._user_store is not None:
-            return prepared
-        if prepared.scope_explicit:
-            logger.warning(
-                "user scope requested but this manager has no user store; "
-                "the memory was saved in the project scope"
-            )
-        else:
-            logger.debug("inferred user scope without a user store; saved in the project scope")
-        return replace(prepared, scope=Scope.PROJECT)
-
     def upsert(
         self,
         key: str,
@@ -228,28 +193,19 @@ class MemoryManager(PromptBlocks, ReviewQueue):
         actor: str = "",
     ) -> store.UpsertResult:
         """:meth:`upsert`, also telling whether the row was created (the API's 201 vs 200)."""
-        asked = store.prepare(self.guard, key, value, tags, scope, type, source)
-        prepared = self._downgrade(asked)
-        target = self._store_for(prepared.scope)
-        with change_window(target.using, [(target.namespace, target.scope)]) as window:
-            result = store.write(
-                prepared,
-                using=target.using,
-                namespace=target.namespace,
-                subject=self.user,
-                actor=actor,
-                savepoint=False,  # change_window rolls back on any error
-            )
-        INDEXES.apply_own_write(
-            window, target.namespace, target.scope, [result.memory], result.capped
+        result = memories.upsert(
+            binding=self.binding,
+            guard=self.guard,
+            key=key,
+            value=value,
+            tags=tags,
+            scope=scope,
+            type=type,
+            source=source,
+            actor=actor,
         )
         self._wrote()
-        warnings = []
-        if validation.key_is_cut(key):
-            warnings.append(validation.KEY_CUT_WARNING)
-        if asked.scope_explicit and asked.scope != prepared.scope:
-            warnings.append(SCOPE_DOWNGRADE_WARNING)
-        return replace(result, warnings=tuple(warnings)) if warnings else result
+        return result
 
     def import_memories(
         self,
@@ -266,17 +222,10 @@ class MemoryManager(PromptBlocks, ReviewQueue):
         Each record is guarded and classified like :meth:`upsert`; nothing is
         written when one is invalid unless ``skip_invalid``.
         """
-
-        def resolve(prepared):
-            prepared = self._downgrade(prepared)
-            target = self._store_for(prepared.scope)
-            return prepared, bulk.ImportTarget(target.using, target.namespace)
-
-        report = bulk.import_records(
-            records,
+        report = memories.import_records(
+            binding=self.binding,
             guard=self.guard,
-            resolve=resolve,
-            subject=self.user,
+            records=records,
             actor=actor,
             skip_invalid=skip_invalid,
             dry_run=dry_run,
@@ -316,7 +265,7 @@ class MemoryManager(PromptBlocks, ReviewQueue):
     def get_entry(self, memory_id: str) -> Memory | None:
         """The live memory with this id in one of this manager's stores, else None."""
         memory_id = validation.check_id(memory_id)
-        for alias, q in self._live_filter(self._stores()).items():
+        for alias, q in live_filter(self._stores()).items():
             row = Memory.objects.using(alias).live().filter(q, pk=memory_id).first()
             if row is not None:
                 return row
@@ -328,12 +277,14 @@ class MemoryManager(PromptBlocks, ReviewQueue):
         A store that cannot be read counts as empty and is reported once
         through :meth:`take_store_problems`.
         """
+        if not self.reads.memories:
+            return []
         stores = self._stores(scope)
         return self._guarded_read(stores, lambda: self._query(scope), [])
 
     def search(self, query: str, scope: str | None = None) -> list[Memory]:
         """Case-insensitive literal substring search over title, content, key, tags, keywords."""
-        if not isinstance(query, str) or not query.strip():
+        if not self.reads.memories or not isinstance(query, str) or not query.strip():
             return []
         needle = validation.check_query(query).strip().lower()
         refine = search.sql_narrowing("search_prefilter", needle)
@@ -341,7 +292,7 @@ class MemoryManager(PromptBlocks, ReviewQueue):
 
     def filter_by_tag(self, tag: str, scope: str | None = None) -> list[Memory]:
         """Memories carrying ``tag`` exactly (case-insensitive)."""
-        if not isinstance(tag, str) or not tag.strip():
+        if not self.reads.memories or not isinstance(tag, str) or not tag.strip():
             return []
         wanted = validation.check_query(tag, "Tag filter").strip().lower()
         refine = search.sql_narrowing("tagged_prefilter", wanted)
@@ -352,21 +303,10 @@ class MemoryManager(PromptBlocks, ReviewQueue):
         """Soft-delete one memory; True if a live row was found (docs/behaviour.md §3)."""
         memory_id = validation.check_id(memory_id)
         for s in self._stores():
-            if self._soft_delete(s, [memory_id], actor=actor):
+            if memories.soft_delete(store_slice=s, ids=[memory_id], actor=actor):
                 self._wrote()
                 return True
         return False
-
-    def _soft_delete(
-        self, s: StoreSlice, ids: list[str], *, actor: str = "", reason: str = ""
-    ) -> int:
-        """Soft-delete ids of one store; keeps a cached recall index current."""
-        if not ids:
-            return 0
-        with change_window(s.using, [(s.namespace, s.scope)]) as window:
-            victims = store.soft_delete_ids(s.using, s.namespace, ids, actor=actor, reason=reason)
-        INDEXES.apply_own_write(window, s.namespace, s.scope, removed=victims)
-        return len(victims)
 
     def delete_by_title(self, title: str, *, actor: str = "") -> int:
         """Soft-delete every live memory whose title matches case-insensitively; the count."""
@@ -377,57 +317,40 @@ class MemoryManager(PromptBlocks, ReviewQueue):
         count = 0
         for s in self._stores():
             ids = [m.id for m in victims if m.namespace == s.namespace and m.scope == s.scope]
-            count += self._soft_delete(s, ids, actor=actor)
+            count += len(memories.soft_delete(store_slice=s, ids=ids, actor=actor))
         if count:
             self._wrote()
         return count
 
     def clear(self, scope: str | None = None, *, actor: str = "") -> int:
         """Soft-delete every live memory of a scope (None = both); raises on storage failure."""
-        total = 0
-        for s in self._stores(scope):
-            with change_window(s.using, [(s.namespace, s.scope)]) as window:
-                removed = store.clear(s.using, s.namespace, [s.scope], actor=actor)
-            INDEXES.apply_own_write(window, s.namespace, s.scope, removed=removed)
-            total += len(removed)
+        total = wipe.clear_memories(binding=self.binding, scope=scope, actor=actor)
         self._wrote()
         return total
+
+    def wipe_preview(self) -> wipe.WipePreview:
+        """What :meth:`wipe_all` would clear now (live memories, session summaries)."""
+        return wipe.preview(binding=self.binding)
 
     def wipe_all(self, *, actor: str = "") -> WipeResult:
         """The seed's reset: clear both scopes and hard-delete the session summaries.
 
         Never raises. Not erasure: soft-deleted rows keep their content (docs/behaviour.md §3, §9).
         """
-        not_cleared: list[str] = []
-        memories = 0
-        try:
-            memories = self.clear(None, actor=actor)
-        except Exception:
-            logger.warning("wipe_all: clearing memories failed", exc_info=True)
-            not_cleared.append("memories")
-        summaries = 0
-        try:
-            summaries = self._delete_summaries()
-        except Exception:
-            logger.warning("wipe_all: deleting session summaries failed", exc_info=True)
-        try:
-            # Read back: a delete that "succeeded" but left rows is still a failure.
-            if self._summaries().exists():
-                not_cleared.append("session summaries")
-        except Exception:
-            logger.warning("wipe_all: could not verify session summaries", exc_info=True)
-            not_cleared.append("session summaries")
+        result = wipe.run(
+            clear_memories=lambda: self.clear(None, actor=actor),
+            delete_summaries=self._delete_summaries,
+            summaries_left=lambda: self._summaries().exists(),
+        )
         self._wrote()
-        return WipeResult(memories, summaries, tuple(not_cleared))
+        return result
 
     # ------------------------------------------------------ session summaries
     def _summaries(self):
-        return SessionSummary.objects.using(self.using).in_namespace(self.project)
+        return wipe.summaries(self.binding)
 
     def _delete_summaries(self) -> int:
-        with transaction.atomic(using=self.using):
-            deleted, _ = self._summaries().delete()
-        return deleted
+        return wipe.delete_summaries(binding=self.binding)
 
     def save_session_summary(
         self, text: str, tokens_before: int = 0, messages_summarized: int = 0
@@ -493,8 +416,7 @@ class MemoryManager(PromptBlocks, ReviewQueue):
     def clear_session(self) -> None:
         """Delete this session's summaries (the id does not advance); never raises."""
         try:
-            with transaction.atomic(using=self.using):
-                self._summaries().for_session(self.session_id).delete()
+            wipe.delete_summaries(binding=self.binding, session_id=self.session_id)
         except Exception:
             logger.warning("clear_session failed", exc_info=True)
             return
@@ -532,6 +454,9 @@ class MemoryManager(PromptBlocks, ReviewQueue):
         """The cross-session tail of the stable block (docs/behaviour.md §4); never raises."""
         from ..render import cross_session_tail
 
+        if not self.reads.summaries:
+            return ""
+
         def read():
             latest = list(
                 self._summaries()
@@ -540,7 +465,7 @@ class MemoryManager(PromptBlocks, ReviewQueue):
             )
             return list(reversed(latest))
 
-        rows = self._guarded_read([self._project_store], read, [])
+        rows = self._guarded_read([self.binding.project_store], read, [])
         try:
             return cross_session_tail(rows, self.session_id)
         except Exception:
@@ -605,7 +530,7 @@ class MemoryManager(PromptBlocks, ReviewQueue):
 
     def change_version(self) -> int:
         """The database's ``schema_meta.memories_change`` (summed over both aliases if two)."""
-        aliases = {self.using, self.user_using} if self._user_store else {self.using}
+        aliases = {self.using, self.user_using} if self.user is not None else {self.using}
         return sum(read_change_counter(alias) for alias in sorted(aliases))
 
 
