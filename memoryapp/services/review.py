@@ -14,7 +14,7 @@ import json
 import logging
 from collections.abc import Iterable
 
-from django.db import transaction
+from django.db import DEFAULT_DB_ALIAS, transaction
 
 from .. import bulk, crystallizer, guards, review, store, validation
 from ..conf import get_guard, user_database
@@ -33,7 +33,7 @@ def queue(
     *,
     messages,
     guard: guards.MemoryGuard,
-    using: str,
+    using: str = DEFAULT_DB_ALIAS,
     namespace: str,
     subject: str | None,
     session_id: str,
@@ -77,7 +77,7 @@ def approve(
     *,
     item_id: str,
     namespace: str,
-    using: str,
+    using: str = DEFAULT_DB_ALIAS,
     user_using: str | None = None,
     guard: guards.MemoryGuard | None = None,
     actor: str = "",
@@ -118,7 +118,7 @@ def approve_many(
     *,
     item_ids: Iterable[str],
     namespace: str | None = None,
-    using: str,
+    using: str = DEFAULT_DB_ALIAS,
     user_using: str | None = None,
     guard: guards.MemoryGuard | None = None,
     actor: str = "",
@@ -245,7 +245,7 @@ def _memory_ids_for(items: list[ReviewItem], binding: Binding) -> dict[str, str]
 
 
 # ------------------------------------------------------------------ reject
-def reject(*, item_id: str, namespace: str, using: str, actor: str = "") -> bool:
+def reject(*, item_id: str, namespace: str, using: str = DEFAULT_DB_ALIAS, actor: str = "") -> bool:
     """Mark a pending item of ``namespace`` rejected; False if it is not pending there.
 
     Logs a ``review_reject`` event with ``actor`` in the same transaction.
@@ -259,7 +259,11 @@ def reject(*, item_id: str, namespace: str, using: str, actor: str = "") -> bool
 
 
 def reject_many(
-    *, item_ids: Iterable[str], namespace: str | None = None, using: str, actor: str = ""
+    *,
+    item_ids: Iterable[str],
+    namespace: str | None = None,
+    using: str = DEFAULT_DB_ALIAS,
+    actor: str = "",
 ) -> int:
     """Reject many pending items at once (of ``namespace``, or of any); how many were pending."""
     rejected = 0
@@ -282,25 +286,28 @@ def reject_many(
 def purge(
     *,
     namespaces: Iterable[str | None] = (None,),
-    status: str | None = None,
+    status: str | Iterable[str] | None = None,
     subject: str | None = None,
     actor: str = "",
-    using: str | None = None,
+    using: str | Iterable[str] | None = None,
     purge: bool = True,
 ) -> list:
     """Erase review items for good: one erasure (and receipt) per namespace, None = every one.
 
     A real erasure (hard delete, vendor purge, receipt; docs/behaviour.md §6, §9),
     not just a ``DELETE``: ``wipe_all`` leaves the queue, and its excerpts of
-    user messages, in place. Each filter given narrows the selection.
+    user messages, in place. Each filter given narrows the selection (``status``:
+    one status or several; ``using``: the database alias or aliases).
 
     Raises:
         MemoryValidationError: an unknown status.
     """
-    if status is not None and status not in ReviewStatus.values:
-        raise guards.MemoryValidationError(
-            f"Unknown review status {status!r}: expected one of {', '.join(ReviewStatus.values)}"
-        )
+    wanted = [] if status is None else [status] if isinstance(status, str) else list(status)
+    for one in wanted:
+        if one not in ReviewStatus.values:
+            raise guards.MemoryValidationError(
+                f"Unknown review status {one!r}: expected one of {', '.join(ReviewStatus.values)}"
+            )
     from ..erasure import erase_review_items  # the erasure package is heavy to import
 
     return [
