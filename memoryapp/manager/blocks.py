@@ -39,7 +39,7 @@ class PromptBlocks:
         if not self.reads.memories:
             return []
         stores = self._stores()
-        return self._guarded_read(
+        return self.problems.read(
             stores,
             lambda: prompt.stable_entries(stores=stores, recent_limit=recent_project_limit),
             [],
@@ -50,16 +50,16 @@ class PromptBlocks:
         cached = self._stable_cache
         if cached is not None and cached[0] == self.write_version:
             return cached[1], cached[2]
-        problems_before = dict(self._problems)
+        problems_before = dict(self.problems.messages)
         tail = self.get_cross_session_tail()
         block = None
         if self.reads.memories:  # never another manager's block from the shared cache
             stores = self._stores()
-            block = self._guarded_read(
+            block = self.problems.read(
                 stores, lambda: prompt.stable_block(stores=stores, tail=tail), None
             )
         text, ids = block if block is not None else render.render_stable_block([], tail)
-        if self._problems == problems_before or not self._problems:
+        if self.problems.messages == problems_before or not self.problems.messages:
             # A block built while a store was unreadable is not kept: it would
             # hide that store's facts until the next write.
             self._stable_cache = (self.write_version, text, ids)
@@ -127,10 +127,8 @@ class PromptBlocks:
         try:
             hits = self._recall(query, messages, top_k, exclude_ids)
         except DatabaseError as exc:
-            self._read_failures += 1
             self._recall_failed(exc)
-            for s in self._stores():
-                self._record_problem(s, exc)
+            self.problems.failed(self._stores(), exc)
         except Exception as exc:
             self._recall_failed(exc)
             logger.warning("recall failed", exc_info=True)

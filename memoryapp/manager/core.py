@@ -7,7 +7,6 @@ the namespaces, counts its writes and keeps the store problems of its reads.
 from __future__ import annotations
 
 import logging
-import secrets
 import weakref
 from collections.abc import Iterable
 
@@ -16,22 +15,22 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError
 from .. import bulk, ephemeral, guards, search, store, validation
 from ..conf import get_guard, user_database
 from ..db.meta import read_change_counter
-from ..models import Memory, SessionSummary, Source
+from ..models import Memory, Source
 from ..services import memories, wipe
 from ..services.memories import SCOPE_DOWNGRADE_WARNING
 from ..services.slices import Binding, StoreSlice, live_filter
 from .blocks import PromptBlocks
+from .problems import StoreProblems
 from .queue import ReviewQueue
+from .sessions import SessionSummaries, new_session_id
 from .types import SEES_ALL, Reads, WipeResult
 
 logger = logging.getLogger("memoryapp.manager")
 
-SUMMARY_TAIL_WINDOW = 10  # latest summaries the cross-session tail looks at (docs/behaviour.md §4)
-
 __all__ = ["SCOPE_DOWNGRADE_WARNING", "MemoryManager"]
 
 
-class MemoryManager(PromptBlocks, ReviewQueue):
+class MemoryManager(PromptBlocks, ReviewQueue, SessionSummaries):
     """The long-term memory of one agent session (docs/behaviour.md §13).
 
     Args:
@@ -75,13 +74,11 @@ class MemoryManager(PromptBlocks, ReviewQueue):
         self.user_using = user_using or user_database() or self.using
         self.guard = guard or get_guard()
         self.session_id: str = (
-            session_id if isinstance(session_id, str) and session_id else _new_session_id()
+            session_id if isinstance(session_id, str) and session_id else new_session_id()
         )
         self.write_version = 0
-        self._problems: dict[str, str] = {}
+        self.problems = StoreProblems()
         self._stable_cache: tuple[int, str, list[str]] | None = None
-        self._reported: set[str] = set()
-        self._read_failures = 0
         # Recall's own counters, as Agentao's retriever keeps them for "/memory status".
         self.recall_count = 0  # candidates returned, this manager's lifetime
         self.recall_error_count = 0
@@ -110,28 +107,6 @@ class MemoryManager(PromptBlocks, ReviewQueue):
             rows.sort(key=lambda m: (m.created_at, m.id))
         return rows
 
-    def _guarded_read(self, stores: list[StoreSlice], read, empty):
-        """Run a turn-path read; a database error records a store problem and yields ``empty``."""
-        try:
-            result = read()
-        except DatabaseError as exc:
-            self._read_failures += 1
-            for s in stores:
-                self._record_problem(s, exc)
-            return empty
-        for s in stores:
-            self._problems.pop(s.label, None)
-            self._reported.discard(s.label)
-        return result
-
-    def _record_problem(self, s: StoreSlice, exc: Exception) -> None:
-        first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        message = f"The {s.label} (database {s.using!r}) could not be read: {first_line}"
-        if s.label not in self._problems:
-            # One warning per outage, not one per turn.
-            logger.warning("memory %s unavailable: %s", s.label, type(exc).__name__)
-        self._problems[s.label] = message
-
     @property
     def read_failures(self) -> int:
         """How many turn-path reads have failed (it moves on every failure), as Agentao's.
@@ -139,7 +114,7 @@ class MemoryManager(PromptBlocks, ReviewQueue):
         A cache built from a failed read compares it before and after, so it does
         not keep an empty answer once the store reads again.
         """
-        return self._read_failures
+        return self.problems.failures
 
     def note_store_problem(self, label: str, message: str) -> bool:
         """Record that the ``label`` store (``"project"``/``"user"``) is unusable.
@@ -149,17 +124,11 @@ class MemoryManager(PromptBlocks, ReviewQueue):
         :meth:`take_store_problems` and, unlike a failed read, is not cleared by a
         later successful one: the host said the store is unusable.
         """
-        key = f"noted:{label}"
-        if key in self._problems:
-            return False
-        self._problems[key] = str(message)
-        return True
+        return self.problems.note(label, message)
 
     def take_store_problems(self) -> list[str]:
         """Messages about stores that could not be read, each told once (docs/behaviour.md §11)."""
-        fresh = [msg for label, msg in self._problems.items() if label not in self._reported]
-        self._reported.update(label for label in self._problems)
-        return fresh
+        return self.problems.take()
 
     # ----------------------------------------------------------------- writes
     def upsert(
@@ -280,7 +249,7 @@ class MemoryManager(PromptBlocks, ReviewQueue):
         if not self.reads.memories:
             return []
         stores = self._stores(scope)
-        return self._guarded_read(stores, lambda: self._query(scope), [])
+        return self.problems.read(stores, lambda: self._query(scope), [])
 
     def search(self, query: str, scope: str | None = None) -> list[Memory]:
         """Case-insensitive literal substring search over title, content, key, tags, keywords."""
@@ -337,140 +306,13 @@ class MemoryManager(PromptBlocks, ReviewQueue):
 
         Never raises. Not erasure: soft-deleted rows keep their content (docs/behaviour.md §3, §9).
         """
-        result = wipe.run(
+        result = wipe.run(  # through this manager's own clear, a host's override included
             clear_memories=lambda: self.clear(None, actor=actor),
             delete_summaries=self._delete_summaries,
             summaries_left=lambda: self._summaries().exists(),
         )
         self._wrote()
         return result
-
-    # ------------------------------------------------------ session summaries
-    def _summaries(self):
-        return wipe.summaries(self.binding)
-
-    def _delete_summaries(self) -> int:
-        return wipe.delete_summaries(binding=self.binding)
-
-    def save_session_summary(
-        self, text: str, tokens_before: int = 0, messages_summarized: int = 0
-    ) -> SessionSummary | None:
-        """Record the summary of a complete compaction; never raises (None when not saved).
-
-        Refused (None, and a log line without the text): invalid text, more than
-        64,000 characters, or a credential — a summary is stored and rendered into
-        prompts like a memory.
-        """
-        try:
-            if not isinstance(text, str) or not text.strip():
-                return None
-            summary = validation.check_summary(text)
-            self.guard.detect_sensitive(summary)
-        except guards.SensitiveMemoryError:
-            logger.warning("save_session_summary refused: it looks like a credential")
-            return None
-        except guards.MemoryValidationError as exc:
-            logger.warning("save_session_summary refused: %s", exc)  # the reason, never the text
-            return None
-        try:
-            row = SessionSummary.objects.using(self.using).create(
-                session_id=self.session_id,
-                summary_text=summary,
-                tokens_before=max(int(tokens_before or 0), 0),
-                messages_summarized=max(int(messages_summarized or 0), 0),
-                namespace=self.project,
-                subject=self.user,
-            )
-        except Exception:
-            logger.warning("save_session_summary failed", exc_info=True)
-            return None
-        self._wrote()
-        return row
-
-    def archive_session(self, session_id: str | None = None) -> str | None:
-        """Start (or resume) a session; returns the previous id if it had summaries."""
-        previous = self.session_id
-        try:
-            had = self._summaries().for_session(previous).exists()
-        except DatabaseError:
-            had = False
-        self.session_id = (
-            session_id if isinstance(session_id, str) and session_id else _new_session_id()
-        )
-        self._wrote()
-        return previous if had else None
-
-    def get_recent_session_summaries(
-        self, session_id: str | None = None, limit: int | None = 5
-    ) -> list[SessionSummary]:
-        """A session's summaries (this one's by default), newest first, at most ``limit``.
-
-        Agentao's signature and order; ``limit`` None or negative means no limit.
-        """
-        qs = self._summaries().for_session(session_id or self.session_id)
-        qs = qs.order_by("-created_at", "-id")
-        if isinstance(limit, int) and not isinstance(limit, bool) and limit >= 0:
-            qs = qs[:limit]
-        return list(qs)
-
-    def clear_session(self) -> None:
-        """Delete this session's summaries (the id does not advance); never raises."""
-        try:
-            wipe.delete_summaries(binding=self.binding, session_id=self.session_id)
-        except Exception:
-            logger.warning("clear_session failed", exc_info=True)
-            return
-        self._wrote()
-
-    def clear_all_session_summaries(self) -> int:
-        """Delete every summary of this namespace, all sessions (``/clear``); 0 on failure.
-
-        A failure and an empty namespace both answer 0: ask
-        :meth:`session_summaries_remain` when the outcome must be reported.
-        """
-        try:
-            deleted = self._delete_summaries()
-        except Exception:
-            logger.warning("clearing all session summaries failed", exc_info=True)
-            return 0
-        self._wrote()
-        return deleted
-
-    def session_summaries_remain(self) -> bool:
-        """Whether any summary of this namespace is stored; True when that cannot be read."""
-        try:
-            return self._summaries().exists()
-        except Exception:
-            return True
-
-    def list_session_summaries(self, session_id: str | None = None) -> list[SessionSummary]:
-        """Summaries of this namespace (optionally one session), oldest first."""
-        qs = self._summaries()
-        if session_id is not None:
-            qs = qs.for_session(session_id)
-        return list(qs.order_by("created_at", "id"))
-
-    def get_cross_session_tail(self) -> str:
-        """The cross-session tail of the stable block (docs/behaviour.md §4); never raises."""
-        from ..render import cross_session_tail
-
-        if not self.reads.summaries:
-            return ""
-
-        def read():
-            latest = list(
-                self._summaries()
-                .order_by("-created_at", "-id")
-                .values_list("session_id", "summary_text")[:SUMMARY_TAIL_WINDOW]
-            )
-            return list(reversed(latest))
-
-        rows = self._guarded_read([self.binding.project_store], read, [])
-        try:
-            return cross_session_tail(rows, self.session_id)
-        except Exception:
-            logger.warning("get_cross_session_tail failed", exc_info=True)
-            return ""
 
     # -------------------------------------------------- ephemeral and children
     @classmethod
@@ -535,12 +377,6 @@ class MemoryManager(PromptBlocks, ReviewQueue):
 
 
 # ---------------------------------------------------------------- helpers
-
-
-def _new_session_id() -> str:
-    return secrets.token_hex(6)
-
-
 def _reason(exc: Exception) -> str:
     text = str(exc).strip()
     return text or type(exc).__name__

@@ -10,10 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
-
-from ..models import Memory, SessionSummary
-from . import memories
+from ..models import Memory
+from . import memories, summaries
 from .slices import Binding
 
 logger = logging.getLogger("memoryapp.manager")
@@ -53,25 +51,9 @@ class WipePreview:
     summaries: int
 
 
-def summaries(binding: Binding):
-    """The session summaries of ``binding``'s project namespace (a wipe deletes them all)."""
-    s = binding.project_store
-    return SessionSummary.objects.using(s.using).in_namespace(s.namespace)
-
-
 def clear_memories(*, binding: Binding, scope: str | None = None, actor: str = "") -> int:
     """Soft-delete every live memory of ``scope`` (None = both) in ``binding``; the count."""
     return sum(len(memories.clear(store_slice=s, actor=actor)) for s in binding.stores(scope))
-
-
-def delete_summaries(*, binding: Binding, session_id: str | None = None) -> int:
-    """Hard-delete the project namespace's summaries (of one session if given); the count."""
-    rows = summaries(binding)
-    if session_id is not None:
-        rows = rows.for_session(session_id)
-    with transaction.atomic(using=binding.project_store.using):
-        deleted, _ = rows.delete()
-    return deleted
 
 
 def preview(*, binding: Binding) -> WipePreview:
@@ -84,7 +66,7 @@ def preview(*, binding: Binding) -> WipePreview:
             .filter(namespace=s.namespace, scope=s.scope)
             .count()
         )
-    return WipePreview(memories=count, summaries=summaries(binding).count())
+    return WipePreview(memories=count, summaries=summaries.summaries(binding).count())
 
 
 def run(
