@@ -40,7 +40,25 @@ def write(
     The one write of a guarded memory: :func:`upsert`, the admin's add form and
     ``Memory.objects.upsert`` all end here.
     """
+    return _write_in_window(
+        prepared, using=using, namespace=namespace, subject=subject, actor=actor
+    )
+
+
+def _write_in_window(
+    prepared: store.Prepared,
+    *,
+    using: str,
+    namespace: str,
+    subject: str | None,
+    actor: str,
+    rename_id: str | None = None,
+) -> store.UpsertResult:
+    """The write (after renaming ``rename_id`` to its key, if given) in the slice's change
+    window, then folded into a cached index of the slice."""
     with change_window(using, [(namespace, prepared.scope)]) as window:
+        if rename_id is not None:
+            subject = _rename(using, rename_id, prepared, actor)
         result = store.write(
             prepared,
             using=using,
@@ -51,6 +69,20 @@ def write(
         )
     INDEXES.apply_own_write(window, namespace, prepared.scope, [result.memory], result.capped)
     return result
+
+
+def _rename(using: str, memory_id: str, prepared: store.Prepared, actor: str) -> str | None:
+    """Move a row (locked) to ``prepared``'s key if it differs, with a ``rename`` event.
+
+    Returns the row's subject: the write that follows keeps its provenance.
+    """
+    row = Memory.objects.using(using).select_for_update().get(pk=memory_id)
+    if row.key_normalized != prepared.key_normalized:
+        row.key_normalized, row.title = prepared.key_normalized, prepared.title
+        row.updated_at = now()
+        row.save(using=using, update_fields=["key_normalized", "title", "updated_at"])
+        store.log_event(using, row.id, "rename", namespace=row.namespace, actor=actor)
+    return row.subject
 
 
 def downgrade(prepared: store.Prepared, binding: Binding) -> store.Prepared:
@@ -117,30 +149,13 @@ def edit(
     A rename moves the row to its new key (same id, ``created_at`` kept, a
     ``rename`` event) so that the write updates it in place; both run in one
     change window, so a cached index of the slice follows without a rebuild.
-    Namespace, scope and provenance stay the row's.
+    Namespace and provenance stay the row's; the scope is the row's too (the
+    admin's form prepares the edit in it).
     """
-    row = Memory.objects.using(using).only("namespace", "scope").get(pk=memory_id)
-    namespace, scope = row.namespace, row.scope  # fixed for a row's lifetime
-    with change_window(using, [(namespace, scope)]) as window:
-        row = Memory.objects.using(using).select_for_update().get(pk=memory_id)
-        if row.key_normalized != prepared.key_normalized:
-            row.key_normalized, row.title, row.updated_at = (
-                prepared.key_normalized,
-                prepared.title,
-                now(),
-            )
-            row.save(using=using, update_fields=["key_normalized", "title", "updated_at"])
-            store.log_event(using, row.id, "rename", namespace=namespace, actor=actor)
-        result = store.write(
-            prepared,
-            using=using,
-            namespace=namespace,
-            subject=row.subject,
-            actor=actor,
-            savepoint=False,
-        )
-    INDEXES.apply_own_write(window, namespace, scope, [result.memory], result.capped)
-    return result
+    namespace = Memory.objects.using(using).values_list("namespace", flat=True).get(pk=memory_id)
+    return _write_in_window(
+        prepared, using=using, namespace=namespace, subject=None, actor=actor, rename_id=memory_id
+    )
 
 
 def soft_delete(
@@ -150,10 +165,9 @@ def soft_delete(
     if not ids:
         return []
     s = store_slice
-    with change_window(s.using, [(s.namespace, s.scope)]) as window:
-        victims = store.soft_delete_ids(s.using, s.namespace, ids, actor=actor, reason=reason)
-    INDEXES.apply_own_write(window, s.namespace, s.scope, removed=victims)
-    return victims
+    return _removing(
+        s, lambda: store.soft_delete_ids(s.using, s.namespace, ids, actor=actor, reason=reason)
+    )
 
 
 def soft_delete_selection(*, using: str, ids: Iterable[str], actor: str = "") -> list[str]:
@@ -180,8 +194,14 @@ def restore_selection(
 def clear(*, store_slice: StoreSlice, actor: str = "") -> list[str]:
     """Soft-delete every live memory of one slice; their ids, oldest first."""
     s = store_slice
+    return _removing(s, lambda: store.clear(s.using, s.namespace, [s.scope], actor=actor))
+
+
+def _removing(s: StoreSlice, soft_delete) -> list[str]:
+    """Run ``soft_delete()`` (it returns the ids it removed) in the slice's change window,
+    then drop those ids from a cached index of the slice."""
     with change_window(s.using, [(s.namespace, s.scope)]) as window:
-        removed = store.clear(s.using, s.namespace, [s.scope], actor=actor)
+        removed = soft_delete()
     INDEXES.apply_own_write(window, s.namespace, s.scope, removed=removed)
     return removed
 
