@@ -36,7 +36,7 @@ class PromptBlocks:
         ``recent_project_limit``: how many of the most recently updated project facts
         and notes join (Agentao's argument, 3 by default).
         """
-        if not self.reads.memories:
+        if not self.sees.memories:
             return []
         stores = self._stores()
         return self.problems.read(
@@ -53,7 +53,7 @@ class PromptBlocks:
         problems_before = dict(self.problems.messages)
         tail = self.get_cross_session_tail()
         block = None
-        if self.reads.memories:  # never another manager's block from the shared cache
+        if self.sees.memories:  # never another manager's block from the shared cache
             stores = self._stores()
             block = self.problems.read(
                 stores, lambda: prompt.stable_block(stores=stores, tail=tail), None
@@ -121,7 +121,7 @@ class PromptBlocks:
         Never breaks a turn: a database error records a store problem, any
         other failure logs a warning, and both return ``[]``.
         """
-        if not self.reads.memories:
+        if not self.sees.memories:
             return []
         started = time.perf_counter()
         try:

@@ -14,7 +14,7 @@ class ChildManager(MemoryManager):
     shared cache) and ``save_memory`` routed to the parent.
     """
 
-    reads = SEES_NOTHING
+    sees = SEES_NOTHING
     _route = None
 
     @property

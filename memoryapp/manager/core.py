@@ -12,13 +12,13 @@ from collections.abc import Iterable
 
 from django.db import DEFAULT_DB_ALIAS, DatabaseError
 
-from .. import bulk, ephemeral, guards, search, store, validation
+from .. import bulk, ephemeral, guards, store, validation
 from ..conf import get_guard, user_database
 from ..db.meta import read_change_counter
 from ..models import Memory, Source
-from ..services import memories, wipe
+from ..services import memories, reads, wipe
 from ..services.memories import SCOPE_DOWNGRADE_WARNING
-from ..services.slices import Binding, StoreSlice, live_filter
+from ..services.slices import Binding, StoreSlice
 from .blocks import PromptBlocks
 from .problems import StoreProblems
 from .queue import ReviewQueue
@@ -45,7 +45,7 @@ class MemoryManager(PromptBlocks, ReviewQueue, SessionSummaries):
             default the ``MEMORYAPP_GUARD`` class.
     """
 
-    reads: Reads = SEES_ALL  # what reads see; a sub-agent's manager sees nothing
+    sees: Reads = SEES_ALL  # what reads see; a sub-agent's manager sees nothing
 
     def __init__(
         self,
@@ -93,19 +93,6 @@ class MemoryManager(PromptBlocks, ReviewQueue, SessionSummaries):
     # ----------------------------------------------------------------- stores
     def _stores(self, scope: str | None = None) -> list[StoreSlice]:
         return self.binding.stores(scope)
-
-    def _query(self, scope: str | None, refine=None) -> list[Memory]:
-        """Live rows of the selected stores, ordered by ``created_at``."""
-        rows: list[Memory] = []
-        filters = live_filter(self._stores(scope))
-        for alias, q in filters.items():
-            qs = Memory.objects.using(alias).live().filter(q)
-            if refine is not None:
-                qs = refine(qs, alias)
-            rows.extend(qs.order_by("created_at", "id"))
-        if len(filters) > 1:
-            rows.sort(key=lambda m: (m.created_at, m.id))
-        return rows
 
     @property
     def read_failures(self) -> int:
@@ -233,12 +220,7 @@ class MemoryManager(PromptBlocks, ReviewQueue, SessionSummaries):
     # ------------------------------------------------------------------ reads
     def get_entry(self, memory_id: str) -> Memory | None:
         """The live memory with this id in one of this manager's stores, else None."""
-        memory_id = validation.check_id(memory_id)
-        for alias, q in live_filter(self._stores()).items():
-            row = Memory.objects.using(alias).live().filter(q, pk=memory_id).first()
-            if row is not None:
-                return row
-        return None
+        return reads.one(stores=self._stores(), memory_id=memory_id)
 
     def get_all_entries(self, scope: str | None = None) -> list[Memory]:
         """Live memories of a scope (None = both), ordered by ``created_at``.
@@ -246,26 +228,22 @@ class MemoryManager(PromptBlocks, ReviewQueue, SessionSummaries):
         A store that cannot be read counts as empty and is reported once
         through :meth:`take_store_problems`.
         """
-        if not self.reads.memories:
+        if not self.sees.memories:
             return []
         stores = self._stores(scope)
-        return self.problems.read(stores, lambda: self._query(scope), [])
+        return self.problems.read(stores, lambda: reads.live(stores=stores), [])
 
     def search(self, query: str, scope: str | None = None) -> list[Memory]:
         """Case-insensitive literal substring search over title, content, key, tags, keywords."""
-        if not self.reads.memories or not isinstance(query, str) or not query.strip():
+        if not self.sees.memories or not isinstance(query, str) or not query.strip():
             return []
-        needle = validation.check_query(query).strip().lower()
-        refine = search.sql_narrowing("search_prefilter", needle)
-        return [m for m in self._query(scope, refine) if search.matches(m, needle)]
+        return reads.matching(stores=self._stores(scope), query=query)
 
     def filter_by_tag(self, tag: str, scope: str | None = None) -> list[Memory]:
         """Memories carrying ``tag`` exactly (case-insensitive)."""
-        if not self.reads.memories or not isinstance(tag, str) or not tag.strip():
+        if not self.sees.memories or not isinstance(tag, str) or not tag.strip():
             return []
-        wanted = validation.check_query(tag, "Tag filter").strip().lower()
-        refine = search.sql_narrowing("tagged_prefilter", wanted)
-        return [m for m in self._query(scope, refine) if wanted in {t.lower() for t in m.tags}]
+        return reads.tagged(stores=self._stores(scope), tag=tag)
 
     # ---------------------------------------------------------- delete, clear
     def delete(self, memory_id: str, *, actor: str = "") -> bool:
@@ -281,8 +259,7 @@ class MemoryManager(PromptBlocks, ReviewQueue, SessionSummaries):
         """Soft-delete every live memory whose title matches case-insensitively; the count."""
         if not isinstance(title, str) or not title.strip():
             return 0
-        wanted = title.strip().lower()
-        victims = [m for m in self._query(None) if m.title.strip().lower() == wanted]
+        victims = reads.titled(stores=self._stores(), title=title)
         count = 0
         for s in self._stores():
             ids = [m.id for m in victims if m.namespace == s.namespace and m.scope == s.scope]

@@ -112,7 +112,7 @@ class SessionSummaries:
 
     def get_cross_session_tail(self) -> str:
         """The cross-session tail of the stable block (docs/behaviour.md §4); never raises."""
-        if not self.reads.summaries:
+        if not self.sees.summaries:
             return ""
         rows = self.problems.read(
             [self.binding.project_store], lambda: summaries.tail_rows(binding=self.binding), []
