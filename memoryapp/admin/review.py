@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 from django.contrib.admin.utils import model_ngettext
-from django.db import transaction
 from django.db.models import Case, IntegerField, Value, When
 from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -17,7 +16,7 @@ from .. import permissions as perms
 from ..erasure import ErasureRequestError, erase, preview, purge_now
 from ..erasure.selection import batches
 from ..models import MemoryEvent, ReviewItem, ReviewStatus, SessionSummary
-from ..services import review
+from ..services import review, summaries
 from .common import (
     InputFilter,
     NamespaceFilter,
@@ -468,18 +467,5 @@ class SessionSummaryAdmin(StyledAdmin):
         self._hard_delete(request, list(queryset.values_list("pk", flat=True)))
 
     def _hard_delete(self, request, ids) -> None:
-        """Hard delete, with an audit event naming the acting user for each summary.
-
-        In batches of 500 ids (SQLite's bound-variable limit), one transaction.
-        """
-        using = db_for(SessionSummary)
-        summaries = SessionSummary.objects.using(using)
-        who = actor(request)
-        with transaction.atomic(using=using):
-            for batch in batches(ids):
-                rows = list(summaries.filter(pk__in=batch).values_list("pk", "namespace"))
-                summaries.filter(pk__in=batch).delete()
-                MemoryEvent.objects.using(using).bulk_create(
-                    MemoryEvent(memory_id=pk, event_type="summary_delete", namespace=ns, actor=who)
-                    for pk, ns in rows
-                )
+        """Hard delete, with an audit event naming the acting user for each summary."""
+        summaries.delete_ids(ids=ids, using=db_for(SessionSummary), actor=actor(request))

@@ -8,11 +8,12 @@ refuses a credential in one.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 
 from django.db import transaction
 
 from .. import guards, validation
-from ..models import SessionSummary
+from ..models import MemoryEvent, SessionSummary
 from .slices import Binding
 
 logger = logging.getLogger("memoryapp.manager")
@@ -72,6 +73,28 @@ def delete(*, binding: Binding, session_id: str | None = None) -> int:
         rows = rows.for_session(session_id)
     with transaction.atomic(using=binding.project_store.using):
         deleted, _ = rows.delete()
+    return deleted
+
+
+def delete_ids(*, ids: Iterable[str], using: str, actor: str = "") -> int:
+    """Hard-delete the summaries with these ids, any namespace (an operator's selection).
+
+    One ``summary_delete`` event per summary names ``actor``. In batches of 500
+    ids (SQLite's bound-variable limit), in one transaction. Returns the count.
+    """
+    from ..erasure.selection import batches  # the erasure package is heavy to import
+
+    rows = SessionSummary.objects.using(using)
+    deleted = 0
+    with transaction.atomic(using=using):
+        for batch in batches(list(ids)):
+            found = list(rows.filter(pk__in=batch).values_list("pk", "namespace"))
+            rows.filter(pk__in=batch).delete()
+            MemoryEvent.objects.using(using).bulk_create(
+                MemoryEvent(memory_id=pk, event_type="summary_delete", namespace=ns, actor=actor)
+                for pk, ns in found
+            )
+            deleted += len(found)
     return deleted
 
 
