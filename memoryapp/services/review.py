@@ -69,8 +69,16 @@ def _storable(proposal, guard: guards.MemoryGuard) -> bool:
 
 # ----------------------------------------------------------------- approve
 def _writer(item: ReviewItem, using: str, user_using: str | None) -> Binding:
-    """The stores ``item``'s memory lands in: its namespace, its subject's user namespace."""
-    return Binding.of(project=item.namespace, user=item.subject, using=using, user_using=user_using)
+    """The stores ``item``'s memory lands in: its namespace, its subject's user namespace.
+
+    Both held to the namespace rule of every write (an item may have been queued
+    through Agentao's store protocol).
+    """
+    project = validation.check_namespace(item.namespace, "project namespace")
+    user = item.subject
+    if user is not None:
+        user = validation.check_namespace(user, "user namespace")
+    return Binding.of(project=project, user=user, using=using, user_using=user_using)
 
 
 def approve(
