@@ -560,10 +560,11 @@ class ReviewItemViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Namesp
             if access_for(request).is_global(declared_rule(self)):
                 namespaces = [None]  # every namespace, one receipt
             else:
-                rows = self.get_queryset().with_status(wanted).order_by()  # scoped to the rule
-                if subject is not None:
-                    rows = rows.filter(subject=subject)
-                namespaces = sorted(set(rows.values_list("namespace", flat=True)))
+                namespaces = review.namespaces_holding(
+                    self.get_queryset(),
+                    status=wanted,
+                    subject=subject,  # scoped to the rule
+                )
         # An erasure per namespace: hard delete, vendor purge, receipt (docs/behaviour.md §6, §9).
         receipts = review.purge(
             namespaces=namespaces,

@@ -326,6 +326,18 @@ def purge(
     ]
 
 
+def namespaces_holding(items, *, status: str | None = None, subject: str | None = None):
+    """The namespaces, sorted, of the ``items`` a purge of ``status`` and ``subject`` takes.
+
+    ``items`` is a review-item queryset the caller has scoped (the API: to a
+    client's grants); :func:`purge` then erases one namespace at a time.
+    """
+    rows = items.with_status(status).order_by()
+    if subject is not None:
+        rows = rows.filter(subject=subject)
+    return sorted(set(rows.values_list("namespace", flat=True)))
+
+
 def purged_count(receipts) -> int:
     """How many review items ``receipts`` (of :func:`purge`) removed."""
     return sum(int(r.counts.get(ReviewItem._meta.db_table, 0)) for r in receipts)
