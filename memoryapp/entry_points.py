@@ -1,4 +1,4 @@
-"""What ``Memory.objects.upsert`` and ``.recall`` run: the store's write and the facade's recall.
+"""What ``Memory.objects.upsert`` and ``.recall`` run: the services' write and recall.
 
 The querysets sit below the store and the facade (both import the models), so
 they cannot import this code; :meth:`MemoryAppConfig.ready` installs it into
@@ -11,9 +11,10 @@ from collections.abc import Iterable
 
 from . import querysets, store
 from .conf import get_guard
-from .manager.blocks import recall_slices
-from .manager.types import RecallCandidate, StoreSlice
 from .models import Memory
+from .services import memories, prompt
+from .services.prompt import RecallCandidate
+from .services.slices import StoreSlice
 
 
 def upsert(
@@ -37,7 +38,9 @@ def upsert(
         SensitiveMemoryError: the content looks like a credential.
     """
     prepared = store.prepare(guard or get_guard(), key, value, tags, scope, type, source)
-    result = store.write(prepared, using=using, namespace=namespace, subject=subject, actor=actor)
+    result = memories.write(
+        prepared=prepared, using=using, namespace=namespace, subject=subject, actor=actor
+    )
     return result.memory
 
 
@@ -46,11 +49,13 @@ def recall(
 ) -> list[RecallCandidate]:
     """The ``top_k`` memories of ``namespace``'s ``scopes`` for ``query`` (docs/behaviour.md §5).
 
-    The facade's own implementation (:func:`~memoryapp.manager.blocks.recall_slices`),
-    on the same per-slice indexes.
+    The facade's own implementation (:func:`~memoryapp.services.prompt.recall`), on the
+    same per-slice indexes.
     """
     stores = [StoreSlice(f"{s} store", using, namespace, s) for s in scopes]
-    return recall_slices(stores, query, messages, top_k, exclude_ids)
+    return prompt.recall(
+        stores=stores, query=query, messages=messages, top_k=top_k, exclude_ids=exclude_ids
+    )
 
 
 def install() -> None:

@@ -136,3 +136,37 @@ class MemoryGuard:
         with about("key"):
             self.detect_sensitive(key.strip())
         return key_normalized, title, text
+
+    def refusals(self, key: str, content: str, tags) -> dict[str, ValueError]:
+        """The checks of a write, per field, without stopping at the first refusal.
+
+        What an interface shows beside each field (the API's field-level 400): the
+        checks of :meth:`check` on the key and on the content, and the credential
+        scan of each tag (:func:`memoryapp.store.prepare` runs it).
+
+        Args:
+            key: The key as given by the caller.
+            content: The memory's text as given.
+            tags: The tags as given.
+
+        Returns:
+            ``"key"``, ``"content"`` and ``"tags"`` (those refused, in that order) to
+            the refusal: a :class:`MemoryValidationError` or :class:`SensitiveMemoryError`.
+        """
+        found: dict[str, ValueError] = {}
+        try:
+            self.validate_title(key)
+            normalize_key(key)
+            self.detect_sensitive(key.strip())
+        except (SensitiveMemoryError, MemoryValidationError) as exc:
+            found["key"] = exc
+        try:
+            self.detect_sensitive(self.validate_content(content))
+        except (SensitiveMemoryError, MemoryValidationError) as exc:
+            found["content"] = exc
+        try:
+            for tag in clean_tags(tags):
+                self.detect_sensitive(tag)
+        except (SensitiveMemoryError, MemoryValidationError) as exc:
+            found["tags"] = exc
+        return found

@@ -464,23 +464,6 @@ class ReadOnlyAdmin(StyledAdmin):
 
 
 # ------------------------------------------------------------ downloads
-def event_as_dict(e: MemoryEvent) -> dict:
-    """An audit event as exported."""
-    try:
-        detail = json.loads(e.detail) if e.detail else None
-    except ValueError:
-        detail = e.detail
-    return {
-        "id": e.id,
-        "memory_id": e.memory_id,
-        "event_type": e.event_type,
-        "timestamp": e.timestamp.isoformat(),
-        "namespace": e.namespace,
-        "actor": e.actor,
-        "detail": detail,
-    }
-
-
 def json_download(document: dict, filename: str) -> HttpResponse:
     """A JSON document as a file download (never cached)."""
     body = json.dumps(document, ensure_ascii=False, indent=2, default=str)
