@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from django.db import DatabaseError
 
@@ -19,6 +20,11 @@ from ..services import prompt
 from ..services.prompt import CONTEXT_TOP_K, EXCERPT_CHARS, RecallCandidate
 from ..services.prompt import fact as _fact
 
+if TYPE_CHECKING:
+    from ..services.slices import StoreSlice
+    from .problems import StoreProblems
+    from .types import Reads
+
 logger = logging.getLogger("memoryapp.manager")
 
 __all__ = ["CONTEXT_TOP_K", "EXCERPT_CHARS", "PromptBlocks", "_fact"]
@@ -26,6 +32,18 @@ __all__ = ["CONTEXT_TOP_K", "EXCERPT_CHARS", "PromptBlocks", "_fact"]
 
 class PromptBlocks:
     """Mixin of :class:`~memoryapp.manager.MemoryManager`: recall, stable and context blocks."""
+
+    if TYPE_CHECKING:  # what it uses of MemoryManager (core.py), for the type checker only
+        sees: Reads
+        problems: StoreProblems
+        write_version: int
+        recall_count: int
+        recall_error_count: int
+        last_recall_error: str | None
+        _stable_cache: tuple[int, str, list[str]] | None
+
+        def _stores(self, scope: str | None = None) -> list[StoreSlice]: ...
+        def get_cross_session_tail(self) -> str: ...
 
     # ----------------------------------------------------------- prompt blocks
     def get_stable_entries(

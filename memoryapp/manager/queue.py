@@ -6,15 +6,30 @@ the command line decide exactly as an agent does.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..models import Memory, ReviewItem
 from ..services import review
 from ..services.review import DECISION_CHUNK
+
+if TYPE_CHECKING:
+    from ..guards import MemoryGuard
 
 __all__ = ["DECISION_CHUNK", "ReviewQueue"]
 
 
 class ReviewQueue:
     """Mixin of :class:`~memoryapp.manager.MemoryManager`: crystallize, approve, reject, purge."""
+
+    if TYPE_CHECKING:  # what it uses of MemoryManager (core.py), for the type checker only
+        project: str
+        user: str | None
+        using: str
+        user_using: str
+        session_id: str
+        guard: MemoryGuard
+
+        def _wrote(self) -> None: ...
 
     def crystallize_user_messages(self, messages) -> list[ReviewItem]:
         """Queue the crystallizer's proposals (docs/behaviour.md §6); never memories."""

@@ -7,12 +7,19 @@ from __future__ import annotations
 
 import logging
 import secrets
+from typing import TYPE_CHECKING
 
 from django.db import DatabaseError
 
 from ..models import SessionSummary
 from ..render import cross_session_tail
 from ..services import summaries
+
+if TYPE_CHECKING:
+    from ..guards import MemoryGuard
+    from ..services.slices import Binding
+    from .problems import StoreProblems
+    from .types import Reads
 
 logger = logging.getLogger("memoryapp.manager")
 
@@ -24,6 +31,15 @@ def new_session_id() -> str:
 
 class SessionSummaries:
     """Mixin of :class:`~memoryapp.manager.MemoryManager`: save, list, clear, the tail."""
+
+    if TYPE_CHECKING:  # what it uses of MemoryManager (core.py), for the type checker only
+        binding: Binding
+        guard: MemoryGuard
+        session_id: str
+        sees: Reads
+        problems: StoreProblems
+
+        def _wrote(self) -> None: ...
 
     def _summaries(self):
         return summaries.summaries(self.binding)
