@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from django.db import DEFAULT_DB_ALIAS, transaction
 
@@ -297,7 +297,7 @@ def purge(
     status: str | Iterable[str] | None = None,
     subject: str | None = None,
     actor: str = "",
-    using: str | Iterable[str] | None = None,
+    using: str | Sequence[str] | None = None,
     purge: bool = True,
 ) -> list:
     """Erase review items for good: one erasure (and receipt) per namespace, None = every one.
