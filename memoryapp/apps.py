@@ -1,7 +1,10 @@
-"""App configuration: registers the system checks and the post-migrate hook."""
+"""App configuration: the checks, the post-migrate hook and Memory.objects' entry points."""
 
 from django.apps import AppConfig
+from django.db import DEFAULT_DB_ALIAS, connections, router
 from django.db.models.signals import post_migrate
+
+from .db.meta import CHANGE_KEY, SCHEMA_VERSION, VERSION_KEY
 
 
 class MemoryAppConfig(AppConfig):
@@ -14,12 +17,35 @@ class MemoryAppConfig(AppConfig):
     def ready(self) -> None:
         from . import (
             checks,  # noqa: F401  (registers the checks)
+            entry_points,
             logs,
         )
-        from .db.meta import ensure_meta_rows
 
         # Django's SQL log carries the values of every statement: memory text.
         logs.install()
 
+        # Memory.objects.upsert / .recall: the querysets may not import the layers above.
+        entry_points.install()
+
         # A test-database flush empties schema_meta; put the counter row back.
         post_migrate.connect(ensure_meta_rows, sender=self, dispatch_uid="memoryapp-meta-rows")
+
+
+def ensure_meta_rows(sender=None, using: str = DEFAULT_DB_ALIAS, **kwargs) -> None:
+    """Create the ``memories_change`` and ``version`` rows when missing.
+
+    Connected to ``post_migrate`` by :meth:`MemoryAppConfig.ready`: a test-database flush empties
+    ``schema_meta`` and this puts the counter back at 0 (the triggers upsert it
+    anyway, but ``change_version()`` should read a row, not a default).
+    """
+    # Here, not in db.meta: the models sit above the vendor SQL, which must not import them.
+    from .models import SchemaMeta
+
+    if not router.allow_migrate_model(using, SchemaMeta):
+        return
+    if SchemaMeta._meta.db_table not in connections[using].introspection.table_names():
+        return  # migrated to zero
+    SchemaMeta.objects.using(using).get_or_create(key=CHANGE_KEY, defaults={"value": "0"})
+    SchemaMeta.objects.using(using).get_or_create(
+        key=VERSION_KEY, defaults={"value": SCHEMA_VERSION}
+    )

@@ -330,10 +330,12 @@ def _write_chunk(rows, using, namespace, subject, actor) -> tuple[int, int]:
                 batch = [row + chunk for row in inserts[start : start + _PG_BATCH]]
                 _copy_rows(connection, cursor, _PG_COPY_MEMORY, batch)
             for start in range(0, len(updates), _PG_BATCH):
-                batch = _columns(updates, start, start + _PG_BATCH)
-                cursor.execute(_PG_UPDATE_MEMORY, [subject, stamp, *batch, namespace])
-            chunk = (stamp, namespace, actor)
-            _copy_rows(connection, cursor, _PG_COPY_EVENT, (event + chunk for event in events))
+                columns = _columns(updates, start, start + _PG_BATCH)
+                cursor.execute(_PG_UPDATE_MEMORY, [subject, stamp, *columns, namespace])
+            event_chunk = (stamp, namespace, actor)
+            _copy_rows(
+                connection, cursor, _PG_COPY_EVENT, (event + event_chunk for event in events)
+            )
         else:
             chunk = (namespace, subject, _SENSITIVITY, stamp, stamp)
             if inserts:
@@ -343,6 +345,6 @@ def _write_chunk(rows, using, namespace, subject, actor) -> tuple[int, int]:
                     _UPDATE_MEMORY,
                     [(*row[:-1], subject, stamp, namespace, row[-1]) for row in updates],
                 )
-            chunk = (stamp, namespace, actor)
-            cursor.executemany(_INSERT_EVENT, [event + chunk for event in events])
+            event_chunk = (stamp, namespace, actor)
+            cursor.executemany(_INSERT_EVENT, [event + event_chunk for event in events])
     return len(inserts), len(updates)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from . import metrics, secret_scan
 from .classify import STOP_WORDS, default_confidence, extract_keywords, infer_scope, infer_type
-from .errors import MemoryValidationError, SensitiveMemoryError
+from .errors import MemoryValidationError, SensitiveMemoryError, about
 from .secret_scan import SECRET_PATTERNS, find_secret_family
 from .validation import (
     AUTO_SOURCE_CAP,
@@ -123,12 +123,50 @@ class MemoryGuard:
             ``(key_normalized, title, content)`` with the content stripped.
 
         Raises:
-            MemoryValidationError: Bad key or content.
-            SensitiveMemoryError: The content or the key contains a credential.
+            MemoryValidationError: Bad key or content (``field`` says which).
+            SensitiveMemoryError: The content or the key contains a credential
+                (``field`` says which).
         """
-        title = self.validate_title(key)
-        key_normalized = normalize_key(key)
-        text = self.validate_content(content)
-        self.detect_sensitive(text)
-        self.detect_sensitive(key.strip())
+        with about("key"):
+            title = self.validate_title(key)
+            key_normalized = normalize_key(key)
+        with about("content"):
+            text = self.validate_content(content)
+            self.detect_sensitive(text)
+        with about("key"):
+            self.detect_sensitive(key.strip())
         return key_normalized, title, text
+
+    def refusals(self, key: str, content: str, tags) -> dict[str, ValueError]:
+        """The checks of a write, per field, without stopping at the first refusal.
+
+        What an interface shows beside each field (the API's field-level 400): the
+        checks of :meth:`check` on the key and on the content, and the credential
+        scan of each tag (:func:`memoryapp.store.prepare` runs it).
+
+        Args:
+            key: The key as given by the caller.
+            content: The memory's text as given.
+            tags: The tags as given.
+
+        Returns:
+            ``"key"``, ``"content"`` and ``"tags"`` (those refused, in that order) to
+            the refusal: a :class:`MemoryValidationError` or :class:`SensitiveMemoryError`.
+        """
+        found: dict[str, ValueError] = {}
+        try:
+            self.validate_title(key)
+            normalize_key(key)
+            self.detect_sensitive(key.strip())
+        except (SensitiveMemoryError, MemoryValidationError) as exc:
+            found["key"] = exc
+        try:
+            self.detect_sensitive(self.validate_content(content))
+        except (SensitiveMemoryError, MemoryValidationError) as exc:
+            found["content"] = exc
+        try:
+            for tag in clean_tags(tags):
+                self.detect_sensitive(tag)
+        except (SensitiveMemoryError, MemoryValidationError) as exc:
+            found["tags"] = exc
+        return found

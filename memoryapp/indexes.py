@@ -1,4 +1,4 @@
-"""Process-wide recall indexes, one per (database, namespace, scope), kept fresh by counters.
+"""The process-wide recall index cache: an LRU bounded in bytes, kept fresh by the slice counters.
 
 docs/behaviour.md §1: the ``memories_change`` counter moves on every write by any writer.
 The same triggers keep one counter per (namespace, scope) slice in
@@ -12,132 +12,50 @@ write inside one exclusive transaction (``change_window``), so an index that was
 current before the write is current after it.
 
 Indexes are bounded by an LRU with a byte cap (``MEMORYAPP_RECALL_CACHE_BYTES``).
+The pieces around the cache have their own modules: :mod:`memoryapp.change_window`
+(the counters bracketing a write), :mod:`memoryapp.index_rows` (rows read as index
+records) and :mod:`memoryapp.stable_blocks` (the rendered stable blocks the cache
+also holds); their names are re-exported here.
 """
 
 from __future__ import annotations
 
 import ctypes
 import datetime as dt
-import hashlib
-import json
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from itertools import chain
 
-from django.db import connections, transaction
-from django.utils.dateparse import parse_datetime
+from django.db import connections
 
-from . import metrics, recall_snapshot
+from . import index_rows, metrics, recall_snapshot
+from .change_window import ChangeWindow, change_window
 from .conf import recall_cache_bytes, recall_snapshots
 from .db import snapshots as stored_snapshots
-from .db import vendor
-from .db.meta import SliceKey, read_change_counter, read_slice_counters
 from .fields import now
-from .models import Confidence, Memory, json_list
-from .recall import IndexRecord, RecallIndex
+from .index_rows import live_records, record_of
+from .models import Memory
+from .recall import RecallIndex
+from .stable_blocks import StableBlocks
+
+__all__ = [
+    "DELTA_SLACK",
+    "INDEXES",
+    "ChangeWindow",
+    "RecallIndexes",
+    "StableBlocks",
+    "change_window",
+    "live_records",
+    "record_of",
+]
 
 # A delta re-reads the rows stamped up to this long before the previous sync
 # began: it covers writers whose transaction committed after that moment with
 # an older stamp (clock skew between app servers, long transactions).
 DELTA_SLACK = dt.timedelta(seconds=5)
-_FIELDS = ("id", "title", "content", "tags_json", "keywords_json", "updated_at", "confidence")
-_FETCH = 2000  # rows per fetch while streaming a build
-_IN_CHUNK = 500  # ids per "IN (...)" list, well under every vendor's parameter limit
-_EXPLICIT = str(Confidence.EXPLICIT_USER)
-_STAMP = Memory._meta.get_field("updated_at")
-
-
-@dataclass
-class ChangeWindow:
-    """The slice counters before and after a write made in one exclusive transaction."""
-
-    using: str
-    before: dict[SliceKey, int] = field(default_factory=dict)
-    after: dict[SliceKey, int] = field(default_factory=dict)
-
-
-@contextmanager
-def change_window(using: str, slices: Iterable[SliceKey]):
-    """A transaction that owns the change counters from start to end.
-
-    On PostgreSQL the ``memories_change`` row is locked first (every writer's
-    trigger updates it before any slice row, so nobody else can move a counter
-    until commit); on SQLite the IMMEDIATE transaction already excludes other
-    writers. ``before``/``after`` therefore bracket exactly this transaction's
-    changes to ``slices``.
-    """
-    window = ChangeWindow(using)
-    slices = list(slices)
-    with transaction.atomic(using=using):
-        if vendor.of(using).lock_counter_first:
-            read_change_counter(using, lock=True)
-        window.before = read_slice_counters(using, slices)
-        yield window
-        window.after = read_slice_counters(using, slices)
-
-
-def to_record(
-    memory_id: str,
-    title: str,
-    content: str,
-    tags_json: str,
-    keywords_json: str,
-    updated_at: object,
-    confidence: str,
-    *,
-    tags: tuple[str, ...] | None = None,
-) -> IndexRecord:
-    """An :class:`IndexRecord` from the stored columns.
-
-    ``updated_at`` is a datetime or a timestamp column's text (see
-    :func:`_text_timestamp`); ``tags``, when given, is ``tags_json`` already parsed.
-    """
-    stamp = _text_timestamp(updated_at)
-    return IndexRecord(
-        id=memory_id,
-        title=title,
-        content=content,
-        tags=_json_tuple(tags_json) if tags is None else tags,
-        keywords=_json_tuple(keywords_json),
-        updated_at=stamp,
-        explicit=str(confidence) == _EXPLICIT,
-        fingerprint=row_fingerprint(title, content, tags_json, keywords_json, confidence, stamp),
-    )
-
-
-def row_fingerprint(
-    title: str, content: str, tags_json: str, keywords_json: str, confidence: str, stamp: float
-) -> int:
-    """What a delta compares to tell a re-read row from the indexed one.
-
-    Every column the index reads, not ``updated_at`` alone: a writer with one-second
-    stamps (Agentao) or raw SQL can change a row without moving it. A keyed-free
-    BLAKE2b digest rather than ``hash()``: snapshots carry fingerprints from one
-    process to another, and ``hash()`` of a string differs between processes.
-    Each column is length-prefixed, so no two different rows join to the same text.
-    """
-    # str(): a TextChoices member's str() is its value, as the column's text is.
-    parts = (title, content, tags_json, keywords_json, str(confidence), repr(float(stamp)))
-    text = "".join(f"{len(part)}:{part}" for part in parts)
-    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest()
-    return int.from_bytes(digest, "little", signed=True)
-
-
-def record_of(memory: Memory) -> IndexRecord:
-    """An :class:`IndexRecord` from a model instance."""
-    return to_record(
-        memory.id,
-        memory.title,
-        memory.content,
-        memory.tags_json,
-        memory.keywords_json,
-        memory.updated_at,
-        memory.confidence,
-    )
 
 
 @dataclass
@@ -166,43 +84,6 @@ SNAPSHOT_DRIFT = 64
 
 def _in_transaction(using: str) -> bool:
     return connections[using].in_atomic_block
-
-
-class StableBlocks:
-    """A small LRU of rendered stable blocks shared by the managers of one process.
-
-    Keyed by the cross-session tail and the (alias, namespace, scope, counter) of
-    every slice a block reads, so a block is reused exactly while none of its rows
-    changed: an API request or an agent turn that starts a fresh manager does not
-    select and render it again. Values are ``(text, ids)``, about 2 KB each.
-    """
-
-    MAX = 256
-
-    def __init__(self) -> None:
-        self._blocks: OrderedDict[tuple, tuple[str, tuple[str, ...]]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple) -> tuple[str, tuple[str, ...]] | None:
-        """The block stored under ``key``, or None."""
-        with self._lock:
-            found = self._blocks.get(key)
-            if found is not None:
-                self._blocks.move_to_end(key)
-            return found
-
-    def put(self, key: tuple, text: str, ids: Iterable[str]) -> None:
-        """Keep one rendered block, dropping the least recently used past :data:`MAX`."""
-        with self._lock:
-            self._blocks[key] = (text, tuple(ids))
-            self._blocks.move_to_end(key)
-            while len(self._blocks) > self.MAX:
-                self._blocks.popitem(last=False)
-
-    def clear(self) -> None:
-        """Forget every block."""
-        with self._lock:
-            self._blocks.clear()
 
 
 class RecallIndexes:
@@ -372,9 +253,11 @@ class RecallIndexes:
         # The rows stamped since the last sync, and any this process touched inside a
         # transaction that may have rolled back; a row read again that matches the
         # indexed one (its fingerprint) costs no re-tokenising.
-        rows = _slice_rows(using, namespace, scope, since=since)
+        rows = index_rows.slice_rows(using, namespace, scope, since=since)
         if entry.unsettled:
-            rows = chain(rows, _slice_rows(using, namespace, scope, ids=list(entry.unsettled)))
+            rows = chain(
+                rows, index_rows.slice_rows(using, namespace, scope, ids=list(entry.unsettled))
+            )
         seen: set[str] = set()
         for record, deleted in rows:
             seen.add(record.id)
@@ -429,107 +312,6 @@ class RecallIndexes:
             _, dropped = self._entries.popitem(last=False)
             total -= dropped.nbytes
             metrics.index_event("evict")
-
-
-def _timestamp(value: dt.datetime) -> float:
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=dt.UTC)
-    return value.timestamp()
-
-
-def _text_timestamp(value: object) -> float:
-    """POSIX seconds of a timestamp column read without Django's converters.
-
-    SQLite hands back text (ours: ISO with ``T``, naive UTC; other writers may add an
-    offset or use a space), PostgreSQL an aware ``datetime``.
-    """
-    if isinstance(value, dt.datetime):
-        return _timestamp(value)
-    if isinstance(value, str):
-        try:
-            return _timestamp(dt.datetime.fromisoformat(value))
-        except ValueError:
-            parsed = parse_datetime(value)
-            if parsed is not None:
-                return _timestamp(parsed)
-    return 0.0
-
-
-def _json_tuple(text: object) -> tuple[str, ...]:
-    """A ``*_json`` column as a tuple, as :func:`~memoryapp.models.json_list` reads it."""
-    try:
-        value = json.loads(text)  # the hot path: our own writers store lists of strings
-    except (TypeError, ValueError):
-        return ()
-    if type(value) is list:
-        try:
-            "".join(value)  # a C-speed check that every item is a string
-        except TypeError:
-            pass
-        else:
-            return tuple(value)
-    return tuple(json_list(text))  # anything else: the model's lenient reading
-
-
-def live_records(
-    using: str, namespace: str, scope: str, ids: Iterable[str] | None = None
-) -> Iterator[IndexRecord]:
-    """Stream the live rows of one slice (or of ``ids`` within it) as index records.
-
-    Args:
-        using: The database alias.
-        namespace: The namespace.
-        scope: ``user`` or ``project``.
-        ids: Only these ids (None: the whole slice).
-    """
-    for record, _ in _slice_rows(using, namespace, scope, ids=ids, live=True):
-        yield record
-
-
-def _slice_rows(
-    using: str,
-    namespace: str,
-    scope: str,
-    *,
-    since: dt.datetime | None = None,
-    ids: Iterable[str] | None = None,
-    live: bool = False,
-) -> Iterator[tuple[IndexRecord, bool]]:
-    """``(record, soft-deleted?)`` of one slice's rows: all, those updated at or after
-    ``since``, or ``ids``; with ``live``, only the live ones.
-
-    Plain SQL on a chunked (server-side on PostgreSQL) cursor: the ORM's per-row
-    converters and model machinery cost about as much as tokenising, and a build
-    should never hold every row at once. Tag lists repeat across rows, so each
-    distinct ``tags_json`` text is parsed once.
-    """
-    connection = connections[using]
-    columns = ", ".join((*_FIELDS, "deleted_at"))
-    base = f"SELECT {columns} FROM memories WHERE namespace = %s AND scope = %s"
-    if live:
-        base += " AND deleted_at IS NULL"
-    if ids is not None:
-        wanted = list(ids)
-        statements = [
-            (base + " AND id IN (" + ", ".join(["%s"] * len(chunk)) + ")", chunk)
-            for chunk in (wanted[i : i + _IN_CHUNK] for i in range(0, len(wanted), _IN_CHUNK))
-        ]
-    elif since is not None:
-        stamp = _STAMP.get_db_prep_value(since, connection)
-        statements = [(base + " AND updated_at >= %s", [stamp])]
-    else:
-        statements = [(base, [])]
-    tags_of: dict[str, tuple[str, ...]] = {}
-    for sql, extra in statements:
-        with connection.chunked_cursor() as cursor:
-            cursor.execute(sql, [namespace, scope, *extra])
-            while rows := cursor.fetchmany(_FETCH):
-                for *row, deleted_at in rows:
-                    tags_json = row[3]
-                    tags = tags_of.get(tags_json)
-                    if tags is None:
-                        tags = tags_of[tags_json] = _json_tuple(tags_json)
-                    yield to_record(*row, tags=tags), deleted_at is not None
 
 
 @cache

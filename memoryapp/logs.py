@@ -34,13 +34,13 @@ class RedactSQLValues(logging.Filter):
             record.sql = redact_sql(sql)
         if params is not None:
             n = len(params) if hasattr(params, "__len__") else "?"
-            record.params = f"({n} value(s) redacted)"
+            redacted = record.params = f"({n} value(s) redacted)"
         if isinstance(record.args, tuple) and record.args:
             record.args = tuple(
                 redact_sql(a) if isinstance(a, str) and a == sql else a for a in record.args
             )
             if params is not None:
-                record.args = tuple(record.params if a is params else a for a in record.args)
+                record.args = tuple(redacted if a is params else a for a in record.args)
         return True
 
 

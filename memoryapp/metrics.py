@@ -5,25 +5,15 @@ code that does the work (recall, the index cache, the guard, the purge, the API
 middleware) through the small functions below, so callers never touch the
 client library. Labels are closed sets (an outcome, a secret family, a vendor,
 an HTTP status), never a tenant: thousands of namespaces must not become
-thousands of series. Under gunicorn set ``PROMETHEUS_MULTIPROC_DIR`` (an empty
-directory per deployment) so ``/metrics`` adds up every worker
-(:func:`exposition`).
+thousands of series. What ``/metrics`` serves, and the gauges read at each
+scrape, are in :mod:`memoryapp.exposition`: this module imports nothing of
+memoryapp, so the low layers (the guard, the index cache) can count without
+an import cycle.
 """
 
 from __future__ import annotations
 
-import os
-import threading
-
-from prometheus_client import (
-    CONTENT_TYPE_LATEST,
-    REGISTRY,
-    CollectorRegistry,
-    Counter,
-    Histogram,
-    generate_latest,
-)
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client import Counter, Histogram
 
 RECALL_SECONDS = Histogram(
     "memoryapp_recall_seconds",
@@ -78,82 +68,3 @@ def purge_done(vendor: str, seconds: float, *, ok: bool) -> None:
 def api_response(method: str, status: int) -> None:
     """The API answered ``status`` to a ``method`` request."""
     API_RESPONSES.labels(method, str(status)).inc()
-
-
-class ReceiptStates:
-    """Erasure receipts per state, read from the database at each scrape.
-
-    A gauge over the table, not a counter in one process: every worker (and
-    every machine) reports the same truth.
-    """
-
-    def describe(self):
-        return []
-
-    def collect(self):
-        from django.db.models import Count
-
-        from .models import ErasureReceipt, ReceiptState
-
-        gauge = GaugeMetricFamily(
-            "memoryapp_erasure_receipts",
-            "Erasure receipts by state (requested, deleted, complete) and verification.",
-            labels=["state", "verified"],
-        )
-        counts = {(s.value, v): 0 for s in ReceiptState for v in ("yes", "no")}
-        try:
-            # One GROUP BY: a scrape costs the same with ten receipts or a million.
-            rows = ErasureReceipt.objects.order_by().values_list("state", "verified")
-            for state, verified, n in rows.annotate(n=Count("pk")):
-                counts[(state, "yes" if verified else "no")] = n
-        except Exception:  # a scrape must answer even when the database does not
-            return
-        for (state, verified), n in sorted(counts.items()):
-            gauge.add_metric([state, verified], n)
-        yield gauge
-
-
-class IndexCache:
-    """This process's recall index cache: entries and bytes held (per worker)."""
-
-    def describe(self):
-        return []
-
-    def collect(self):
-        from .indexes import INDEXES
-
-        entries, nbytes = INDEXES.usage()
-        yield GaugeMetricFamily(
-            "memoryapp_recall_index_cache_entries", "Recall indexes held by this process.", entries
-        )
-        yield GaugeMetricFamily(
-            "memoryapp_recall_index_cache_bytes", "Bytes of recall indexes held.", nbytes
-        )
-
-
-_DATABASE_COLLECTORS = (ReceiptStates(), IndexCache())
-_registered = False
-_register_lock = threading.Lock()
-
-
-def exposition() -> tuple[bytes, str]:
-    """The text exposition of every metric, and its content type.
-
-    With ``PROMETHEUS_MULTIPROC_DIR`` set, the counters and histograms of every
-    process that wrote there are added up.
-    """
-    global _registered
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        from prometheus_client import multiprocess
-
-        registry = CollectorRegistry()
-        multiprocess.MultiProcessCollector(registry)
-        for collector in _DATABASE_COLLECTORS:
-            registry.register(collector)
-        return generate_latest(registry), CONTENT_TYPE_LATEST
-    with _register_lock:
-        if not _registered:
-            for collector in _DATABASE_COLLECTORS:
-                REGISTRY.register(collector)
-            _registered = True
-    return generate_latest(REGISTRY), CONTENT_TYPE_LATEST

@@ -17,7 +17,7 @@ from django.http import Http404, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from . import metrics
+from . import exposition, metrics
 from .models import ErasureReceipt, Memory, ReviewItem, SessionSummary
 
 _TABLES = (Memory, SessionSummary, ReviewItem, ErasureReceipt)
@@ -105,7 +105,7 @@ def metrics_view(request) -> HttpResponse:
         response = HttpResponse("a bearer token is required\n", status=401)
         response["WWW-Authenticate"] = 'Bearer realm="metrics"'
         return response
-    body, content_type = metrics.exposition()
+    body, content_type = exposition.exposition()
     return HttpResponse(body, content_type=content_type)
 
 

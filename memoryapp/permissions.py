@@ -11,6 +11,11 @@ This module imports nothing of memoryapp: the models import it.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # django-stubs' alias for a label, str or lazy (no run-time import)
+    from django_stubs_ext import StrOrPromise
+
 APP_LABEL = "memoryapp"
 
 
@@ -48,15 +53,27 @@ VIEW_MEMORYEVENT = _perm("view_memoryevent")
 VIEW_ERASURERECEIPT = _perm("view_erasurereceipt")
 
 # ``Meta.permissions`` of the models: (codename, label).
-MEMORY_CUSTOM = [
+MEMORY_CUSTOM: list[tuple[str, StrOrPromise]] = [
     (codename(ERASE_MEMORY), "Can erase memories permanently"),
     (codename(WIPE_MEMORY), "Can wipe a namespace (soft reset)"),
     (codename(EXPORT_MEMORY), "Can export memories"),
 ]
-REVIEW_CUSTOM = [(codename(PURGE_REVIEWITEM), "Can purge review items permanently")]
+REVIEW_CUSTOM: list[tuple[str, StrOrPromise]] = [
+    (codename(PURGE_REVIEWITEM), "Can purge review items permanently")
+]
 
 # Whoever holds one of these may read erasure receipts (they erase, or purge the queue).
 RECEIPT_READERS = (VIEW_ERASURERECEIPT, ERASE_MEMORY, PURGE_REVIEWITEM)
+
+
+def can_see_receipts(user) -> bool:
+    """Receipts are for whoever may read them, erase, or purge the review queue.
+
+    Here, beside :data:`RECEIPT_READERS`, because both the receipts' admin and the
+    compliance pages ask it (and the receipts' admin imports the compliance pages).
+    """
+    return any(user.has_perm(p) for p in RECEIPT_READERS)
+
 
 ALL = (
     VIEW_MEMORY,

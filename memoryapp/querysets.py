@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from django.db import models
 from django.db.models import Q
@@ -12,11 +13,38 @@ from django.db.models import Q
 # so it refuses instead).
 _NARROWED = object()
 
+# ``Memory.objects.upsert`` and ``.recall`` run the store's write and the facade's
+# recall, which import the models: importing them here would close a cycle
+# (models -> querysets -> store -> models). memoryapp.entry_points installs them
+# at start-up instead (AppConfig.ready).
+_INSTALLED: dict[str, Callable[..., Any]] = {}
+
+
+def install(*, upsert: Callable[..., Any], recall: Callable[..., Any]) -> None:
+    """Give ``Memory.objects`` its write and recall code (see :mod:`memoryapp.entry_points`).
+
+    Args:
+        upsert: ``upsert(using, key, value, tags, scope, type, source, *, namespace,
+            subject, guard, actor)`` returning the written memory.
+        recall: ``recall(using, namespace, scopes, query, messages, top_k, exclude_ids)``
+            returning the candidates.
+    """
+    _INSTALLED.update(upsert=upsert, recall=recall)
+
+
+def _installed(name: str) -> Callable[..., Any]:
+    try:
+        return _INSTALLED[name]
+    except KeyError:
+        raise RuntimeError(
+            f"Memory.objects.{name}() needs the memoryapp app to be ready (django.setup())"
+        ) from None
+
 
 class MemoryQuerySet(models.QuerySet):
     """Queries over ``memories``; ``in_namespace(ns)`` querysets also :meth:`recall`."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._recall_slice: tuple[str, str | None] | object | None = None
 
@@ -64,7 +92,8 @@ class MemoryQuerySet(models.QuerySet):
 
         ``Memory.objects.in_namespace("acme/web").recall(q)`` gives the candidates
         ``MemoryManager(project="acme/web").recall(q)`` gives — one implementation
-        (:func:`memoryapp.manager.blocks.recall_slices`) behind both, on the same
+        (:func:`memoryapp.manager.blocks.recall_slices`, installed by
+        :mod:`memoryapp.entry_points`) behind both, on the same
         per-slice indexes. Both scopes of the namespace are ranked unless
         ``in_scope`` chose one (a project namespace holds only project rows).
 
@@ -79,13 +108,9 @@ class MemoryQuerySet(models.QuerySet):
                 "recall() ranks whole namespaces: call it on "
                 "Memory.objects.in_namespace(ns) (optionally .in_scope(s)) with no other filter"
             )
-        from .manager.blocks import recall_slices
-        from .manager.types import StoreSlice
-
         namespace, scope = chosen
         scopes = (scope,) if scope is not None else ("project", "user")
-        stores = [StoreSlice(f"{s} store", self.db, namespace, s) for s in scopes]
-        return recall_slices(stores, query, messages, top_k, exclude_ids)
+        return _installed("recall")(self.db, namespace, scopes, query, messages, top_k, exclude_ids)
 
     def search_prefilter(self, query: str) -> MemoryQuerySet:
         """Rows whose title, content, key, tags or keywords text contains ``query``.
@@ -140,7 +165,11 @@ class ReviewItemQuerySet(models.QuerySet):
         return self.filter(status="pending")
 
 
-class MemoryObjects(models.Manager.from_queryset(MemoryQuerySet)):
+# A module-level name, so the django-stubs plugin can type the manager's queryset methods.
+_MemoryManagerBase = models.Manager.from_queryset(MemoryQuerySet)
+
+
+class MemoryObjects(_MemoryManagerBase):
     """``Memory.objects``: the queryset vocabulary plus the write and recall entry points."""
 
     def upsert(
@@ -163,11 +192,16 @@ class MemoryObjects(models.Manager.from_queryset(MemoryQuerySet)):
             MemoryValidationError: invalid input.
             SensitiveMemoryError: the content looks like a credential.
         """
-        from . import store
-        from .conf import get_guard
-
-        prepared = store.prepare(guard or get_guard(), key, value, tags, scope, type, source)
-        result = store.write(
-            prepared, using=self.db, namespace=namespace, subject=subject, actor=actor
+        return _installed("upsert")(
+            self.db,
+            key,
+            value,
+            tags,
+            scope,
+            type,
+            source,
+            namespace=namespace,
+            subject=subject,
+            guard=guard,
+            actor=actor,
         )
-        return result.memory

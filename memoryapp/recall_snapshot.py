@@ -104,7 +104,7 @@ class _PackedPostings(dict[str, _Posting]):
                 hi = mid
         return lo if lo < len(ends) and self._token(lo) == key else -1
 
-    def get(self, token: str, default=None):  # type: ignore[override]
+    def get(self, token: str, default=None):
         found = dict.get(self, token)
         if found is not None:
             return found

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -109,19 +109,22 @@ def _by_creation(facts: Sequence[Fact]) -> list[Fact]:
     return sorted(facts, key=lambda fact: (fact.created_at, fact.id))
 
 
-def select_stable(facts: Sequence[Fact]) -> list[Fact]:
+def select_stable(facts: Iterable[Fact], *, recent_limit: int = RECENT_PROJECT_LIMIT) -> list[Fact]:
     """Pick the facts of the stable block (docs/behaviour.md §5).
 
     Every user-scope fact; every project fact of type decision, constraint, workflow,
     profile or preference; of the project facts of type project_fact or note only the 3 most
-    recently updated. Other facts reach the model through recall only.
+    recently updated. Other facts reach the model through recall only. The facade reads a
+    superset of the selection in SQL (:mod:`memoryapp.services.prompt`) and applies this.
 
     Args:
-        facts: The live memories of the manager's scopes.
+        facts: The live memories of the manager's scopes (or any superset of the selection).
+        recent_limit: How many recently updated project facts and notes join (3).
 
     Returns:
         The selection, ordered by ``created_at`` (then id).
     """
+    facts = list(facts)
     chosen = [
         fact
         for fact in facts
@@ -129,7 +132,7 @@ def select_stable(facts: Sequence[Fact]) -> list[Fact]:
     ]
     recent = [f for f in facts if f.scope == "project" and f.type in RECENT_PROJECT_TYPES]
     recent.sort(key=lambda fact: (fact.updated_at, fact.created_at, fact.id), reverse=True)
-    chosen += recent[:RECENT_PROJECT_LIMIT]
+    chosen += recent[: max(int(recent_limit), 0)]
     unique = {fact.id: fact for fact in chosen}
     return _by_creation(list(unique.values()))
 

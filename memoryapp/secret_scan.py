@@ -419,7 +419,7 @@ def _first_family(text: str) -> str | None:
                     return name
         return None
     for name, pattern in SECRET_PATTERNS:
-        bit = _PREFILTER_BITS.get(id(pattern))
-        if (bit is None or mask & bit) and pattern.search(text):
+        prefilter_bit = _PREFILTER_BITS.get(id(pattern))
+        if (prefilter_bit is None or mask & prefilter_bit) and pattern.search(text):
             return name
     return None

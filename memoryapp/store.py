@@ -17,6 +17,7 @@ from django.utils.dateparse import parse_datetime
 
 from . import guards
 from .db import vendor
+from .errors import about
 from .fields import now
 from .models import Memory, MemoryEvent, Source, dump_list, new_id
 
@@ -79,21 +80,28 @@ def prepare(
     """Run the guard and the classification of docs/behaviour.md §2 (no database access).
 
     Raises:
-        MemoryValidationError: bad key, title, content, tags, scope, type or source.
-        SensitiveMemoryError: the key, the content or a tag looks like a credential.
+        MemoryValidationError: bad key, title, content, tags, scope, type or source;
+            its ``field`` names the input.
+        SensitiveMemoryError: the key, the content or a tag looks like a credential;
+            its ``field`` names the input.
     """
     if source not in Source.values:
-        raise guards.MemoryValidationError(f"Unknown memory source: {source!r}")
+        raise guards.MemoryValidationError(f"Unknown memory source: {source!r}", field="source")
     key_normalized, title, content = guard.check(key, value)
-    tag_list = guards.clean_tags(tags)
-    for tag in tag_list:  # tags are stored, shown and copied into keywords like content
-        guard.detect_sensitive(tag)
+    with about("tags"):
+        tag_list = guards.clean_tags(tags)
+        for tag in tag_list:  # tags are stored, shown and copied into keywords like content
+            guard.detect_sensitive(tag)
+    with about("scope"):
+        scope_chosen = guards.infer_scope(key_normalized, tag_list, scope)
+    with about("type"):
+        type_chosen = guards.infer_type(tag_list, type)
     return Prepared(
         key_normalized=key_normalized,
         title=title,
         content=content,
-        scope=guards.infer_scope(key_normalized, tag_list, scope),
-        type=guards.infer_type(tag_list, type),
+        scope=scope_chosen,
+        type=type_chosen,
         source=source,
         confidence=guards.default_confidence(source),
         tags=tuple(tag_list),
@@ -240,7 +248,8 @@ def soft_delete_ids(
     if not wanted:
         return []
     position = {memory_id: i for i, memory_id in enumerate(wanted)}
-    in_namespace = "" if namespace is None else " AND namespace = %s"
+    beside = vendor.for_connection(connections[using]).namespace_beside_ids
+    in_namespace = "" if namespace is None else f" AND {beside}"
     with transaction.atomic(using=using):
         victims: list[tuple] = []
         for start in range(0, len(wanted), _IDS_PER_STATEMENT):

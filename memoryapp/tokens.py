@@ -66,7 +66,7 @@ def _segmenter() -> Callable[[str], list[str]] | None:
                     with warnings.catch_warnings():
                         # jieba's last release has non-raw regex literals (SyntaxWarning).
                         warnings.simplefilter("ignore", SyntaxWarning)
-                        import jieba  # type: ignore[import-not-found]
+                        import jieba
                 except ImportError:
                     logger.warning(
                         "jieba is not installed: CJK text is matched as whole runs, not words "
@@ -277,6 +277,7 @@ def path_matches(text: str) -> Iterator[str]:
             dot = text.rfind(".", start + 1, dot)
         if dot != -1:
             suffix = _PATH_SUFFIX.match(text, dot + 1, end)
+            assert suffix is not None  # two word characters follow the dot (the loop's test)
             yield text[start : suffix.end()]
 
 

@@ -1,4 +1,4 @@
-"""Shared fixtures: vendor markers, helpers for raw SQL and extra database aliases."""
+"""Shared fixtures: vendor markers, an API client, raw SQL and extra database aliases."""
 
 from __future__ import annotations
 
@@ -21,6 +21,17 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason="PostgreSQL only (this pass runs on SQLite)"))
         if "sqlite_only" in item.keywords and vendor != "sqlite":
             item.add_marker(pytest.mark.skip(reason="SQLite only (this pass runs on PostgreSQL)"))
+
+
+@pytest.fixture
+def acme():
+    """An API client of the ``acme/`` namespaces that may write and erase.
+
+    A test file that needs a narrower client (write only) defines its own ``acme``.
+    """
+    from memoryapp.api.testing import token_client  # the API is an optional sub-app
+
+    return token_client("acme-app", ["acme/"], write=True, erase=True)
 
 
 @pytest.fixture

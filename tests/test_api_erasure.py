@@ -17,11 +17,6 @@ MARK = "zebracornflake"  # erased text: never in a receipt
 
 
 @pytest.fixture
-def acme():
-    return token_client("acme-app", ["acme/"], write=True, erase=True)
-
-
-@pytest.fixture
 def alice():
     """Rows of every kind for subject acme/alice, and one of acme/bob's."""
     mm = MemoryManager(project="acme/web", user="acme/alice")

@@ -9,17 +9,11 @@ from pathlib import Path
 import pytest
 from django.core.cache import cache
 
-from memoryapp.api.testing import token_client
 from memoryapp.models import Memory
 
 pytestmark = pytest.mark.django_db
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture
-def acme():
-    return token_client("acme-app", ["acme/"], write=True, erase=True)
 
 
 def post_raw(client, path, data, content_type="application/json"):

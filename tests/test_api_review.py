@@ -21,11 +21,6 @@ MESSAGES = [
 ]
 
 
-@pytest.fixture
-def acme():
-    return token_client("acme-app", ["acme/"], write=True, erase=True)
-
-
 def crystallize(client, **body):
     body = {"project": "acme/web", "user": "acme/alice", "messages": MESSAGES, **body}
     return client.post("/api/crystallize/", body, format="json")

@@ -12,11 +12,6 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def acme():
-    return token_client("acme-app", ["acme/"], write=True, erase=True)
-
-
-@pytest.fixture
 def mm():
     return MemoryManager(project="acme/web", user="acme/alice")
 

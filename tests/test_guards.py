@@ -754,3 +754,50 @@ def test_parity_extract_keywords_random_text(reference: object) -> None:
         content = _random_ascii(rng, alphabet, 1, 400)
         expected = reference.extract_keywords(title, [], content)  # type: ignore[attr-defined]
         assert extract_keywords(title, content, []) == expected
+
+
+# --- the field a refusal names (MemoryValidationError.field, SensitiveMemoryError.field) ---
+@pytest.mark.parametrize(
+    ("key", "content", "field"),
+    [
+        ("two\nlines", "fine", "key"),
+        ("!!!", "fine", "key"),
+        ("fine", "   ", "content"),
+        ("fine", "x" * (MAX_CONTENT_CHARS + 1), "content"),
+    ],
+)
+def test_the_guard_names_the_refused_field(key: str, content: str, field: str) -> None:
+    with pytest.raises(MemoryValidationError) as caught:
+        MemoryGuard().check(key, content)
+    assert caught.value.field == field
+
+
+def test_a_credential_is_refused_on_the_field_that_held_it() -> None:
+    with pytest.raises(SensitiveMemoryError) as caught:
+        MemoryGuard().check("fine", f"the key is {AWS}")
+    assert caught.value.field == "content"
+    with pytest.raises(SensitiveMemoryError) as caught:
+        MemoryGuard().check(f"key {AWS}", "fine")
+    assert caught.value.field == "key"
+
+
+def test_a_host_guard_refusal_is_attributed_by_the_caller() -> None:
+    class Strict(MemoryGuard):
+        def detect_sensitive(self, content: str) -> None:
+            if "forbidden" in content:
+                raise SensitiveMemoryError()  # a host's guard need not name the field
+
+    with pytest.raises(SensitiveMemoryError) as caught:
+        Strict().check("a forbidden key", "fine")
+    assert caught.value.field == "key"
+    assert str(caught.value) == "content appears to contain sensitive credentials"
+
+
+def test_an_error_that_names_its_field_keeps_it_and_its_message() -> None:
+    error = MemoryValidationError("Memory tags must be strings", field="tags")
+    assert (str(error), error.field, error.args) == (
+        "Memory tags must be strings",
+        "tags",
+        error.args,
+    )
+    assert MemoryValidationError("no field").field is None

@@ -17,7 +17,6 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from memoryapp import MemoryManager
-from memoryapp.api.testing import token_client
 from memoryapp.erasure import ErasureRequestError, erase, export
 from memoryapp.errors import MemoryValidationError
 from memoryapp.models import Memory, MemoryEvent, ReviewItem, SessionSummary
@@ -45,11 +44,6 @@ def _nothing_written():
 def post_json(client, path: str, body: dict):
     """POST ``body`` as ASCII JSON: a lone surrogate travels as its ``\\ud800`` escape."""
     return client.generic("POST", path, json.dumps(body), content_type="application/json")
-
-
-@pytest.fixture
-def acme():
-    return token_client("acme-app", ["acme/"], write=True, erase=True)
 
 
 # (field, value) pairs of one upsert that must be refused before any SQL
@@ -207,3 +201,32 @@ def test_the_cli_reports_a_bad_namespace_as_a_command_error():
 
     with pytest.raises(CommandError, match="segments"):
         call_command("memory", "list", "--project", "acme//web")
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({"tags": "one-string"}, "tags"),
+        ({"tags": ["x" * 200]}, "tags"),
+        ({"scope": "nowhere"}, "scope"),
+        ({"type": "bogus"}, "type"),
+        ({"source": "bogus"}, "source"),
+    ],
+)
+def test_a_refused_write_names_its_field(options, field):
+    """What the admin form attaches the message to (MemoryValidationError.field)."""
+    from memoryapp import store
+    from memoryapp.guards import MemoryGuard
+
+    with pytest.raises(MemoryValidationError) as caught:
+        store.prepare(MemoryGuard(), "a key", "some content", **options)
+    assert caught.value.field == field
+
+
+def test_a_credential_in_a_tag_is_refused_on_the_tags():
+    from memoryapp import store
+    from memoryapp.guards import MemoryGuard, SensitiveMemoryError
+
+    with pytest.raises(SensitiveMemoryError) as caught:
+        store.prepare(MemoryGuard(), "a key", "some content", ["AKIA" + "IOSFODNN7EXAMPLE"])
+    assert caught.value.field == "tags"

@@ -1,26 +1,24 @@
-"""Recall tokenisation, scoring and the exact index (docs/behaviour.md §5); reference parity."""
+"""The exact recall index (docs/behaviour.md §5) against brute-force scoring; reference parity.
+
+The tokeniser's tests are in test_tokens.py, the scoring formula's in test_scoring.py.
+"""
 
 from __future__ import annotations
 
 import importlib.util
 import json
-import logging
 import random
 import sqlite3
-import sys
-import types
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from memoryapp import recall, tokens
+from memoryapp import recall
 from memoryapp.recall import (
-    REASON_ORDER,
     IndexRecord,
     RecallIndex,
-    Scored,
     expand,
     path_hints,
     query_tokens,
@@ -29,25 +27,7 @@ from memoryapp.recall import (
     tokenize,
 )
 
-DAY = 86400.0
-NOW = 1_750_000_000.0  # a fixed "now" (2025-06-15), POSIX seconds
-
-
-def rec(id="m1", title="", content="", tags=(), keywords=(), age_days=0.0, explicit=False):
-    """A record updated ``age_days`` before NOW."""
-    return IndexRecord(
-        id=id,
-        title=title,
-        content=content,
-        tags=tuple(tags),
-        keywords=tuple(keywords),
-        updated_at=NOW - age_days * DAY,
-        explicit=explicit,
-    )
-
-
-def run(record, query, messages=None, now=NOW):
-    return score(record, query_tokens(query), path_hints(messages), now)
+from .test_scoring import DAY, NOW, rec
 
 
 def brute_force(records, query, messages=None, top_k=5, exclude_ids=(), now=NOW):
@@ -55,200 +35,6 @@ def brute_force(records, query, messages=None, top_k=5, exclude_ids=(), now=NOW)
     qtokens, hints = query_tokens(query), path_hints(messages)
     hits = [score(r, qtokens, hints, now) for r in records if r.id not in set(exclude_ids)]
     return sorted((h for h in hits if h is not None), key=rank_key)[:top_k]
-
-
-# --------------------------------------------------------------------------- tokeniser
-class TestTokenize:
-    def test_splits_on_exactly_the_spec_set_and_whitespace(self):
-        for char in "/\\_-.,:;|@#$%^&*()+=[]{}<>?!'\"":
-            assert tokenize(f"foo{char}bar") == ["foo", "bar"], char
-        assert tokenize("foo \t\n\u3000\xa0bar") == ["foo", "bar"]
-        # Characters outside the set do not split.
-        for char in "~`§€":
-            assert tokenize(f"foo{char}bar") == [f"foo{char}bar"], char
-
-    def test_lower_cases_and_keeps_order_and_repeats(self):
-        assert tokenize("Hello WORLD hello") == ["hello", "world", "hello"]
-
-    def test_drops_one_character_tokens_and_every_stop_word(self):
-        assert tokenize("x y2 z") == ["y2"]
-        assert tokenize(" ".join(sorted(tokens.STOP_WORDS))) == []
-        assert tokenize("The Cat is ON the mat") == ["cat", "mat"]
-        spec = (
-            "a an the is are was were be been have has had do does did will would can could "
-            "should may might shall to of in for on with at by from as into and or but not no "
-            "so if then that this it its i you we they my your"
-        )
-        assert set(spec.split()) == tokens.STOP_WORDS
-
-    def test_normal_forms(self):
-        assert expand(["v3"]) == {"v3", "3"}
-        assert expand(["v42", "v", "v3a", "vv3"]) == {"v42", "42", "v", "v3a", "vv3"}
-        assert expand(["keywords"]) == {"keywords", "keyword"}
-        assert expand(["class", "bus", "tests", "ss"]) == {"class", "bus", "tests", "test", "ss"}
-        assert expand(["classes"]) == {"classes", "classe"}
-        # A normal form is kept even when it is a stop word or a single character.
-        assert expand(["cans"]) == {"cans", "can"}
-        assert query_tokens("v3 cans") == {"v3", "3", "cans", "can"}
-
-    def test_expand_keeps_every_given_token(self):
-        assert expand(["the", "x", ""]) == {"the", "x", ""}
-
-    def test_cjk_latin_boundaries(self):
-        assert tokenize("Python版本管理") == ["python", "版本管理"]
-        assert tokenize("用2个GPU训练") == ["gpu", "训练"]  # 用, 2 and 个 are one character
-        assert tokenize("中文abc中文") == ["中文", "abc", "中文"]
-        assert tokenize("ab1中文") == ["ab1", "中文"]
-        assert tokenize("café咖啡") == ["café", "咖啡"]  # a Latin letter beyond ASCII
-        assert tokenize("データベースv2") == ["データベース", "v2"]
-        assert tokenize("한국어abc") == ["한국어", "abc"]
-
-    def test_cjk_without_jieba_keeps_runs_whole_and_warns_once(self, monkeypatch, caplog):
-        monkeypatch.setattr(tokens, "_segment", tokens._UNSET)
-        monkeypatch.setitem(sys.modules, "jieba", None)  # makes ``import jieba`` fail
-        with caplog.at_level(logging.WARNING, logger="memoryapp.tokens"):
-            assert tokenize("我们决定使用Docker部署服务") == ["我们决定使用", "docker", "部署服务"]
-            assert tokenize("部署服务") == ["部署服务"]
-        warnings = [r for r in caplog.records if "jieba" in r.getMessage()]
-        assert len(warnings) == 1
-        assert tokenize("plain ascii") == ["plain", "ascii"]
-
-    def test_cjk_with_a_segmenter_adds_words_of_two_or_more_characters(self, monkeypatch):
-        fake = types.SimpleNamespace(
-            lcut=lambda run: {"部署服务": ["部署", "服务"], "我们决定": ["我们", "决", "定"]}.get(
-                run, [run]
-            ),
-            setLogLevel=lambda level: None,
-        )
-        monkeypatch.setattr(tokens, "_segment", tokens._UNSET)
-        monkeypatch.setitem(sys.modules, "jieba", fake)
-        assert tokenize("部署服务") == ["部署服务", "部署", "服务"]
-        assert tokenize("我们决定 Docker") == ["我们决定", "我们", "docker"]
-        assert query_tokens("部署服务") == {"部署服务", "部署", "服务"}
-
-    def test_token_set_equals_expand_of_tokenize(self):
-        rng = random.Random(5)
-        alphabet = "abcv12 sS_-./'\"xyzé中文\t"
-        for _ in range(2000):
-            text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
-            assert tokens.token_set(text) == expand(tokenize(text)), text
-
-
-class TestPathHints:
-    def test_last_ten_messages_text_blocks_and_string_content(self):
-        messages = [{"role": "user", "content": f"old{i}.py"} for i in range(5)]
-        messages += [{"role": "assistant", "content": "see src/app/views.py"}]
-        messages += [
-            {
-                "role": "user",
-                "content": [
-                    {"type": "text", "text": "and README.md"},
-                    {"type": "image", "text": "photo.png"},
-                    {"type": "tool_result", "content": "tool.py"},
-                ],
-            }
-        ]
-        messages += [{"role": "user", "content": "nothing here"}] * 5
-        messages += ["not a message", {"content": None}, {"role": "user"}]
-        hints = path_hints(messages)
-        # The last 10 are 2 paths' messages plus 8 without paths; old*.py fell out.
-        assert hints == {"src", "app", "views", "view", "py", "readme", "md"}
-        assert path_hints(None) == frozenset()
-        assert path_hints([]) == frozenset()
-
-    def test_at_most_twenty_paths(self):
-        text = " ".join(f"file{i}.md" for i in range(30))
-        hints = path_hints([{"role": "user", "content": text}])
-        assert hints == {f"file{i}" for i in range(20)} | {"md"}
-
-    def test_path_pattern(self):
-        hints = path_hints([{"content": "C:\\dir\\file.txt v1.2.3 foo.toolong12 ./x/y.json"}])
-        assert hints == {"dir", "file", "txt", "foo", "toolon", "json"}
-
-
-# --------------------------------------------------------------------------- scoring terms
-class TestScore:
-    def test_tag_weight_by_query_size(self):
-        record = rec(tags=["Python"])
-        assert run(record, "python") == Scored("m1", 1.5 * 1 + 1.0, ("tag_match",))
-        assert run(record, "python docker").score == 2.5 * 0.5 + 1.0
-        assert run(record, "python docker kafka").score == 4.0 * (1 / 3) + 1.0
-        assert run(record, "python docker kafka nginx").score == 4.0 * 0.25 + 1.0
-        assert run(record, "python docker redis").score == 4.0 * 0.25 + 1.0  # + "redi"
-
-    def test_tags_are_compared_whole(self):
-        assert run(rec(tags=["code-review"]), "code review") is None
-        assert run(rec(tags=["3"]), "v3").reasons == ("tag_match",)
-
-    def test_title_jaccard(self):
-        hit = run(rec(title="Alpha alpha Beta"), "alpha gamma")
-        assert hit.score == 3.0 * (1 / 3) + 1.0  # {alpha} / {alpha, beta, gamma}
-        assert hit.reasons == ("title_overlap",)
-
-    def test_keyword_match_uses_keyword_tokens(self):
-        record = rec(keywords=["Agent.PY"])
-        assert run(record, "agent").score == 2.0 * 1.0 + 1.0
-        assert run(record, "agent other").score == 2.0 * 0.5 + 1.0
-        assert run(record, "agent.py").score == 2.0 * 1.0 + 1.0  # query {agent, py}
-        assert run(rec(keywords=["3"]), "v3").score == 2.0 * 0.5 + 1.0  # raw keyword "3"
-
-    def test_content_match_reads_the_first_500_characters(self):
-        assert run(rec(content="gamma delta"), "gamma").score == 1.0 + 1.0
-        assert run(rec(content="x " * 247 + "needle"), "needle").reasons == ("content_match",)
-        assert run(rec(content="x " * 248 + "needle"), "needle") is None  # cut to "need"
-
-    def test_filepath_hint(self):
-        record = rec(keywords=["src/agent.py"])
-        messages = [{"role": "user", "content": "look at lib/agent.py"}]
-        assert run(record, "zzz", messages) == Scored("m1", 2.0 + 1.0, ("filepath_hint",))
-        assert run(record, "the a", messages).score == 3.0  # N = 0: shares are 0
-        assert run(rec(content="lib/agent.py"), "zzz", messages) is None  # keywords only
-
-    def test_recency_is_fractional_days_and_clamped(self):
-        assert run(rec(tags=["tg"], age_days=30), "tg").score == 1.5 + 1 / (1 + 30 / 30)
-        half = run(rec(tags=["tg"], age_days=45.5), "tg").score
-        assert half == 1.5 + 1 / (1 + 45.5 / 30)
-        assert run(rec(tags=["tg"], age_days=-10), "tg").score == 1.5 + 1.0  # future: 0 days
-
-    def test_stale_after_more_than_ninety_days(self):
-        at_ninety = run(rec(tags=["tg"], age_days=90), "tg")
-        assert at_ninety.reasons == ("tag_match",)
-        old = run(rec(tags=["tg"], age_days=90.01), "tg")
-        assert old.reasons == ("tag_match", "stale_penalty")
-        assert old.score == pytest.approx(1.5 + 1 / (1 + 90.01 / 30) - 2.0, abs=1e-12)
-        assert run(rec(tags=["tg"], age_days=400), "tg").score < 0  # recalled, negative
-
-    def test_gate_needs_one_of_the_first_five_terms(self):
-        assert run(rec(title="alpha", explicit=True), "beta") is None
-        assert run(rec(), "anything") is None
-        assert run(rec(title="alpha"), "the of") is None
-
-    def test_explicit_reason_adds_nothing(self):
-        a = run(rec(tags=["tg"], explicit=True), "tg")
-        b = run(rec(tags=["tg"], explicit=False), "tg")
-        assert a.score == b.score
-        assert a.reasons == ("tag_match", "explicit")
-
-    def test_hand_computed_total_and_reason_order(self):
-        record = rec(
-            title="Python agent setup",
-            content="Run the python agent from src.",
-            tags=["python"],
-            keywords=["agent.py", "setup"],
-            age_days=15,
-        )
-        hit = run(record, "python agent tests")  # N = |{python, agent, tests, test}| = 4
-        expected = 4.0 * (1 / 4) + 3.0 * (2 / 5) + 2.0 * (1 / 4) + 1.0 * (2 / 4) + 1 / 1.5
-        assert hit.score == pytest.approx(expected, abs=1e-12)
-        assert hit.reasons == ("tag_match", "title_overlap", "keyword_match", "content_match")
-
-        everything = rec(
-            title="alpha", content="alpha", tags=["alpha"], keywords=["alpha", "a.py"], age_days=100
-        )
-        hit = run(everything, "alpha", [{"content": "b/a.py"}])
-        assert hit.reasons == REASON_ORDER[:6]
-        hit = run(replace(everything, explicit=True), "alpha", [{"content": "a.py"}])
-        assert hit.reasons == REASON_ORDER
 
 
 # --------------------------------------------------------------------------- the index

@@ -137,11 +137,6 @@ class SchemaMetaAdmin(ReadOnlyAdmin):
 
 
 # ------------------------------------------------------------------ receipts
-def can_see_receipts(user) -> bool:
-    """Receipts are for whoever may read them, erase, or purge the review queue."""
-    return any(user.has_perm(p) for p in perms.RECEIPT_READERS)
-
-
 @admin.register(ErasureReceipt)
 class ErasureReceiptAdmin(ReadOnlyAdmin):
     """Proof of each erasure: who, when, what, counts per table, purge and verification.
@@ -209,7 +204,7 @@ class ErasureReceiptAdmin(ReadOnlyAdmin):
     readonly_fields = ("authored_display", "ids_recorded")
 
     def has_view_permission(self, request, obj=None):
-        return can_see_receipts(request.user)
+        return perms.can_see_receipts(request.user)
 
     def has_retry_permission(self, request):
         return request.user.has_perm(perms.ERASE_MEMORY)

@@ -9,7 +9,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
-from django.contrib.admin.views.main import ALL_VAR, IS_FACETS_VAR, ORDER_VAR, PAGE_VAR, SEARCH_VAR
+from django.contrib.admin.views.main import (  # type: ignore[attr-defined]
+    ALL_VAR,
+    IS_FACETS_VAR,  # Django 5.0's, not in django-stubs 6.1.2
+    ORDER_VAR,
+    PAGE_VAR,
+    SEARCH_VAR,
+)
 from django.db import router
 from django.http import HttpResponse
 from django.template.response import TemplateResponse
@@ -445,7 +451,7 @@ class StyledAdmin(admin.ModelAdmin):
 class ReadOnlyAdmin(StyledAdmin):
     """Nobody adds, changes or deletes rows of an audit table through the admin."""
 
-    actions = None
+    actions: Sequence[str] | None = None  # a subclass may name its own
 
     def has_add_permission(self, request, obj=None):
         return False
@@ -458,23 +464,6 @@ class ReadOnlyAdmin(StyledAdmin):
 
 
 # ------------------------------------------------------------ downloads
-def event_as_dict(e: MemoryEvent) -> dict:
-    """An audit event as exported."""
-    try:
-        detail = json.loads(e.detail) if e.detail else None
-    except ValueError:
-        detail = e.detail
-    return {
-        "id": e.id,
-        "memory_id": e.memory_id,
-        "event_type": e.event_type,
-        "timestamp": e.timestamp.isoformat(),
-        "namespace": e.namespace,
-        "actor": e.actor,
-        "detail": detail,
-    }
-
-
 def json_download(document: dict, filename: str) -> HttpResponse:
     """A JSON document as a file download (never cached)."""
     body = json.dumps(document, ensure_ascii=False, indent=2, default=str)

@@ -14,7 +14,7 @@ from .. import permissions as perms
 from ..erasure import ErasureRequestError, authored_count, erase, export, preview, purge_now
 from ..fields import now
 from ..manager import MemoryManager
-from ..models import Memory, ReceiptState, ReviewItem, Scope, SessionSummary
+from ..models import Memory, ReceiptState, ReviewItem, SessionSummary
 from .common import (
     actor,
     confirmed,
@@ -33,13 +33,11 @@ EXPORT_PERM = perms.EXPORT_MEMORY
 
 def links(user) -> dict:
     """Which compliance pages ``user`` may open (for the index and the receipts list)."""
-    from .audit import can_see_receipts
-
     return {
         "can_erase_subject": user.has_perm(ERASE_PERM),
         "can_wipe": user.has_perm(WIPE_PERM),
         "can_export": user.has_perm(EXPORT_PERM),
-        "can_see_receipts": can_see_receipts(user),
+        "can_see_receipts": perms.can_see_receipts(user),
     }
 
 
@@ -159,24 +157,20 @@ def wipe_namespace_view(modeladmin, request):
             # Not "user": the admin's templates show the signed-in user under that name.
             "user_namespace": user or "",
         }
+        mm = MemoryManager(project=project, user=user)
         if not confirmed(request):
-            using = db_for(Memory)
-            live = Memory.objects.using(using).live()
-            memories = live.filter(namespace=project, scope=Scope.PROJECT).count()
-            if user is not None:
-                memories += live.filter(namespace=user, scope=Scope.USER).count()
-            summaries = SessionSummary.objects.using(using).filter(namespace=project).count()
+            found = mm.wipe_preview()  # what wipe_all below clears, counted by the same binding
             return _page(
                 modeladmin,
                 request,
                 "memoryapp/admin/wipe_namespace.html",
                 step="confirm",
-                memories=memories,
-                summaries=summaries,
+                memories=found.memories,
+                summaries=found.summaries,
                 **names,
                 **common,
             )
-        result = MemoryManager(project=project, user=user).wipe_all(actor=actor(request))
+        result = mm.wipe_all(actor=actor(request))
         return _page(
             modeladmin,
             request,

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from django import forms
+from django.http import QueryDict
 
 from .. import guards, store, validation
 from ..conf import get_guard
@@ -75,7 +78,7 @@ class MemoryForm(forms.ModelForm):
         model = Memory
         fields: tuple[str, ...] = ()
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.prepared: store.Prepared | None = None
         row = self.instance
@@ -117,11 +120,11 @@ class MemoryForm(forms.ModelForm):
                 data.get("type") or None,
                 source,
             )
-        except guards.SensitiveMemoryError:
-            self._refuse_secret(guard, content, key)
+        except guards.SensitiveMemoryError as exc:
+            self._refuse_secret(exc.field)
             return data
         except guards.MemoryValidationError as exc:
-            self.add_error(_field_of(str(exc)), str(exc))
+            self.add_error(_FORM_FIELD.get(exc.field or ""), str(exc))
             return data
         clash = (
             Memory.objects.using(db_for(Memory))
@@ -144,18 +147,16 @@ class MemoryForm(forms.ModelForm):
         self.prepared = prepared
         return data
 
-    def _refuse_secret(self, guard, content: str, key: str) -> None:
+    def _refuse_secret(self, field: str | None) -> None:
         """Name the refused field and never send the refused text back to the browser."""
-        for name, text in (("content", content), ("key", key)):
-            try:
-                guard.detect_sensitive(text.strip())
-            except guards.SensitiveMemoryError:
-                field = name
-                break
-        else:
-            field = "tags"
-        self.data = self.data.copy()
-        self.data[field] = ""
+        # The write path scans the content, then the key, then the tags, and names
+        # the one that held the credential; a host guard that overrides ``check``
+        # may not say, and then the tags are the last place it could have been.
+        field = _FORM_FIELD.get(field or "") or "tags"
+        # The stub says Mapping; a bound form's data is a QueryDict (or a dict): both copy.
+        data = cast(QueryDict, self.data).copy()
+        data[field] = ""
+        self.data = data
         self.add_error(field, SECRET_REFUSED)
 
 
@@ -167,19 +168,9 @@ def _namespace(value: str, what: str) -> str:
         raise forms.ValidationError(str(exc)) from None
 
 
-def _field_of(message: str) -> str | None:
-    text = message.lower()
-    for word, field in (
-        ("content", "content"),
-        ("key", "key"),
-        ("title", "key"),
-        ("tag", "tags"),
-        ("scope", "scope"),
-        ("type", "type"),
-    ):
-        if word in text:
-            return field
-    return None
+# The form field of each input a refusal names (MemoryValidationError.field); an
+# input the form does not show (the source) is reported on the whole form.
+_FORM_FIELD = {"key": "key", "content": "content", "tags": "tags", "scope": "scope", "type": "type"}
 
 
 # ------------------------------------------------------------ review queue

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 from django.contrib.admin.models import CHANGE, LogEntry
-from django.db import transaction
 from django.http import HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html
@@ -12,12 +11,13 @@ from django.utils.safestring import mark_safe
 from django.utils.text import Truncator
 
 from .. import permissions as perms
-from .. import store, validation
+from .. import validation
 from ..erasure import ErasureRequestError, erase, preview, purge_now
-from ..erasure.export import memory_as_dict
+from ..erasure.export import export_memories
 from ..erasure.selection import batches
 from ..fields import now
 from ..models import Memory, MemoryEvent, Scope
+from ..services import memories
 from .common import (
     NamespaceFilter,
     StyledAdmin,
@@ -28,7 +28,6 @@ from .common import (
     confirmed,
     count_rows,
     db_for,
-    event_as_dict,
     event_rows,
     json_download,
     namespace_cell,
@@ -41,7 +40,6 @@ from .common import (
 )
 from .forms import MemoryForm
 
-EXPORT_FORMAT = "memoryapp-export/1"  # rows shaped as memoryapp.erasure.export shapes them
 HISTORY_ROWS = 50  # events shown on a memory's page (the full list is one click away)
 # The add form's namespace is the owner: for a user-scope memory, the user key. Left
 # empty, the memory is the user-scope memory of the default namespace — the API and
@@ -252,34 +250,24 @@ class MemoryAdmin(StyledAdmin):
         )
 
     def save_model(self, request, obj, form, change):
-        """Write through the upsert path (``store.write``) with the acting user."""
-        p = form.prepared
+        """Write through the services (change window, index update) with the acting user.
+
+        An edit may rename: :func:`memoryapp.services.memories.edit` moves the row to
+        its new key and updates it in place. An addition is an upsert into the
+        namespace and scope the form names.
+        """
         using = db_for(Memory)
         who = actor(request)
-        with transaction.atomic(using=using):
-            if change:
-                row = Memory.objects.using(using).select_for_update().get(pk=obj.pk)
-                if row.key_normalized != p.key_normalized:
-                    # Renamed: move this row to its new key first, so the upsert
-                    # below updates it in place (same id, created_at kept).
-                    row.key_normalized, row.title, row.updated_at = (
-                        p.key_normalized,
-                        p.title,
-                        now(),
-                    )
-                    row.save(using=using, update_fields=["key_normalized", "title", "updated_at"])
-                    store.log_event(using, row.id, "rename", namespace=row.namespace, actor=who)
-                result = store.write(
-                    p, using=using, namespace=row.namespace, subject=row.subject, actor=who
-                )
-            else:
-                result = store.write(
-                    p,
-                    using=using,
-                    namespace=form.cleaned_data["namespace"],
-                    subject=(form.cleaned_data.get("subject") or "").strip() or None,
-                    actor=who,
-                )
+        if change:
+            result = memories.edit(memory_id=obj.pk, prepared=form.prepared, using=using, actor=who)
+        else:
+            result = memories.write(
+                prepared=form.prepared,
+                using=using,
+                namespace=form.cleaned_data["namespace"],
+                subject=(form.cleaned_data.get("subject") or "").strip() or None,
+                actor=who,
+            )
         if validation.key_is_cut(form.cleaned_data["key"]):
             self.message_user(request, validation.KEY_CUT_WARNING, messages.WARNING)
         if not change and result.memory.scope == Scope.USER and result.memory.namespace == "":
@@ -347,7 +335,7 @@ class MemoryAdmin(StyledAdmin):
         ids = list(live.values_list("pk", flat=True))
         if selection_changed(self, request, ids):
             return None
-        ids = store.soft_delete_ids(db_for(Memory), None, ids, actor=actor(request), reason="admin")
+        ids = memories.soft_delete_selection(using=db_for(Memory), ids=ids, actor=actor(request))
         self.log_history(request, ids, SOFT_DELETED)
         self.message_user(
             request,
@@ -378,7 +366,9 @@ class MemoryAdmin(StyledAdmin):
         ids = list(deleted.values_list("pk", flat=True))
         if selection_changed(self, request, ids):
             return None
-        restored, refused = store.restore_ids(db_for(Memory), ids, actor=actor(request))
+        restored, refused = memories.restore_selection(
+            using=db_for(Memory), ids=ids, actor=actor(request)
+        )
         self.log_history(request, restored, RESTORED)
         if restored:
             self.message_user(
@@ -451,25 +441,5 @@ class MemoryAdmin(StyledAdmin):
         ids = [m.pk for m in rows]
         if selection_changed(self, request, ids):
             return None
-        events = _events_of(ids)
-        document = {
-            "format": EXPORT_FORMAT,
-            "generated_at": now().isoformat(),
-            "query": {"ids": ids},
-            "counts": {"memories": len(rows), "events": len(events)},
-            "memories": [memory_as_dict(m) for m in rows],
-            "events": [event_as_dict(e) for e in events],
-        }
+        document = export_memories(rows=rows, using=db_for(MemoryEvent))
         return json_download(document, f"memories-{now():%Y%m%d-%H%M%S}.json")
-
-
-# ---------------------------------------------------------------- helpers
-def _events_of(ids) -> list[MemoryEvent]:
-    """The audit events of these memories, oldest first.
-
-    Queried in batches: one ``IN`` list for a whole "Select all" would pass
-    SQLite's limit of 32,766 bound variables.
-    """
-    events = MemoryEvent.objects.using(db_for(MemoryEvent))
-    found = [e for batch in batches(ids) for e in events.filter(memory_id__in=batch)]
-    return sorted(found, key=lambda e: e.id)

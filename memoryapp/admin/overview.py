@@ -23,7 +23,7 @@ logger = logging.getLogger(__name__)
 TOP_NAMESPACES = 12
 PROBE_NAMESPACE = "memoryapp:admin-probe"  # matches no rows: the store probe stays cheap
 
-TYPE_COLORS = {
+TYPE_COLORS: dict[str, str] = {
     MemoryType.PREFERENCE: "#417690",
     MemoryType.PROFILE: "#79aec8",
     MemoryType.PROJECT_FACT: "#5b8c5a",

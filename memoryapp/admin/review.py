@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 from django.contrib.admin.utils import model_ngettext
-from django.db import transaction
 from django.db.models import Case, IntegerField, Value, When
 from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -14,10 +13,10 @@ from django.utils.text import Truncator
 from django.utils.translation import gettext as _
 
 from .. import permissions as perms
-from ..erasure import ErasureRequestError, erase, erase_review_items, preview, purge_now
+from ..erasure import ErasureRequestError, erase, preview, purge_now
 from ..erasure.selection import batches
-from ..manager import MemoryManager
 from ..models import MemoryEvent, ReviewItem, ReviewStatus, SessionSummary
+from ..services import review, summaries
 from .common import (
     InputFilter,
     NamespaceFilter,
@@ -50,15 +49,6 @@ def _queue_counts(ids) -> list[dict]:
     events = MemoryEvent.objects
     n = sum(events.filter(memory_id__in=batch).count() for batch in batches(ids))
     return count_rows({"memory_review_queue": len(ids), "memory_events": n})
-
-
-def _ids_by_namespace(pending, ids) -> dict[str, list[str]]:
-    """The pending items among ``ids``, by namespace (ids only: cheap at any count)."""
-    found: dict[str, list[str]] = {}
-    for batch in batches(ids):
-        for pk, namespace in pending.filter(pk__in=batch).values_list("pk", "namespace"):
-            found.setdefault(namespace, []).append(pk)
-    return found
 
 
 def receipt_link(receipt) -> str:
@@ -232,14 +222,9 @@ class ReviewItemAdmin(StyledAdmin):
         ids = list(pending.values_list("pk", flat=True))
         if selection_changed(self, request, ids):
             return None
-        who = actor(request)
-        approved, failed = 0, []
-        for namespace, chosen in _ids_by_namespace(pending, ids).items():
-            # The facade's bulk path: chunks of items, each memory bound to its item's
-            # subject, the review_approve events logged with the decisions.
-            done, refused = MemoryManager(project=namespace).approve_review_items(chosen, actor=who)
-            approved += done
-            failed += refused
+        # The one decision path: chunks of items, each memory in its item's namespace,
+        # scope and subject, the review_approve events logged with the decisions.
+        approved, failed = review.approve_many(item_ids=ids, actor=actor(request))
         if approved:
             self.message_user(
                 request,
@@ -269,11 +254,8 @@ class ReviewItemAdmin(StyledAdmin):
         ids = list(pending.values_list("pk", flat=True))
         if selection_changed(self, request, ids):
             return None
-        who = actor(request)
-        rejected = sum(
-            MemoryManager(project=namespace).reject_review_items(chosen, actor=who)
-            for namespace, chosen in _ids_by_namespace(pending, ids).items()
-        )  # the facade logged the review_reject events
+        # The service logs the review_reject events with the decisions.
+        rejected = review.reject_many(item_ids=ids, actor=actor(request))
         self.message_user(
             request,
             f"Rejected {plural(rejected, 'review item', 'review items')}.",
@@ -359,9 +341,9 @@ class ReviewItemAdmin(StyledAdmin):
                 return TemplateResponse(request, "memoryapp/admin/purge_review.html", context)
             purged = self._purge(
                 request,
-                lambda: erase_review_items(
-                    status=status, namespace=namespace, actor=actor(request), purge=purge_now()
-                ),
+                lambda: review.purge(
+                    namespaces=[namespace], status=status, actor=actor(request), purge=purge_now()
+                )[0],
             )
             if not purged:
                 return HttpResponseRedirect(request.path)
@@ -485,18 +467,5 @@ class SessionSummaryAdmin(StyledAdmin):
         self._hard_delete(request, list(queryset.values_list("pk", flat=True)))
 
     def _hard_delete(self, request, ids) -> None:
-        """Hard delete, with an audit event naming the acting user for each summary.
-
-        In batches of 500 ids (SQLite's bound-variable limit), one transaction.
-        """
-        using = db_for(SessionSummary)
-        summaries = SessionSummary.objects.using(using)
-        who = actor(request)
-        with transaction.atomic(using=using):
-            for batch in batches(ids):
-                rows = list(summaries.filter(pk__in=batch).values_list("pk", "namespace"))
-                summaries.filter(pk__in=batch).delete()
-                MemoryEvent.objects.using(using).bulk_create(
-                    MemoryEvent(memory_id=pk, event_type="summary_delete", namespace=ns, actor=who)
-                    for pk, ns in rows
-                )
+        """Hard delete, with an audit event naming the acting user for each summary."""
+        summaries.delete_ids(ids=ids, using=db_for(SessionSummary), actor=actor(request))

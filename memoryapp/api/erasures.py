@@ -255,9 +255,9 @@ def run_once(request, data: dict, actor: str, check: Callable[[], object]):
             ) from None
         if not claim.receipt_id:
             raise Conflict("An erasure with this Idempotency-Key is still running.") from None
-        receipt = ErasureReceipt.objects.filter(pk=claim.receipt_id).first()
-        if receipt is not None:
-            return receipt, True
+        earlier = ErasureReceipt.objects.filter(pk=claim.receipt_id).first()
+        if earlier is not None:
+            return earlier, True
         # The receipt itself is gone: run the erasure again under the same key.
     try:
         check()

@@ -22,6 +22,7 @@ from memoryapp.models import (
     Scope,
     SessionSummary,
 )
+from memoryapp.querysets import MemoryQuerySet
 from memoryapp.search import matches, sql_can_prefilter
 from memoryapp.validation import MAX_KEY_CHARS, MAX_QUERY_CHARS
 
@@ -93,7 +94,7 @@ class MemoryFilter(NamespacedFilterSet):
         model = Memory
         fields: list[str] = []
 
-    def filter_tag(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
+    def filter_tag(self, queryset: MemoryQuerySet, name: str, value: str) -> QuerySet:
         wanted = value.strip().lower()
         if _sql_exact(wanted, queryset.db):
             return queryset.tagged_prefilter(f'"{wanted}"')  # the whole JSON string
@@ -101,7 +102,7 @@ class MemoryFilter(NamespacedFilterSet):
             return queryset.tagged_prefilter(wanted)
         return queryset
 
-    def filter_q(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
+    def filter_q(self, queryset: MemoryQuerySet, name: str, value: str) -> QuerySet:
         needle = value.strip().lower()
         if sql_can_prefilter(needle, queryset.db):
             return queryset.search_prefilter(needle)

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 from rest_framework.authtoken.models import Token
 
@@ -22,7 +23,7 @@ class ClientError(ValueError):
 class ProvisionedClient:
     """The outcome of :func:`provision_client`."""
 
-    user: object
+    user: AbstractBaseUser
     token: str
     created: bool
     grants: tuple[NamespaceGrant, ...]
@@ -60,7 +61,7 @@ def provision_client(
     with transaction.atomic():
         user = User.objects.filter(**{User.USERNAME_FIELD: name}).first()
         created = user is None
-        if created:
+        if user is None:
             user = User(**{User.USERNAME_FIELD: name}, is_staff=False, is_superuser=False)
             user.set_unusable_password()  # a token-only client: no admin or password login
             user.save()

@@ -1,8 +1,9 @@
 """Input and output serializers of the API (docs/behaviour.md §13 field names).
 
-Input serializers check shapes and map each guard rule to the field it is
-about, so a refusal is a field-level 400; the facade runs the guard again as
-the authority. A refused value is never echoed: messages are fixed sentences.
+Input serializers check shapes and map each guard refusal
+(:meth:`~memoryapp.guards.MemoryGuard.refusals`) to the field it is about, so a
+refusal is a field-level 400; the facade runs the guard again as the authority.
+A refused value is never echoed: messages are fixed sentences.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ MAX_TOP_K = 50
 MAX_IDS = 1000
 
 _KEY_SECRET = "key appears to contain sensitive credentials"
+_WRITE_FIELDS = {"key": "key", "content": "value", "tags": "tags"}  # guard field -> input field
 
 
 # DRF coerces JSON types (``1`` → ``"1"``, ``"true"`` → ``True``, ``"5"`` → ``5``); the
@@ -182,26 +184,15 @@ class MemoryWriteSerializer(BoundInput):
 
     def validate(self, attrs: dict) -> dict:
         """The guard's rules, each reported on its own field (docs/behaviour.md §2, §8)."""
-        guard = get_guard()
-        errors: dict[str, list[str]] = {}
-        key, value = attrs["key"], attrs["value"]
-        try:
-            guard.validate_title(key)
-            guards.normalize_key(key)
-            guard.detect_sensitive(key.strip())
-        except guards.SensitiveMemoryError:
-            errors["key"] = [_KEY_SECRET]
-        except guards.MemoryValidationError as exc:
-            errors["key"] = [str(exc)]
-        try:
-            guard.detect_sensitive(guard.validate_content(value))
-        except (guards.SensitiveMemoryError, guards.MemoryValidationError) as exc:
-            errors["value"] = [str(exc)]  # fixed sentences: the value is never echoed
-        try:
-            for tag in guards.clean_tags(attrs["tags"]):
-                guard.detect_sensitive(tag)
-        except (guards.SensitiveMemoryError, guards.MemoryValidationError) as exc:
-            errors["tags"] = [str(exc)]  # fixed sentences: a tag is never echoed
+        refused = get_guard().refusals(attrs["key"], attrs["value"], attrs["tags"])
+        errors = {
+            _WRITE_FIELDS[field]: [
+                _KEY_SECRET
+                if field == "key" and isinstance(exc, guards.SensitiveMemoryError)
+                else str(exc)  # fixed sentences: a refused value is never echoed
+            ]
+            for field, exc in refused.items()
+        }
         if errors:
             raise serializers.ValidationError(errors)
         return attrs
@@ -215,7 +206,7 @@ class MemorySerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Memory
-        fields = (
+        fields: tuple[str, ...] = (
             "id",
             "namespace",
             "subject",
@@ -233,7 +224,7 @@ class MemorySerializer(serializers.ModelSerializer):
             "updated_at",
             "deleted_at",
         )
-        read_only_fields = fields
+        read_only_fields: tuple[str, ...] = fields
 
 
 class MemoryWrittenSerializer(MemorySerializer):
@@ -814,7 +805,9 @@ class MemoryRecordInput(StoreRecordInput):
     """``POST /api/memories/records/``: Agentao's ``upsert_memory(record)``."""
 
     keywords = _text_list(MAX_KEYWORDS)
-    source = _choice(Source.choices, Source.EXPLICIT)
+    # A declared field (the serializer's metaclass moves it out of the class), not
+    # the Field.source attribute the stub sees.
+    source = _choice(Source.choices, Source.EXPLICIT)  # type: ignore[assignment]
     confidence = _choice(Confidence.choices, Confidence.EXPLICIT_USER)
     sensitivity = _choice(Sensitivity.choices, Sensitivity.NORMAL)
 

@@ -4,15 +4,23 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from django.contrib.auth.base_user import AbstractBaseUser
 from rest_framework.test import APIClient
 
 from .grants import provision_client
 from .throttles import SCOPES, MemoryScopedThrottle
 
 
+class TokenClient(APIClient):
+    """An ``APIClient`` that knows the token and the user it authenticates as."""
+
+    token: str
+    user: AbstractBaseUser
+
+
 def token_client(
     name: str, grants: Iterable[str], *, write: bool = False, erase: bool = False
-) -> APIClient:
+) -> TokenClient:
     """An ``APIClient`` authenticated as a (new or updated) non-staff client with ``grants``.
 
     The client's token is available as ``client.token``. It starts with an empty
@@ -22,7 +30,7 @@ def token_client(
     for scope in SCOPES:
         key = MemoryScopedThrottle.cache_format % {"scope": scope, "ident": provisioned.user.pk}
         MemoryScopedThrottle.cache.delete(key)
-    client = APIClient()
+    client = TokenClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {provisioned.token}")
     client.token = provisioned.token
     client.user = provisioned.user

@@ -29,10 +29,11 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memoryapp.erasure import erase_review_items, export, purge_now
+from memoryapp.erasure import export, purge_now
 from memoryapp.interop.store import RowStore
 from memoryapp.manager import MemoryManager
 from memoryapp.models import Memory, MemoryEvent, ReviewItem, Scope, SessionSummary
+from memoryapp.services import review
 
 from . import erasures, permissions, serializers
 from .exceptions import Conflict, exception_handler
@@ -134,8 +135,12 @@ class Pagination(PageNumberPagination):
         return params
 
 
-class MemoryAPIMixin:
-    """What every API view shares: auth, JSON only, throttling, the error mapping, the schema."""
+class MemoryAPIMixin(APIView):
+    """What every API view shares: auth, JSON only, throttling, the error mapping, the schema.
+
+    An ``APIView`` itself (each view also derives from ``APIView`` or a viewset, which
+    leaves the method resolution order as it was), so its methods are typed as a view's.
+    """
 
     authentication_classes = [TokenAuthentication, SessionAuthentication]
     # Fail closed: every view declares the Rule of each thing it does (``rule`` or
@@ -514,8 +519,7 @@ class ReviewItemViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Namesp
         # A user-scope item becomes a memory in its subject's (user) namespace.
         user_ns = item.subject if item.scope == Scope.USER else None
         self.check_target_permissions(request, partial(_writes_to, user_ns))
-        mm = MemoryManager(project=item.namespace, user=user_ns)
-        memory = mm.approve_review_item(item.id, actor=actor_of(request))
+        memory = review.approve(item_id=item.id, namespace=item.namespace, actor=actor_of(request))
         item.refresh_from_db()
         if memory is None:
             raise Conflict(
@@ -535,9 +539,7 @@ class ReviewItemViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Namesp
     @action(detail=True, methods=["post"])
     def reject(self, request, *args, **kwargs):
         item = self.get_object()
-        rejected = MemoryManager(project=item.namespace).reject_review_item(
-            item.id, actor=actor_of(request)
-        )
+        rejected = review.reject(item_id=item.id, namespace=item.namespace, actor=actor_of(request))
         item.refresh_from_db()
         if not rejected:
             raise Conflict(
@@ -562,23 +564,22 @@ class ReviewItemViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Namesp
             if access_for(request).is_global(declared_rule(self)):
                 namespaces = [None]  # every namespace, one receipt
             else:
-                rows = self.get_queryset().with_status(wanted).order_by()  # scoped to the rule
-                if subject is not None:
-                    rows = rows.filter(subject=subject)
-                namespaces = sorted(set(rows.values_list("namespace", flat=True)))
+                namespaces = review.namespaces_holding(
+                    self.get_queryset(),
+                    status=wanted,
+                    subject=subject,  # scoped to the rule
+                )
         # An erasure per namespace: hard delete, vendor purge, receipt (docs/behaviour.md §6, §9).
-        receipts = [
-            erase_review_items(
-                namespace=ns,
-                status=wanted,
-                subject=subject,
-                actor=actor_of(request),
-                purge=purge_now(),
-            )
-            for ns in namespaces
-        ]
-        purged = sum(r.counts.get(ReviewItem._meta.db_table, 0) for r in receipts)
-        return Response({"purged": purged, "receipts": [r.id for r in receipts]})
+        receipts = review.purge(
+            namespaces=namespaces,
+            status=wanted,
+            subject=subject,
+            actor=actor_of(request),
+            purge=purge_now(),
+        )
+        return Response(
+            {"purged": review.purged_count(receipts), "receipts": [r.id for r in receipts]}
+        )
 
     @extend_schema(
         summary="Save a review item as Agentao's store does: insert, or fold into the pending one",

@@ -14,6 +14,7 @@ from memoryapp import erasure
 from memoryapp.cli import cli_actor, progress
 from memoryapp.db.purge import for_connection
 from memoryapp.models import ErasureReceipt, ReviewItem, ReviewStatus
+from memoryapp.services import review
 from memoryapp.wording import plural
 
 
@@ -280,8 +281,12 @@ def _erase_review_items(cmd, options, using) -> None:
     if not cmd.confirm(f"Permanently purge the review queue ({label})?", options):
         return
     with _erasure_progress(cmd, options):
-        receipt = erasure.erase_review_items(
-            **filters, actor=_actor(options), using=using, purge=not options["no_purge"]
+        [receipt] = review.purge(
+            namespaces=[filters.pop("namespace")],
+            **filters,
+            actor=_actor(options),
+            using=using,
+            purge=not options["no_purge"],
         )
     _print_receipt(cmd, receipt)
     if not options["no_purge"]:
@@ -403,6 +408,8 @@ def do_purge_expired(cmd, options) -> None:
         return
     with _erasure_progress(cmd, options):
         receipt = erasure.purge_expired(actor=_actor(options), using=using)
+    if receipt is None:  # no retention setting: returned above, before the plan
+        return
     _print_receipt(cmd, receipt)
     _fail_unless_purged([receipt])
 

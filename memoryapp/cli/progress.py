@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import TextIO
 
 BAR_WIDTH = 24
@@ -52,15 +53,13 @@ class Progress:
         self.stream, self.label, self.unit, self.quiet = stream, label, unit, quiet
         # Django's OutputWrapper ends every write with a newline unless told not to.
         wrapped = hasattr(stream, "style_func")
-        self._write = (
-            (lambda text: stream.write(text, ending="", style_func=str))
-            if wrapped
-            else stream.write
-        )
+        write: Callable[..., object] = stream.write
+        self._write = (lambda text: write(text, ending="", style_func=str)) if wrapped else write
         self.tty = stream.isatty() if tty is None else tty
         self.clock = clock
         self.started = self._last = clock()
-        self.done, self.total = 0, None
+        self.done = 0
+        self.total: int | None = None
         self.step = ""
         self._open = False  # a terminal line is drawn and not yet ended
         self._lock = threading.Lock()

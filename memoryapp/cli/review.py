@@ -39,7 +39,7 @@ def do_review(cmd, options) -> None:
         cmd.stdout.write(f"Approved: saved memory {memory.key_normalized} ({memory.id}).")
         return
     if options["reject"]:
-        if not mm.reject_review_item(options["reject"]):
+        if not mm.reject_review_item(options["reject"], actor=cli_actor(options)):
             raise CommandError(f"No pending review item {options['reject']!r} in this namespace.")
         cmd.stdout.write(f"Rejected {options['reject']}.")
         return

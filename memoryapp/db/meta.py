@@ -4,32 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from django.db import DEFAULT_DB_ALIAS, connections, router
+from django.db import DEFAULT_DB_ALIAS, connections
 
 CHANGE_KEY = "memories_change"
 VERSION_KEY = "version"
 # Agentao writes version 3 into this row on every start-up; keeping the same
 # value means a shared file never flips between two claims.
 SCHEMA_VERSION = "3"
-
-
-def ensure_meta_rows(sender=None, using: str = DEFAULT_DB_ALIAS, **kwargs) -> None:
-    """Create the ``memories_change`` and ``version`` rows when missing.
-
-    Connected to ``post_migrate``: a test-database flush empties
-    ``schema_meta`` and this puts the counter back at 0 (the triggers upsert it
-    anyway, but ``change_version()`` should read a row, not a default).
-    """
-    from ..models import SchemaMeta
-
-    if not router.allow_migrate_model(using, SchemaMeta):
-        return
-    if SchemaMeta._meta.db_table not in connections[using].introspection.table_names():
-        return  # migrated to zero
-    SchemaMeta.objects.using(using).get_or_create(key=CHANGE_KEY, defaults={"value": "0"})
-    SchemaMeta.objects.using(using).get_or_create(
-        key=VERSION_KEY, defaults={"value": SCHEMA_VERSION}
-    )
 
 
 def read_change_counter(using: str = DEFAULT_DB_ALIAS, *, lock: bool = False) -> int:

@@ -115,7 +115,11 @@ def _first_line(exc: BaseException) -> str:
 
 class _Vendor:
     name = ""
-    method = ""
+
+    @property
+    def method(self) -> str:
+        """The receipt's ``purge_method`` (each vendor names its own)."""
+        return ""
 
     def prepare(self, connection) -> None:
         """Per-connection settings before the DELETEs (inside or outside a transaction)."""
@@ -354,7 +358,7 @@ class SQLitePurge(_Vendor):
                 time.sleep(0.05)
 
     @staticmethod
-    def _checkpoint(cursor, deadline: float) -> tuple[int, int, int]:
+    def _checkpoint(cursor, deadline: float) -> tuple[int, ...]:
         while True:
             try:
                 cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -974,11 +978,13 @@ def _run_repack(command: list[str], env: dict[str, str], timeout: float) -> _Rep
     process = subprocess.Popen(
         command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
+    output = process.stdout
+    assert output is not None  # stdout=PIPE
     lines: list[str] = []
     waiting: list[float | None] = [None]  # when the current wait began
 
     def read() -> None:
-        for raw in process.stdout:
+        for raw in output:
             line = raw.strip()
             lines.append(line)
             if "Waiting for" in line:

@@ -39,6 +39,13 @@ class Vendor:
     partitions_by_namespace: bool
     """The personal-data tables are hash-partitioned by namespace, so an erasure's
     purge rewrites only the partitions that held its rows (:mod:`.partitioning`)."""
+    namespace_beside_ids: str
+    """The predicate (one parameter, the namespace) that keeps rows looked up by
+    ``id IN (…)`` within one namespace. PostgreSQL names the column, so that the
+    statement reads the namespace's one partition. SQLite writes ``+namespace``: the
+    unary plus is SQLite's documented way to keep a term from choosing the index, and
+    without it the planner prefers a ``(namespace, …)`` index and scans the whole
+    namespace instead of looking the ids up (30 ms against 0.1 ms at 100,000 memories)."""
     binary_blob_reads: bool
     """A large blob is read in binary format, through a server-binding psycopg cursor:
     Django's PostgreSQL cursors bind on the client and get every result as text, which
@@ -56,6 +63,7 @@ SQLITE = Vendor(
     text_timestamps=True,
     adopts_files=True,
     partitions_by_namespace=False,
+    namespace_beside_ids="+namespace = %s",
     binary_blob_reads=False,
 )
 POSTGRESQL = Vendor(
@@ -69,6 +77,7 @@ POSTGRESQL = Vendor(
     text_timestamps=False,
     adopts_files=False,
     partitions_by_namespace=True,
+    namespace_beside_ids="namespace = %s",
     binary_blob_reads=True,
 )
 _BY_NAME = {v.name: v for v in (SQLITE, POSTGRESQL)}

@@ -1,7 +1,9 @@
 """The erasure engine: select and hard-delete in one transaction per database, write the receipt.
 
 After the commit :mod:`memoryapp.erasure.purging` runs the vendor purge and
-verifies; inside a caller's transaction that waits for ``on_commit``.
+verifies; inside a caller's transaction that waits for ``on_commit``. :func:`retry`
+completes unfinished receipts (delete again, then purge): here rather than in
+``purging``, which this module calls, so the two do not import each other.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 
 from .. import conf
 from ..db import partitioning
@@ -31,7 +33,7 @@ from ..models import (
     SliceChange,
 )
 from . import phases, probes, sealed
-from .purging import caveats, finish, finish_after_commit
+from .purging import caveats, finish, finish_after_commit, unfinished
 from .receipts import append_ledger, key_id, keyed_hmac, safe_actor
 from .selection import (
     ADMIN_LOG,
@@ -134,7 +136,7 @@ def apply(alias: str, target: Target, *, delete: bool, truncate: bool = False) -
     if delete:
         work.values = probes.sample_values(alias, work.ids)
         if target.kind == ErasureTarget.SUBJECT:
-            work.values.append(target.subject)  # the key itself is personal data
+            work.values.append(target.subject_key)  # the key itself is personal data
     touched = _slices_of(alias, work.ids[MEMORIES]) if delete else set()
     row_ids = [pk for table in ROW_MODELS for pk in work.ids[table]]
     events = MemoryEvent.objects.using(alias)
@@ -153,11 +155,11 @@ def apply(alias: str, target: Target, *, delete: bool, truncate: bool = False) -
             for rows in _by_namespace(work.namespaces[table]):
                 model.objects.using(alias).filter(rows).delete()
         if work.authored:  # kept, but no longer named after the erased subject
-            pseudonym = subject_pseudonym(target.subject)
+            pseudonym = subject_pseudonym(target.subject_key)
             for rows in _by_namespace(work.namespaces["authored"]):
                 Memory.objects.using(alias).filter(rows).update(subject=pseudonym)
         if target.kind == ErasureTarget.SUBJECT:
-            touched |= {(target.subject, "user"), (target.subject, "project")}
+            touched |= {(target.subject_key, "user"), (target.subject_key, "project")}
         _forget_empty_slices(alias, touched)
         scrubbed = _scrub_admin_log(alias, work.ids)
         if scrubbed:
@@ -190,7 +192,7 @@ def _partitions_of(alias: str, work: Work, extra_events) -> set[int]:
     """
     if not vendor_of(alias).partitions_by_namespace:
         return set()
-    querysets = [
+    querysets: list[QuerySet] = [
         model.objects.using(alias).filter(rows)
         for table, model in ROW_MODELS.items()
         for rows in _by_namespace(work.namespaces[table])
@@ -349,6 +351,22 @@ def resume(receipt: ErasureReceipt, *, purge: bool = True) -> ErasureReceipt:
     return after_delete(receipt, purge=purge)
 
 
+def retry(receipt: ErasureReceipt | str | None = None, *, using: str | None = None):
+    """Complete one receipt, or every unfinished one: delete (if a crash left it
+    ``requested``), then purge and verify — one vendor purge per database for all."""
+    alias = using or DEFAULT_DB_ALIAS
+    if receipt is None:
+        pending = list(unfinished(alias))
+    else:
+        rid = receipt.pk if isinstance(receipt, ErasureReceipt) else str(receipt)
+        pending = [ErasureReceipt.objects.using(alias).get(pk=rid)]
+    pending = [r for r in pending if r.target_kind and r.databases]
+    for r in pending:
+        if r.state == ReceiptState.REQUESTED:
+            resume(r, purge=False)
+    return finish(pending, using=alias)
+
+
 def delete(receipt: ErasureReceipt, targets: Sequence[Target]) -> list[dict[str, int]]:
     """The deletion phase: one transaction per database, the receipt updated in each.
 
@@ -364,7 +382,7 @@ def delete(receipt: ErasureReceipt, targets: Sequence[Target]) -> list[dict[str,
     vendors = {a: vendor_purge.for_connection(connections[a]) for a in aliases}
     totals: Counter[str] = Counter(dict.fromkeys(CONTENT_TABLES, 0))
     totals.update(receipt.counts or {})
-    per_target = [Counter() for _ in targets]
+    per_target: list[Counter[str]] = [Counter() for _ in targets]
     erased: dict[str, list[str]] = {
         t: list((receipt.erased_ids or {}).get(t, [])) for t in ROW_MODELS
     }
@@ -395,7 +413,11 @@ def delete(receipt: ErasureReceipt, targets: Sequence[Target]) -> list[dict[str,
                     if alias_counts.get(t)
                     or (purge_all_tables(receipt.target_kind) and t != ADMIN_LOG)
                 ]
-                info = {"token": token, "tables": tables, "deleted_at": now().isoformat()}
+                info: dict[str, object] = {
+                    "token": token,
+                    "tables": tables,
+                    "deleted_at": now().isoformat(),
+                }
                 if truncate:
                     info["everything_before"] = receipt.created_at.isoformat()
                 elif vendor_of(alias).partitions_by_namespace:

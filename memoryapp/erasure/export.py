@@ -5,13 +5,25 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Callable, Sequence
+from typing import Any
+
+from django.db.models import Q
 
 from .. import conf
 from ..fields import now
 from ..models import ErasureReceipt, ErasureTarget, Memory, MemoryEvent, ReviewItem, SessionSummary
 from . import engine
 from .receipts import as_dict, keyed_hmac
-from .selection import MEMORIES, REVIEW, SUMMARIES, Target, authored_filter, batches, row_filter
+from .selection import (
+    MEMORIES,
+    REVIEW,
+    SUMMARIES,
+    RowModel,
+    Target,
+    authored_filter,
+    batches,
+    row_filter,
+)
 from .service import build_target
 
 FORMAT = "memoryapp-export/1"
@@ -81,7 +93,8 @@ def _review(i: ReviewItem) -> dict:
     }
 
 
-def _event(e: MemoryEvent) -> dict:
+def event_as_dict(e: MemoryEvent) -> dict:
+    """An audit event as an export document lists it."""
     try:
         detail = json.loads(e.detail) if e.detail else None
     except ValueError:
@@ -146,7 +159,7 @@ def export(
         raise ErasureRequestError("export needs a subject or a namespace")
     target = build_target(subject=subject, namespace=namespace)
     aliases = engine.aliases_for(using)
-    plan: list[tuple[str, str, object, object]] = []
+    plan: list[tuple[str, str, RowModel, Q | None]] = []
     for alias in aliases:
         plan.append((MEMORIES, alias, Memory, row_filter(MEMORIES, target)))
         authored = authored_filter(target)
@@ -157,7 +170,7 @@ def export(
     total = sum(model.objects.using(a).filter(q).count() for _, a, model, q in plan)
     done = 0
     rows: dict[str, list[dict]] = {MEMORIES: [], "authored": [], SUMMARIES: [], REVIEW: []}
-    shape = {
+    shape: dict[str, Callable[[Any], dict]] = {
         MEMORIES: memory_as_dict,
         "authored": memory_as_dict,
         SUMMARIES: _summary,
@@ -198,6 +211,31 @@ def export(
     }
 
 
+def export_memories(*, rows: Sequence[Memory], using: str) -> dict:
+    """These memories and their audit events, as one JSON-serialisable document.
+
+    The admin's "Export selected memories": the same format and row shapes as
+    :func:`export`, for an operator's selection (``rows``, in the order given;
+    ``using``: the events' database) rather than a subject or a namespace.
+    Events are read in batches — one ``IN`` list for a whole "Select all" would
+    pass SQLite's limit of 32,766 bound variables — and listed oldest first.
+    """
+    wanted = [m.pk for m in rows]
+    events = MemoryEvent.objects.using(using)
+    found = sorted(
+        (e for batch in batches(wanted) for e in events.filter(memory_id__in=batch)),
+        key=lambda e: e.id,
+    )
+    return {
+        "format": FORMAT,
+        "generated_at": now().isoformat(),
+        "query": {"ids": wanted},
+        "counts": {"memories": len(rows), "events": len(found)},
+        "memories": [memory_as_dict(m) for m in rows],
+        "events": [event_as_dict(e) for e in found],
+    }
+
+
 def _events(aliases, target: Target, rows: dict[str, list[dict]]) -> list[dict]:
     ids = [r["id"] for part in rows.values() for r in part]
     out: dict[tuple[str, int], dict] = {}
@@ -205,10 +243,10 @@ def _events(aliases, target: Target, rows: dict[str, list[dict]]) -> list[dict]:
         events = MemoryEvent.objects.using(alias)
         for batch in batches(ids):
             for e in events.filter(memory_id__in=list(batch)):
-                out[(alias, e.id)] = _event(e)
+                out[(alias, e.id)] = event_as_dict(e)
         if target.kind == ErasureTarget.NAMESPACE:
             for e in events.filter(namespace=target.namespace).iterator(chunk_size=CHUNK):
-                out[(alias, e.id)] = _event(e)
+                out[(alias, e.id)] = event_as_dict(e)
     return sorted(out.values(), key=lambda e: (e["timestamp"] or "", e["id"]))
 
 

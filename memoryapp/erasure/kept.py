@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from django.db import connections
+from django.db.models import Model
 
 from .. import recall_snapshot
 from ..db import partitioning
@@ -92,7 +93,7 @@ def _kept_values(alias: str, first: Sequence[str] = ()) -> Iterator[list[bytes]]
                 yield [_encode(v) for row in rows for v in row[1:] if isinstance(v, str) and v]
 
 
-def _sources(alias: str) -> Iterator[tuple[type, tuple[str, ...]]]:
+def _sources(alias: str) -> Iterator[tuple[type[Model], tuple[str, ...]]]:
     """Each model with its text columns; lazily, so an early stop skips the rest."""
     for table, model in ROW_MODELS.items():
         yield model, KEPT_COLUMNS[table]

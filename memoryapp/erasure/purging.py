@@ -86,6 +86,7 @@ def finish(receipts: Sequence[ErasureReceipt], *, using: str) -> list[ErasureRec
         else:
             outcome = vendor_purge.PurgeOutcome("purged", notes=["nothing to purge"])
         for r in covered:
+            check: tuple[bool, str, dict] | None
             if not tables:
                 check = (True, "nothing was deleted, so nothing needed purging", {})
             elif outcome.ok:
@@ -163,7 +164,7 @@ def _record(r: ErasureReceipt, results, vendors, stamp) -> None:
         r.sealed = None
 
 
-def _verify(alias: str, r: ErasureReceipt, vendor, tables: list[str]) -> tuple:
+def _verify(alias: str, r: ErasureReceipt, vendor, tables: list[str]) -> tuple[bool, str, dict]:
     """SQL check, structural check and byte scan of one receipt on one database."""
     connection = connections[alias]
     facts: dict = {}
@@ -261,21 +262,3 @@ def unfinished(using: str | None = None):
     return (
         qs.filter(state__in=UNFINISHED_STATES).exclude(target_kind="").order_by("created_at", "id")
     )
-
-
-def retry(receipt: ErasureReceipt | str | None = None, *, using: str | None = None):
-    """Complete one receipt, or every unfinished one: delete (if a crash left it
-    ``requested``), then purge and verify — one vendor purge per database for all."""
-    from .engine import resume
-
-    alias = using or DEFAULT_DB_ALIAS
-    if receipt is None:
-        pending = list(unfinished(alias))
-    else:
-        rid = receipt.pk if isinstance(receipt, ErasureReceipt) else str(receipt)
-        pending = [ErasureReceipt.objects.using(alias).get(pk=rid)]
-    pending = [r for r in pending if r.target_kind and r.databases]
-    for r in pending:
-        if r.state == ReceiptState.REQUESTED:
-            resume(r, purge=False)
-    return finish(pending, using=alias)

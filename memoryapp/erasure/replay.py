@@ -80,13 +80,12 @@ def _load(alias: str, ledger: str | None, notes: list[str]) -> tuple[list[Erasur
 
 def _candidates(alias: str) -> set[str]:
     """Every subject and namespace value stored on ``alias`` (to match receipt HMACs)."""
-    values: set[str] = set()
+    values: set[str | None] = set()
     for model in (Memory, SessionSummary, ReviewItem):
         manager = model.objects.using(alias)
         values.update(manager.order_by().values_list("subject", flat=True).distinct())
         values.update(manager.order_by().values_list("namespace", flat=True).distinct())
-    values.discard(None)
-    return values
+    return {v for v in values if v is not None}
 
 
 class _Resolver:
@@ -131,7 +130,9 @@ def _target_of(r: ErasureReceipt, resolver: _Resolver, notes: list[str]) -> Targ
     if kind == ErasureTarget.EVERYTHING:
         return Target(kind, before=before, extra_ids=extra)
     if kind == ErasureTarget.RETENTION:
-        cutoffs = {t: parse_stamp(c) for t, c in ((r.criteria or {}).get("cutoffs") or {}).items()}
+        # A cutoff that does not parse selects nothing, as a missing one does.
+        stamps = ((r.criteria or {}).get("cutoffs") or {}).items()
+        cutoffs = {t: s for t, c in stamps if (s := parse_stamp(c)) is not None}
         return Target(kind, cutoffs=cutoffs, extra_ids=extra)
     if kind == ErasureTarget.IDS:
         return ids_only

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeAlias, cast
 
 from django.apps import apps
 from django.db import connections, router
@@ -28,7 +29,13 @@ REVIEW = ReviewItem._meta.db_table
 EVENTS = MemoryEvent._meta.db_table
 ADMIN_LOG = "django_admin_log"
 
-ROW_MODELS = {MEMORIES: Memory, SUMMARIES: SessionSummary, REVIEW: ReviewItem}
+RowModel: TypeAlias = type[Memory] | type[SessionSummary] | type[ReviewItem]
+
+ROW_MODELS: dict[str, RowModel] = {
+    MEMORIES: Memory,
+    SUMMARIES: SessionSummary,
+    REVIEW: ReviewItem,
+}
 """The tables whose rows carry content, by table name."""
 
 CONTENT_TABLES = (MEMORIES, SUMMARIES, REVIEW, EVENTS)
@@ -128,6 +135,11 @@ class Target:
     extra_ids: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
+    def subject_key(self) -> str:
+        """``subject``, typed as set: read only for targets that name a subject."""
+        return cast(str, self.subject)
+
+    @property
     def restricted(self) -> bool:
         """True when ``namespace`` narrows a non-namespace target."""
         return self.namespace is not None and self.kind != ErasureTarget.NAMESPACE
@@ -161,7 +173,7 @@ def row_filter(table: str, t: Target) -> Q | None:
             # its user namespace (namespace == user key).
             q = Q(scope=Scope.USER) & (Q(subject=t.subject) | Q(namespace=t.subject))
             if t.include_authored:
-                q |= Q(scope=Scope.PROJECT, subject__in=subject_names(t.subject))
+                q |= Q(scope=Scope.PROJECT, subject__in=subject_names(t.subject_key))
         else:
             q = Q(subject=t.subject)
     elif kind == ErasureTarget.REVIEW_ITEMS and table == REVIEW:
@@ -211,7 +223,7 @@ def authored_filter(t: Target) -> Q | None:
     """Project-scope memories the subject authored and that are kept (listed, not erased)."""
     if t.kind != ErasureTarget.SUBJECT or t.include_authored:
         return None
-    return _restrict(Q(scope=Scope.PROJECT, subject__in=subject_names(t.subject)), t)
+    return _restrict(Q(scope=Scope.PROJECT, subject__in=subject_names(t.subject_key)), t)
 
 
 def purge_all_tables(kind: str) -> bool:

@@ -10,7 +10,7 @@ from ..errors import MemoryValidationError
 from ..fields import now
 from ..models import ErasureReceipt, ErasureTarget, Memory, ReviewStatus
 from ..validation import check_id, check_stored_key
-from . import engine, purging
+from . import engine
 from .selection import MEMORIES, REVIEW, SUMMARIES, Target, authored_filter
 
 
@@ -316,7 +316,7 @@ def retry_purge(
     One vendor purge per database serves all of them. Returns the receipts
     retried (already purged and verified ones are skipped).
     """
-    return purging.retry(receipt, using=using)
+    return engine.retry(receipt, using=using)
 
 
 def receipts_for(

@@ -30,6 +30,7 @@ from ..db import partitioning, vendor
 from ..db.meta import read_change_counter, read_slice_counters
 from ..fields import now
 from ..models import Memory, ReviewItem, SessionSummary, new_id
+from ..querysets import MemoryQuerySet
 from .errors import (
     StoreDatabaseError,
     StoreDataError,
@@ -130,15 +131,15 @@ class DjangoMemoryStore:
 
     # What a read or write answers with: Agentao's dataclasses here; the rows
     # themselves in :class:`RowStore`, which the HTTP API serves.
-    _record = staticmethod(to_record)
-    _summary = staticmethod(to_summary)
-    _review_item = staticmethod(to_review_item)
+    _record: Callable[[Memory], Any] = staticmethod(to_record)
+    _summary: Callable[[SessionSummary], Any] = staticmethod(to_summary)
+    _review_item: Callable[[ReviewItem], Any] = staticmethod(to_review_item)
 
     # ------------------------------------------------------------ querysets
-    def _memories(self) -> QuerySet[Memory]:
+    def _memories(self) -> MemoryQuerySet:
         return Memory.objects.using(self.using).filter(namespace=self.namespace)
 
-    def _live(self, scope: str | None = None) -> QuerySet[Memory]:
+    def _live(self, scope: str | None = None) -> MemoryQuerySet:
         qs = self._memories().live()
         # Agentao tests ``if scope:``, so "" means every scope, like None.
         return qs.filter(scope=scope) if scope else qs

@@ -1,60 +1,31 @@
-"""Value types of the facade: the wipe result, recall candidates, and a store slice."""
+"""Value types of the facade: the wipe result, recall candidates, store slices, read strategies.
+
+The first three are the services' (:mod:`memoryapp.services`); they are named here
+too because hosts import them from the facade.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from ..models import Memory
+from ..services.prompt import RecallCandidate
+from ..services.slices import StoreSlice
+from ..services.wipe import WipeResult
 
 
 @dataclass(frozen=True)
-class WipeResult:
-    """What :meth:`MemoryManager.wipe_all` did (docs/behaviour.md §3).
+class Reads:
+    """What a manager's reads see (a strategy): its memories, its session summaries.
 
-    Failures show here, never as exceptions.
+    A sub-agent's manager sees neither (docs/behaviour.md §7): its reads answer
+    empty without a query, whatever its stores hold.
     """
 
-    memories_cleared: int
-    summaries_cleared: int
-    not_cleared: tuple[str, ...]
-
-    @property
-    def ok(self) -> bool:
-        """True when every part was cleared."""
-        return not self.not_cleared
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-friendly form (the API's response body)."""
-        return {
-            "memories_cleared": self.memories_cleared,
-            "summaries_cleared": self.summaries_cleared,
-            "not_cleared": list(self.not_cleared),
-            "ok": self.ok,
-        }
+    memories: bool = True
+    summaries: bool = True
 
 
-@dataclass(frozen=True)
-class RecallCandidate:
-    """A scored recall hit (docs/behaviour.md §13); ``excerpt`` is the content's first 200 chars."""
+SEES_ALL = Reads()
+SEES_NOTHING = Reads(memories=False, summaries=False)
 
-    memory_id: str
-    scope: str
-    type: str
-    title: str
-    excerpt: str
-    score: float
-    reasons: list[str]
-
-
-@dataclass(frozen=True)
-class StoreSlice:
-    """One (database alias, namespace, scope) slice of the tables that a manager owns."""
-
-    label: str
-    using: str
-    namespace: str
-    scope: str
-
-    def rows(self):
-        return Memory.objects.using(self.using).filter(namespace=self.namespace, scope=self.scope)
+__all__ = ["SEES_ALL", "SEES_NOTHING", "Reads", "RecallCandidate", "StoreSlice", "WipeResult"]

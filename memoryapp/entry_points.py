@@ -1,0 +1,63 @@
+"""What ``Memory.objects.upsert`` and ``.recall`` run: the services' write and recall.
+
+The querysets sit below the store and the facade (both import the models), so
+they cannot import this code; :meth:`MemoryAppConfig.ready` installs it into
+:mod:`memoryapp.querysets` instead (see :func:`memoryapp.querysets.install`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from . import querysets, store
+from .conf import get_guard
+from .models import Memory
+from .services import memories, prompt
+from .services.prompt import RecallCandidate
+from .services.slices import StoreSlice
+
+
+def upsert(
+    using: str,
+    key: str,
+    value: str,
+    tags: Iterable[str] | None,
+    scope: str | None,
+    type: str | None,
+    source: str,
+    *,
+    namespace: str,
+    subject: str | None,
+    guard,
+    actor: str,
+) -> Memory:
+    """Validate, classify and write one memory (docs/behaviour.md §2); return it.
+
+    Raises:
+        MemoryValidationError: invalid input.
+        SensitiveMemoryError: the content looks like a credential.
+    """
+    prepared = store.prepare(guard or get_guard(), key, value, tags, scope, type, source)
+    result = memories.write(
+        prepared=prepared, using=using, namespace=namespace, subject=subject, actor=actor
+    )
+    return result.memory
+
+
+def recall(
+    using: str, namespace: str, scopes: Iterable[str], query: str, messages, top_k, exclude_ids
+) -> list[RecallCandidate]:
+    """The ``top_k`` memories of ``namespace``'s ``scopes`` for ``query`` (docs/behaviour.md §5).
+
+    The facade's own implementation (:func:`~memoryapp.services.prompt.recall`), on the
+    same per-slice indexes.
+    """
+    stores = [StoreSlice(f"{s} store", using, namespace, s) for s in scopes]
+    return prompt.recall(
+        stores=stores, query=query, messages=messages, top_k=top_k, exclude_ids=exclude_ids
+    )
+
+
+def install() -> None:
+    """Give ``Memory.objects`` these implementations (called once, by ``AppConfig.ready``)."""
+    querysets.install(upsert=upsert, recall=recall)

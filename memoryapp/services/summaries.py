@@ -1,0 +1,124 @@
+"""Session summaries (docs/behaviour.md §4): save, list, delete, and the rows of the tail.
+
+Summaries live in the project namespace of a binding, on its project database;
+they are stored and rendered into prompts like memories, so the same guard
+refuses a credential in one.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+from django.db import transaction
+
+from .. import guards, validation
+from ..models import MemoryEvent, SessionSummary
+from .slices import Binding
+
+logger = logging.getLogger("memoryapp.manager")
+
+TAIL_WINDOW = 10  # latest summaries the cross-session tail looks at (docs/behaviour.md §4)
+
+
+def summaries(binding: Binding):
+    """The session summaries of ``binding``'s project namespace."""
+    s = binding.project_store
+    return SessionSummary.objects.using(s.using).in_namespace(s.namespace)
+
+
+def save(
+    *,
+    binding: Binding,
+    guard: guards.MemoryGuard,
+    session_id: str,
+    text: str,
+    tokens_before: int = 0,
+    messages_summarized: int = 0,
+) -> SessionSummary | None:
+    """Record the summary of a complete compaction; never raises (None when not saved).
+
+    Refused (None, and a log line without the text): invalid text, more than
+    64,000 characters, or a credential.
+    """
+    try:
+        if not isinstance(text, str) or not text.strip():
+            return None
+        summary = validation.check_summary(text)
+        guard.detect_sensitive(summary)
+    except guards.SensitiveMemoryError:
+        logger.warning("save_session_summary refused: it looks like a credential")
+        return None
+    except guards.MemoryValidationError as exc:
+        logger.warning("save_session_summary refused: %s", exc)  # the reason, never the text
+        return None
+    try:
+        return SessionSummary.objects.using(binding.project_store.using).create(
+            session_id=session_id,
+            summary_text=summary,
+            tokens_before=max(int(tokens_before or 0), 0),
+            messages_summarized=max(int(messages_summarized or 0), 0),
+            namespace=binding.project_store.namespace,
+            subject=binding.subject,
+        )
+    except Exception:
+        logger.warning("save_session_summary failed", exc_info=True)
+        return None
+
+
+def delete(*, binding: Binding, session_id: str | None = None) -> int:
+    """Hard-delete the project namespace's summaries (of one session if given); the count."""
+    rows = summaries(binding)
+    if session_id is not None:
+        rows = rows.for_session(session_id)
+    with transaction.atomic(using=binding.project_store.using):
+        deleted, _ = rows.delete()
+    return deleted
+
+
+def delete_ids(*, ids: Iterable[str], using: str, actor: str = "") -> int:
+    """Hard-delete the summaries with these ids, any namespace (an operator's selection).
+
+    One ``summary_delete`` event per summary names ``actor``. In batches of 500
+    ids (SQLite's bound-variable limit), in one transaction. Returns the count.
+    """
+    from ..erasure.selection import batches  # the erasure package is heavy to import
+
+    rows = SessionSummary.objects.using(using)
+    deleted = 0
+    with transaction.atomic(using=using):
+        for batch in batches(list(ids)):
+            found = list(rows.filter(pk__in=batch).values_list("pk", "namespace"))
+            rows.filter(pk__in=batch).delete()
+            MemoryEvent.objects.using(using).bulk_create(
+                MemoryEvent(memory_id=pk, event_type="summary_delete", namespace=ns, actor=actor)
+                for pk, ns in found
+            )
+            deleted += len(found)
+    return deleted
+
+
+def recent(*, binding: Binding, session_id: str, limit: int | None = 5) -> list[SessionSummary]:
+    """A session's summaries, newest first, at most ``limit`` (None or negative: no limit)."""
+    qs = summaries(binding).for_session(session_id).order_by("-created_at", "-id")
+    if isinstance(limit, int) and not isinstance(limit, bool) and limit >= 0:
+        qs = qs[:limit]
+    return list(qs)
+
+
+def listed(*, binding: Binding, session_id: str | None = None) -> list[SessionSummary]:
+    """Summaries of the project namespace (optionally one session), oldest first."""
+    qs = summaries(binding)
+    if session_id is not None:
+        qs = qs.for_session(session_id)
+    return list(qs.order_by("created_at", "id"))
+
+
+def tail_rows(*, binding: Binding) -> list[tuple[str, str]]:
+    """``(session id, text)`` of the latest summaries, oldest first: what the tail picks from."""
+    latest = list(
+        summaries(binding)
+        .order_by("-created_at", "-id")
+        .values_list("session_id", "summary_text")[:TAIL_WINDOW]
+    )
+    return list(reversed(latest))
