@@ -340,13 +340,6 @@ class MemoryManager(PromptBlocks, ReviewQueue, SessionSummaries):
         kid._finalizer = weakref.finalize(kid, ephemeral.discard, alias, (project,))
         return kid
 
-    def _facade(self, **binding) -> MemoryManager:
-        """A new plain facade bound by ``binding`` (the queue's writers for other subjects).
-
-        A method, so that ``queue`` (a mixin of this class) need not import this module.
-        """
-        return MemoryManager(**binding)
-
     # ------------------------------------------------------------ versions
     def store_change_version(self) -> tuple[int | None, ...]:
         """Each present store's change counter (project, then user), None where unreadable.
