@@ -1,4 +1,14 @@
-"""The errors a refused write raises: both are ``ValueError`` subclasses that name their field."""
+"""The errors a refused write raises: both are ``ValueError`` subclasses that name their field.
+
+``field`` is the one way a refusal says which input it is about. Two callers
+read it differently, because they need different things: the write path
+(:meth:`memoryapp.guards.MemoryGuard.check`, :func:`memoryapp.store.prepare`)
+stops at the first refusal and raises it — the admin's form puts that one
+beside ``error.field``; :meth:`~memoryapp.guards.MemoryGuard.refusals` runs
+every check of a write and collects each refusal under the name of the input it
+checked (the same name its ``field`` carries), so the API's 400 lists all of
+them at once. Both attach the name with :func:`about`.
+"""
 
 from __future__ import annotations
 

@@ -142,7 +142,10 @@ class MemoryGuard:
 
         What an interface shows beside each field (the API's field-level 400): the
         checks of :meth:`check` on the key and on the content, and the credential
-        scan of each tag (:func:`memoryapp.store.prepare` runs it).
+        scan of each tag (:func:`memoryapp.store.prepare` runs it). Each refusal
+        names its input in ``field`` as :meth:`check`'s do (:mod:`memoryapp.errors`
+        says why both exist); the answer is keyed by the check, which is that name
+        unless a host's raiser named another input.
 
         Args:
             key: The key as given by the caller.
@@ -155,18 +158,21 @@ class MemoryGuard:
         """
         found: dict[str, ValueError] = {}
         try:
-            self.validate_title(key)
-            normalize_key(key)
-            self.detect_sensitive(key.strip())
+            with about("key"):
+                self.validate_title(key)
+                normalize_key(key)
+                self.detect_sensitive(key.strip())
         except (SensitiveMemoryError, MemoryValidationError) as exc:
             found["key"] = exc
         try:
-            self.detect_sensitive(self.validate_content(content))
+            with about("content"):
+                self.detect_sensitive(self.validate_content(content))
         except (SensitiveMemoryError, MemoryValidationError) as exc:
             found["content"] = exc
         try:
-            for tag in clean_tags(tags):
-                self.detect_sensitive(tag)
+            with about("tags"):
+                for tag in clean_tags(tags):
+                    self.detect_sensitive(tag)
         except (SensitiveMemoryError, MemoryValidationError) as exc:
             found["tags"] = exc
         return found

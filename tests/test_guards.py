@@ -801,3 +801,12 @@ def test_an_error_that_names_its_field_keeps_it_and_its_message() -> None:
         error.args,
     )
     assert MemoryValidationError("no field").field is None
+
+
+def test_refusals_name_each_field_as_the_write_path_does() -> None:
+    refused = MemoryGuard().refusals("two\nlines", f"the key is {AWS}", ["ok", f"tag {AWS}"])
+    assert list(refused) == ["key", "content", "tags"]
+    fields = {name: getattr(error, "field", None) for name, error in refused.items()}
+    assert fields == {"key": "key", "content": "content", "tags": "tags"}
+    assert isinstance(refused["content"], SensitiveMemoryError)
+    assert MemoryGuard().refusals("fine", "fine", ["ok"]) == {}

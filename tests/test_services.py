@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from memoryapp import MemoryManager, store
 from memoryapp.conf import get_guard
-from memoryapp.models import Memory, MemoryEvent, ReviewItem
-from memoryapp.services import memories, review, wipe
+from memoryapp.fields import now
+from memoryapp.indexes import INDEXES
+from memoryapp.interop.store import RowStore
+from memoryapp.models import Memory, MemoryEvent, ReviewItem, SessionSummary
+from memoryapp.services import memories, records, review, wipe
 from memoryapp.services.slices import Binding
 
 pytestmark = pytest.mark.django_db
@@ -74,3 +79,114 @@ def test_a_child_manager_is_a_read_strategy_not_overridden_hooks():
     }
     assert overridden == set()
     assert set(vars(ChildManager)) - set(vars(Facade)) <= {"_route", "__doc__", "__module__"}
+
+
+def _protocol_record(key: str, content: str, scope: str = "project", **fields):
+    """A memory as Agentao's store protocol hands it over (the API's validated input)."""
+    values = dict(
+        id="",
+        scope=scope,
+        type="note",
+        key_normalized=key,
+        title=key,
+        content=content,
+        tags=[],
+        keywords=[],
+        source="explicit",
+        confidence="explicit_user",
+        sensitivity="normal",
+        created_at=None,
+    )
+    return SimpleNamespace(**{**values, **fields})
+
+
+def test_the_store_protocol_s_memory_writes_fold_into_a_cached_index():
+    mm = MemoryManager(project="acme/web", user="acme/alice")
+    mm.upsert("alpha", "rockets launch daily", scope="project")
+    mm.upsert("gamma", "rockets in the garden", scope="user")
+    assert len(mm.recall("rockets")) == 2  # both slices' indexes are cached now
+    counts = (INDEXES.builds, INDEXES.deltas)
+    project, user = RowStore("acme/web", actor="agent"), RowStore("acme/alice", actor="agent")
+
+    row = project.upsert_memory(_protocol_record("beta", "rockets at dawn", id="beef0001"))
+    assert row.id == "beef0001"
+    assert row.id in [h.memory_id for h in mm.recall("rockets")]
+    again = project.upsert_memory(_protocol_record("beta", "rockets at dusk", id="beef0002"))
+    assert again.id == "beef0001" and again.content == "rockets at dusk"  # updated in place
+    assert project.soft_delete_memory(row.id) and not project.soft_delete_memory(row.id)
+    assert row.id not in [h.memory_id for h in mm.recall("rockets")]
+    assert user.clear_memories(None) == 1
+    assert [h.title for h in mm.recall("rockets")] == ["alpha"]
+    # Each write told the cached index what it did: no delta, no rebuild.
+    assert (INDEXES.builds, INDEXES.deltas) == counts
+    kinds = list(
+        MemoryEvent.objects.filter(memory_id=row.id).order_by("id").values_list("event_type")
+    )
+    assert kinds == [("create",), ("update",), ("soft_delete",)]
+
+
+def test_the_store_protocol_s_clear_takes_every_scope_of_its_namespace_only():
+    MemoryManager(project="acme/web", user="acme/alice").upsert("tz", "Paris", scope="user")
+    for scope in ("project", "user"):
+        records.upsert_memory(
+            record=_protocol_record(f"k_{scope}", "v", scope=scope),
+            created_at=now(),
+            stamp=now(),
+            using="default",
+            namespace="acme/web",
+        )
+    assert records.clear_memories(using="default", namespace="acme/web", scope="") == 2
+    assert Memory.objects.live().filter(namespace="acme/web").count() == 0
+    assert Memory.objects.live().filter(namespace="acme/alice").count() == 1
+    assert records.clear_memories(using="default", namespace="acme/web") == 0
+
+
+def test_the_store_protocol_s_summary_and_review_writes_keep_agentao_s_rows():
+    stamp = now()
+    summary = SimpleNamespace(
+        id="5e55a000",
+        session_id="s1",
+        summary_text="we talked",
+        tokens_before=10,
+        messages_summarized=3,
+    )
+    row = records.save_session_summary(
+        record=summary, created_at=stamp, using="default", namespace="acme/web", subject="acme/bo"
+    )
+    assert (row.id, row.subject, row.created_at) == ("5e55a000", "acme/bo", stamp)
+    cleared = records.clear_session_summaries(using="default", namespace="acme/web", session_id="")
+    assert cleared == 1 and not SessionSummary.objects.filter(namespace="acme/web").exists()
+
+    item = SimpleNamespace(
+        id="ae000001",
+        scope="project",
+        type="note",
+        key_normalized="k",
+        title="k",
+        content="v",
+        tags=["x"],
+        evidence="said so",
+        source_session="s1",
+        occurrences=1,
+        confidence="auto_summary",
+        status="pending",
+    )
+    first = records.upsert_review_item(
+        item=item, created_at=stamp, stamp=stamp, using="default", namespace="acme/web"
+    )
+    folded = records.upsert_review_item(
+        item=SimpleNamespace(**{**vars(item), "id": "ae000002", "content": "v2"}),
+        created_at=stamp,
+        stamp=now(),
+        using="default",
+        namespace="acme/web",
+    )
+    assert folded.id == first.id == "ae000001"
+    assert (folded.occurrences, folded.confidence, folded.content) == (2, "inferred", "v2")
+    assert records.update_review_status(
+        item_id=first.id, status="rejected", using="default", namespace="acme/web"
+    )
+    assert not records.update_review_status(
+        item_id=first.id, status="approved", using="default", namespace="globex"
+    )
+    assert ReviewItem.objects.get(pk=first.id).status == "rejected"

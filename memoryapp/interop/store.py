@@ -7,7 +7,10 @@ and this app's own ``MemoryManager`` see them live.
 
 Each method does what Agentao's own ``SQLiteMemoryStore`` does (the reference,
 read for its behaviour, not copied), restricted to the bound namespace. The
-deliberate differences are listed in ``docs/agentao.md``.
+deliberate differences are listed in ``docs/agentao.md``. Reads are queries on
+the bound namespace, here; every write is delegated to
+:mod:`memoryapp.services.records` (after reading Agentao's timestamp text),
+so this adapter writes no row itself.
 
 ``agentao`` is imported lazily (``records.agentao_models``), on the first call
 that builds one of its dataclasses: importing this module never needs the
@@ -17,20 +20,19 @@ optional extra.
 from __future__ import annotations
 
 import hashlib
-import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from django.db import DEFAULT_DB_ALIAS, IntegrityError, connections, transaction
+from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models import F, QuerySet
 from django.db.models.expressions import OrderBy, RawSQL
 
-from .. import store as memory_store
-from ..db import partitioning, vendor
+from ..db import vendor
 from ..db.meta import read_change_counter, read_slice_counters
 from ..fields import now
-from ..models import Memory, ReviewItem, SessionSummary, new_id
+from ..models import Memory, ReviewItem, SessionSummary
 from ..querysets import MemoryQuerySet
+from ..services import records as writes
 from .errors import (
     StoreDatabaseError,
     StoreDataError,
@@ -46,13 +48,6 @@ from .records import iso, parse_iso, to_record, to_review_item, to_summary
 
 if TYPE_CHECKING:
     from agentao.memory.models import MemoryRecord, MemoryReviewItem, SessionSummaryRecord
-
-_INSERT_ATTEMPTS = 5
-_MAX_OCCURRENCES = 2**31 - 1  # memory_review_queue.occurrences is a 32-bit integer
-
-
-def _dump(values: Iterable[Any] | None) -> str:
-    return json.dumps(list(values or ()), ensure_ascii=False)
 
 
 def _folded(text: Any) -> str:
@@ -176,42 +171,6 @@ class DjangoMemoryStore:
     def _newest_first(self, qs: QuerySet, field: str = "created_at") -> QuerySet:
         return qs.order_by(F(field).desc(), self._insertion_order(qs))
 
-    def _insert(self, row, live_match: Callable[[], Any]) -> Any:
-        """Insert ``row``; returns the live row that won a race for its key, else None.
-
-        A savepoint per attempt keeps the transaction usable after an
-        ``IntegrityError``. Two causes: a concurrent insert of the same key
-        (the partial unique index; the winner is returned to be updated), or
-        an id already taken — Agentao's ids are 8 hex digits chosen per file,
-        so in a shared multi-tenant table they collide; a fresh id is drawn.
-        """
-        model = type(row)
-        for _ in range(_INSERT_ATTEMPTS):
-            try:
-                with transaction.atomic(using=self.using):
-                    if not self._id_free(model, row.pk):
-                        row.pk = new_id()
-                        continue
-                    row.save(using=self.using, force_insert=True)
-                return None
-            except IntegrityError:
-                winner = live_match()
-                if winner is not None:
-                    return winner
-                if not model.objects.using(self.using).filter(pk=row.pk).exists():
-                    raise
-                row.pk = new_id()
-        raise IntegrityError(f"could not find a free id for a new {model._meta.verbose_name}")
-
-    def _id_free(self, model, pk: str) -> bool:
-        """False when a row of another namespace has ``pk`` where the primary key cannot
-        tell (PostgreSQL's partitioned tables key on namespace and id); the primary
-        key refuses it everywhere else."""
-        if not vendor.of(self.using).partitions_by_namespace:
-            return True
-        with connections[self.using].cursor() as cursor:
-            return partitioning.claim_id(cursor, model._meta.db_table, pk)
-
     # ------------------------------------------------------- memory CRUD (8)
     @translated
     def upsert_memory(self, record: MemoryRecord) -> MemoryRecord:
@@ -221,57 +180,19 @@ class DjangoMemoryStore:
         ``created_at``, replaces title, content, tags, keywords, type,
         source, confidence and sensitivity, and moves ``updated_at``; an
         insert keeps the record's id and ``created_at`` (see
-        :func:`parse_iso`). Logs a ``create`` or ``update`` event.
+        :func:`parse_iso`). Logs a ``create`` or ``update`` event. The write is
+        :func:`memoryapp.services.records.upsert_memory`'s.
         """
         stamp = now()
-        fields = {
-            "type": record.type,
-            "title": record.title,
-            "content": record.content,
-            "tags_json": _dump(record.tags),
-            "keywords_json": _dump(record.keywords),
-            "source": record.source,
-            "confidence": record.confidence,
-            "sensitivity": record.sensitivity,
-        }
-        if self.subject is not None:
-            fields["subject"] = self.subject
-        with transaction.atomic(using=self.using):
-            live = self._live().filter(scope=record.scope, key_normalized=record.key_normalized)
-
-            def live_match():
-                return live.select_for_update().first()
-
-            existing = live_match()
-            created = existing is None
-            if created:
-                row = Memory(
-                    id=record.id or new_id(),
-                    namespace=self.namespace,
-                    scope=record.scope,
-                    key_normalized=record.key_normalized,
-                    created_at=parse_iso(record.created_at, stamp),
-                    updated_at=stamp,
-                    **fields,
-                )
-                existing = self._insert(row, live_match)
-                created = existing is None
-            if not created:
-                for name, value in fields.items():
-                    setattr(existing, name, value)
-                existing.updated_at = stamp
-                existing.save(using=self.using, update_fields=[*fields, "updated_at"])
-                row = existing
-            memory_store.log_event(
-                self.using,
-                row.id,
-                "create" if created else "update",
-                namespace=self.namespace,
-                actor=self.actor,
-                scope=row.scope,
-                type=row.type,
-                source=row.source,
-            )
+        row = writes.upsert_memory(
+            record=record,
+            created_at=parse_iso(record.created_at, stamp),
+            stamp=stamp,
+            using=self.using,
+            namespace=self.namespace,
+            subject=self.subject,
+            actor=self.actor,
+        )
         return self._record(row)
 
     @translated
@@ -324,38 +245,28 @@ class DjangoMemoryStore:
     @translated
     def soft_delete_memory(self, memory_id: str) -> bool:
         """Soft-delete one live memory (``deleted_at`` and ``updated_at`` set); True if found."""
-        deleted = memory_store.soft_delete_ids(
-            self.using, self.namespace, [memory_id], actor=self.actor
+        return writes.soft_delete_memory(
+            memory_id=memory_id, using=self.using, namespace=self.namespace, actor=self.actor
         )
-        return _how_many(deleted) > 0
 
     @translated
     def clear_memories(self, scope: str | None = None) -> int:
         """Soft-delete every live memory of a scope (None = all); returns the count."""
-        with transaction.atomic(using=self.using):
-            ids = list(self._live(scope).select_for_update().values_list("id", flat=True))
-            deleted = memory_store.soft_delete_ids(
-                self.using, self.namespace, ids, actor=self.actor, reason="clear"
-            )
-        return _how_many(deleted)
+        return writes.clear_memories(
+            using=self.using, namespace=self.namespace, scope=scope, actor=self.actor
+        )
 
     # ---------------------------------------------------- session summaries (3)
     @translated
     def save_session_summary(self, record: SessionSummaryRecord) -> None:
         """Insert a summary as given (its id, session id, counts and ``created_at``)."""
-        stamp = now()
-        row = SessionSummary(
-            id=record.id or new_id(),
-            session_id=record.session_id,
-            summary_text=record.summary_text,
-            tokens_before=int(record.tokens_before or 0),
-            messages_summarized=int(record.messages_summarized or 0),
-            created_at=parse_iso(record.created_at, stamp),
+        writes.save_session_summary(
+            record=record,
+            created_at=parse_iso(record.created_at, now()),
+            using=self.using,
             namespace=self.namespace,
             subject=self.subject,
         )
-        with transaction.atomic(using=self.using):
-            self._insert(row, lambda: None)
 
     @translated
     def list_session_summaries(
@@ -376,12 +287,9 @@ class DjangoMemoryStore:
     @translated
     def clear_session_summaries(self, session_id: str | None = None) -> int:
         """Hard-delete the summaries of one session (or, with None, all); returns the count."""
-        qs = self._summaries()
-        if session_id:
-            qs = qs.filter(session_id=session_id)
-        with transaction.atomic(using=self.using):
-            deleted, _ = qs.delete()
-        return deleted
+        return writes.clear_session_summaries(
+            using=self.using, namespace=self.namespace, session_id=session_id
+        )
 
     # ----------------------------------------------------------- review queue (4)
     @translated
@@ -393,70 +301,19 @@ class DjangoMemoryStore:
         source session, raises the confidence to ``inferred`` from two
         occurrences on, and moves ``updated_at``; id, scope, key,
         ``created_at`` and status are kept. An insert keeps the item's
-        fields as given.
+        fields as given. The write is
+        :func:`memoryapp.services.records.upsert_review_item`'s.
         """
         stamp = now()
-        with transaction.atomic(using=self.using):
-            pending = self._review().filter(
-                scope=item.scope, key_normalized=item.key_normalized, status="pending"
-            )
-
-            def pending_match():
-                return pending.select_for_update().first()
-
-            existing = pending_match()
-            if existing is None:
-                row = ReviewItem(
-                    id=item.id or new_id(),
-                    scope=item.scope,
-                    type=item.type,
-                    key_normalized=item.key_normalized,
-                    title=item.title,
-                    content=item.content,
-                    tags_json=_dump(item.tags),
-                    evidence=item.evidence,
-                    source_session=item.source_session,
-                    occurrences=item.occurrences,
-                    confidence=item.confidence,
-                    status=item.status,
-                    created_at=parse_iso(item.created_at, stamp),
-                    updated_at=stamp,
-                    namespace=self.namespace,
-                    subject=self.subject,
-                )
-                match = pending_match if item.status == "pending" else (lambda: None)
-                existing = self._insert(row, match)
-                if existing is None:
-                    return self._review_item(row)
-            # Saturates at the column's bound (a 32-bit integer on PostgreSQL).
-            occurrences = min(
-                int(existing.occurrences) + max(int(item.occurrences or 0), 1), _MAX_OCCURRENCES
-            )
-            existing.type = item.type
-            existing.title = item.title
-            existing.content = item.content
-            existing.tags_json = _dump(item.tags)
-            existing.occurrences = occurrences
-            existing.evidence = item.evidence
-            existing.confidence = "inferred" if occurrences >= 2 else item.confidence
-            existing.source_session = item.source_session
-            existing.updated_at = stamp
-            changed = [
-                "type",
-                "title",
-                "content",
-                "tags_json",
-                "occurrences",
-                "evidence",
-                "confidence",
-                "source_session",
-                "updated_at",
-            ]
-            if self.subject is not None:
-                existing.subject = self.subject
-                changed.append("subject")
-            existing.save(using=self.using, update_fields=changed)
-        return self._review_item(existing)
+        row = writes.upsert_review_item(
+            item=item,
+            created_at=parse_iso(item.created_at, stamp),
+            stamp=stamp,
+            using=self.using,
+            namespace=self.namespace,
+            subject=self.subject,
+        )
+        return self._review_item(row)
 
     @translated
     def get_review_item(self, item_id: str) -> MemoryReviewItem | None:
@@ -483,9 +340,9 @@ class DjangoMemoryStore:
     @translated
     def update_review_status(self, item_id: str, status: str) -> bool:
         """Set an item's status (any transition; the manager checks it was pending)."""
-        with transaction.atomic(using=self.using):
-            changed = self._review().filter(pk=item_id).update(status=status, updated_at=now())
-        return bool(changed)
+        return writes.update_review_status(
+            item_id=item_id, status=status, using=self.using, namespace=self.namespace
+        )
 
     # --------------------------------------------------------------- optional
     @translated
@@ -542,11 +399,6 @@ class RowStore(DjangoMemoryStore):
         counters = read_slice_counters(self.using, slices)
         text = ",".join(str(counters[pair]) for pair in slices)
         return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=7).digest(), "big")
-
-
-def _how_many(deleted: Iterable[str] | int) -> int:
-    """``store.soft_delete_ids`` answers with the ids it deleted (older versions: a count)."""
-    return deleted if isinstance(deleted, int) else len(list(deleted))
 
 
 def _search_hit(row: Memory, needle: str) -> bool:
