@@ -26,7 +26,7 @@ query's token is found by bisection over the bytes without decoding the table.
 UTF-8 keeps code-point order, so bytes sort as the tokens do.
 
 Not compressed (format 3): inflating was ~0.9 ms of a 1.2 ms load, most of what a
-cold recall of a 1,000-memory tenant cost, for a snapshot about 2.3× larger. Stored
+cold recall of a 1,000-memory tenant cost, for a snapshot about 1.4× larger. Stored
 as they are, the bytes are also what the erasure's byte scan can read: tokens of an
 erased text left in a snapshot would be found (PostgreSQL keeps the column out of
 line and uncompressed, migration 0009). ``rules`` names what the token sets depend

@@ -39,7 +39,7 @@ KEPT_COLUMNS = {
 """The text columns of each content table whose values may explain a fragment."""
 
 CHUNK_ROWS = 500  # rows per query: bounded memory, no transaction held open between chunks
-SNAPSHOT_CHUNK_ROWS = 16  # a snapshot is ~300 KB per 1,000 memories: ~5 MB a query
+SNAPSHOT_CHUNK_ROWS = 16  # a snapshot is ~165 KB per 1,000 memories (20 MB at 100,000)
 
 # Values are joined with NUL, which no stored text contains (validation refuses
 # it; PostgreSQL text cannot hold it): a fragment without NUL can then only
