@@ -234,18 +234,21 @@ class FrozenClock:
 
 
 def _manager_modules() -> list[Any]:
-    """memoryapp.manager and its submodules (the facade may be a module or a package)."""
+    """memoryapp.manager and memoryapp.services with their submodules: the facade, and the
+    services it delegates to (recall reads the clock in ``services.prompt``)."""
     import memoryapp.manager
+    import memoryapp.services.prompt  # noqa: F401  (imported so that it is in sys.modules)
 
-    names = [name for name in sys.modules if name.split(".")[:2] == ["memoryapp", "manager"]]
+    packages = (["memoryapp", "manager"], ["memoryapp", "services"])
+    names = [name for name in sys.modules if name.split(".")[:2] in packages]
     return [sys.modules[name] for name in names] or [memoryapp.manager]
 
 
 def freeze_our_clock(at: float | None) -> None:
     """Freeze (or, with None, restore) ``time.time()`` as ``MemoryManager.recall`` sees it.
 
-    Only the manager modules' reference to the ``time`` module is replaced, so the rest of the
-    process (Django's timestamps, the database) keeps the real clock.
+    Only the manager and services modules' reference to the ``time`` module is replaced, so
+    the rest of the process (Django's timestamps, the database) keeps the real clock.
     """
     for module in _manager_modules():
         current = getattr(module, "time", None)
