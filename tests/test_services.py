@@ -190,3 +190,18 @@ def test_the_store_protocol_s_summary_and_review_writes_keep_agentao_s_rows():
         item_id=first.id, status="approved", using="default", namespace="globex"
     )
     assert ReviewItem.objects.get(pk=first.id).status == "rejected"
+
+
+def test_a_review_purge_applies_its_statuses_to_every_namespace_even_as_an_iterator():
+    for project in ("acme/web", "acme/api"):
+        MemoryManager(project=project).crystallize_user_messages(
+            [{"role": "user", "content": "Never use tabs"}]
+        )
+    assert ReviewItem.objects.filter(status="pending").count() == 2
+    review.purge(
+        namespaces=["acme/web", "acme/api"],
+        status=(s for s in ["pending"]),  # read once; it must still narrow both erasures
+        actor="op",
+        purge=False,
+    )
+    assert not ReviewItem.objects.exists()

@@ -318,9 +318,12 @@ def purge(
             )
     from ..erasure import erase_review_items  # the erasure package is heavy to import
 
+    # The statuses as read once above: a caller's iterator would be spent after the
+    # first namespace's erasure.
+    statuses = None if status is None else wanted
     return [
         erase_review_items(
-            namespace=ns, status=status, subject=subject, actor=actor, using=using, purge=purge
+            namespace=ns, status=statuses, subject=subject, actor=actor, using=using, purge=purge
         )
         for ns in namespaces
     ]
