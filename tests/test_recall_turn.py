@@ -52,3 +52,53 @@ def test_the_recall_endpoint_scores_once(monkeypatch):
     assert r.status_code == 200
     assert len(calls) == 1
     assert len(r.json()["candidates"]) == 3 and "<memory-context>" in r.json()["context_block"]
+
+
+def test_a_turn_reads_the_slice_counters_once(monkeypatch):
+    """Stable block and recall share one counter read: one round trip per API recall."""
+    from memoryapp.services import prompt
+
+    mm = MemoryManager(project="acme/web", user="acme/bob")
+    _seed(mm)
+    reads = []
+    real = prompt.read_slice_counters
+
+    def counted(alias, slices, **kwargs):
+        reads.append(list(slices))
+        return real(alias, slices, **kwargs)
+
+    monkeypatch.setattr(prompt, "read_slice_counters", counted)
+    fresh = MemoryManager(project="acme/web", user="acme/bob")  # nothing cached per manager
+    candidates, _ = fresh.recall_turn("deploy python", top_k=3)
+    assert candidates and len(reads) == 1
+    assert sorted(reads[0]) == [("acme/bob", "user"), ("acme/web", "project")]
+
+    # The next turn reads again, and sees a write another manager made in between.
+    MemoryManager(project="acme/web").upsert("zebra_fact", "zebras deploy quickly")
+    candidates, _ = fresh.recall_turn("zebras", top_k=3)
+    assert len(reads) == 2 and candidates[0].title == "zebra_fact"
+
+
+def test_turn_counters_keep_a_read_not_a_failure(monkeypatch):
+    """A failed read is not kept: the turn's recall reads (and reports) on its own."""
+    from django.db import DatabaseError
+
+    from memoryapp.services import prompt
+
+    stores = MemoryManager(project="acme/web")._stores()
+    outcomes = [DatabaseError("down"), [("default", "acme/web", "project", 7)]]
+
+    def read(_stores):
+        outcome = outcomes.pop(0)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    monkeypatch.setattr(prompt, "slice_versions", read)
+    counters = prompt.TurnCounters()
+    with pytest.raises(DatabaseError):
+        counters(stores)
+    assert counters(stores) == [("default", "acme/web", "project", 7)]
+    assert counters(stores) == [("default", "acme/web", "project", 7)]  # kept: no third read
+    assert outcomes == []
+

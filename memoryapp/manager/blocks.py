@@ -63,8 +63,11 @@ class PromptBlocks:
             [],
         )
 
-    def _stable_block(self) -> tuple[str, list[str]]:
-        """``(block, ids shown)``, rebuilt only when this manager has written since."""
+    def _stable_block(self, counters: prompt.CounterRead | None = None) -> tuple[str, list[str]]:
+        """``(block, ids shown)``, rebuilt only when this manager has written since.
+
+        ``counters``: how the slice counters are read (a turn's shared read).
+        """
         cached = self._stable_cache
         if cached is not None and cached[0] == self.write_version:
             return cached[1], cached[2]
@@ -74,7 +77,9 @@ class PromptBlocks:
         if self.sees.memories:  # never another manager's block from the shared cache
             stores = self._stores()
             block = self.problems.read(
-                stores, lambda: prompt.stable_block(stores=stores, tail=tail), None
+                stores,
+                lambda: prompt.stable_block(stores=stores, tail=tail, counters=counters),
+                None,
             )
         text, ids = block if block is not None else render.render_stable_block([], tail)
         if self.problems.messages == problems_before or not self.problems.messages:
@@ -112,16 +117,21 @@ class PromptBlocks:
 
         The ranking is one order (score, then id), and the context block is that
         order without the stable block's memories, so both come from the top
-        ``max(top_k, 5 + shown)`` of a single recall.
+        ``max(top_k, 5 + shown)`` of a single recall. Both read the slice counters
+        once (:class:`~memoryapp.services.prompt.TurnCounters`): one round trip less
+        per API recall.
         """
+        counters = prompt.TurnCounters()
         try:
-            shown = self._stable_block()[1]
+            shown = self._stable_block(counters)[1]
         except Exception:
             logger.warning("recall_turn: stable block failed", exc_info=True)
             shown = []
         if not isinstance(top_k, int) or top_k <= 0:
             return [], self.render_context_block(query, messages)
-        hits = self.recall(query, messages, top_k=max(top_k, CONTEXT_TOP_K + len(shown)))
+        hits = self._observed_recall(
+            query, messages, max(top_k, CONTEXT_TOP_K + len(shown)), None, counters
+        )
         hidden = set(shown)
         context = [h for h in hits if h.memory_id not in hidden][:CONTEXT_TOP_K]
         return hits[:top_k], prompt.context_block(context)
@@ -139,11 +149,17 @@ class PromptBlocks:
         Never breaks a turn: a database error records a store problem, any
         other failure logs a warning, and both return ``[]``.
         """
+        return self._observed_recall(query, messages, top_k, exclude_ids, None)
+
+    def _observed_recall(
+        self, query, messages, top_k, exclude_ids, counters: prompt.CounterRead | None
+    ) -> list[RecallCandidate]:
+        """:meth:`recall`, its counters read by ``counters`` (None: its own read)."""
         if not self.sees.memories:
             return []
         started = time.perf_counter()
         try:
-            hits = self._recall(query, messages, top_k, exclude_ids)
+            hits = self._recall(query, messages, top_k, exclude_ids, counters)
         except DatabaseError as exc:
             self._recall_failed(exc)
             self.problems.failed(self._stores(), exc)
@@ -161,11 +177,12 @@ class PromptBlocks:
         self.recall_error_count += 1
         self.last_recall_error = type(exc).__name__  # the class only: messages may hold text
 
-    def _recall(self, query, messages, top_k, exclude_ids) -> list[RecallCandidate]:
+    def _recall(self, query, messages, top_k, exclude_ids, counters) -> list[RecallCandidate]:
         return prompt.recall(
             stores=self._stores(),
             query=query,
             messages=messages,
             top_k=top_k,
             exclude_ids=exclude_ids,
+            counters=counters,
         )

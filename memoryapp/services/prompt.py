@@ -10,6 +10,7 @@ and :mod:`memoryapp.render`.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.db import connections
@@ -54,14 +55,26 @@ class RecallCandidate:
     reasons: list[str]
 
 
+SliceVersion = tuple[str, str, str, int]  # (alias, namespace, scope, change counter)
+CounterRead = Callable[[list[StoreSlice]], list[SliceVersion]]
+
+
 # ------------------------------------------------------------------ recall
 def recall(
-    *, stores: list[StoreSlice], query, messages=None, top_k: int = 5, exclude_ids=None
+    *,
+    stores: list[StoreSlice],
+    query,
+    messages=None,
+    top_k: int = 5,
+    exclude_ids=None,
+    counters: CounterRead | None = None,
 ) -> list[RecallCandidate]:
     """The ``top_k`` live memories of ``stores`` scored against ``query``, highest first.
 
     Each slice is ranked on its process-wide index (:data:`memoryapp.indexes.INDEXES`),
     kept fresh by the slice's change counter; only the shown columns of the hits are read.
+    ``counters`` reads those counters (:func:`slice_versions` by default; a turn passes
+    its :class:`TurnCounters` so that its stable block and its recall share one read).
     """
     if not isinstance(top_k, int) or top_k <= 0:
         return []
@@ -70,13 +83,13 @@ def recall(
     if not qtokens and not hints:
         return []
     now = time.time()
-    counters = {
+    versions = {
         (alias, namespace, scope): value
-        for alias, namespace, scope, value in slice_versions(stores)
+        for alias, namespace, scope, value in (counters or slice_versions)(stores)
     }
     hits: list[tuple[Scored, StoreSlice]] = []
     for s in stores:
-        index = INDEXES.get(s.using, s.namespace, s.scope, counters[s.using, s.namespace, s.scope])
+        index = INDEXES.get(s.using, s.namespace, s.scope, versions[s.using, s.namespace, s.scope])
         found = index.query_tokenized(qtokens, hints, top_k, exclude, now)
         hits.extend((hit, s) for hit in found)
     hits.sort(key=lambda pair: rank_key(pair[0]))
@@ -100,7 +113,7 @@ def recall(
     ]
 
 
-def slice_versions(stores: list[StoreSlice]) -> list[tuple[str, str, str, int]]:
+def slice_versions(stores: list[StoreSlice]) -> list[SliceVersion]:
     """``(alias, namespace, scope, change counter)`` of each store, one query per alias."""
     versions = []
     for alias in dict.fromkeys(s.using for s in stores):
@@ -108,6 +121,26 @@ def slice_versions(stores: list[StoreSlice]) -> list[tuple[str, str, str, int]]:
         for (namespace, scope), value in read_slice_counters(alias, slices).items():
             versions.append((alias, namespace, scope, value))
     return versions
+
+
+class TurnCounters:
+    """The slice counters of one turn, read once: its stable block and its recall share them.
+
+    A call with the same stores returns the first read. That read is one moment of the
+    slices, as if both parts ran at once: a write landing between them is seen by the
+    next turn, as a write landing just after a single read would be. A failed read
+    raises and is not kept, so the next part reads (and reports its failure) on its own.
+    """
+
+    def __init__(self) -> None:
+        self._read: dict[tuple[StoreSlice, ...], list[SliceVersion]] = {}
+
+    def __call__(self, stores: list[StoreSlice]) -> list[SliceVersion]:
+        key = tuple(stores)
+        found = self._read.get(key)
+        if found is None:
+            found = self._read[key] = slice_versions(stores)
+        return found
 
 
 def context_block(hits: list[RecallCandidate]) -> str:
@@ -199,13 +232,16 @@ def stable_entries(
     return [rows[f.id] for f in chosen]
 
 
-def stable_block(*, stores: list[StoreSlice], tail: str) -> tuple[str, list[str]]:
+def stable_block(
+    *, stores: list[StoreSlice], tail: str, counters: CounterRead | None = None
+) -> tuple[str, list[str]]:
     """The block any manager of these slices would render now, shared in the process.
 
     Reused while the slices' change counters and the tail are unchanged (one
-    counter read), else selected, rendered and kept for the next manager.
+    counter read, by ``counters`` as in :func:`recall`), else selected, rendered
+    and kept for the next manager.
     """
-    key = (tail, *slice_versions(stores))
+    key = (tail, *(counters or slice_versions)(stores))
     found = INDEXES.stable_blocks.get(key)
     if found is None:
         text, ids = render.render_stable_block(_admissible_facts(stores, tail), tail)
