@@ -200,15 +200,17 @@ def _stable_querysets(
                 querysets.append(s.rows().live())
         else:
             live = s.rows().live()
-            recent = list(
+            recent_rows = (
                 live.filter(type__in=sorted(render.RECENT_PROJECT_TYPES))
                 .order_by("-updated_at", "-created_at", "-id")
                 .values_list("id", flat=True)[: max(int(recent_limit), 0)]
             )
+            # A subquery, not a list: the read of a block is one round trip.
             q = Q(namespace=s.namespace, scope=s.scope) & (
-                Q(type__in=sorted(render.STABLE_PROJECT_TYPES)) | Q(id__in=recent)
+                Q(type__in=sorted(render.STABLE_PROJECT_TYPES)) | Q(id__in=recent_rows)
             )
             if by_type:
+                recent = list(recent_rows)
                 types = sorted(render.STABLE_PROJECT_TYPES)
                 querysets += [live.filter(type=type_) for type_ in types]
                 if recent:
