@@ -1,0 +1,1 @@
+"""Database backends of memoryapp: Django's own, with what its hot paths need changed."""
