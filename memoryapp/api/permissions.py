@@ -23,6 +23,7 @@ from rest_framework.permissions import BasePermission
 
 from .. import permissions as perms
 from ..db.lookups import prefix_q
+from .authentication import PREFETCHED_GRANTS
 from .models import NamespaceGrant
 
 READ, WRITE, ERASE = "read", "write", "erase"
@@ -79,12 +80,16 @@ class Access:
 
     @property
     def grants(self) -> list[NamespaceGrant]:
-        """The user's grants (one query per request)."""
+        """The user's grants: read with the token (:mod:`memoryapp.api.authentication`),
+        else by one query per request."""
         if self._grants is None:
             if self.user is None or not self.user.is_authenticated:
                 self._grants = []
             else:
-                self._grants = list(NamespaceGrant.objects.filter(user=self.user))
+                read = getattr(self.user, PREFETCHED_GRANTS, None)
+                if read is None:
+                    read = NamespaceGrant.objects.filter(user=self.user)
+                self._grants = list(read)
         return self._grants
 
     def _is_staff(self) -> bool:
