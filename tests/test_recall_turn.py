@@ -102,3 +102,22 @@ def test_turn_counters_keep_a_read_not_a_failure(monkeypatch):
     assert counters(stores) == [("default", "acme/web", "project", 7)]  # kept: no third read
     assert outcomes == []
 
+
+def test_the_recall_body_is_what_the_output_serializer_writes():
+    """The endpoint writes its body without the serializer; the schema's serializer agrees."""
+    from memoryapp.api import serializers
+
+    mm = MemoryManager(project="acme/web", user="acme/bob")
+    _seed(mm)
+    candidates, context = mm.recall_turn("deploy python vim", top_k=8)
+    assert len(candidates) == 8
+    stable = mm.render_stable_block()
+    body = serializers.recall_output(candidates, stable, context)
+    expected = serializers.RecallOutputSerializer(
+        {"candidates": candidates, "stable_block": stable, "context_block": context}
+    ).data
+    assert body == expected
+    assert list(body) == list(expected)
+    assert [list(c) for c in body["candidates"]] == [list(c) for c in expected["candidates"]]
+    fields = set(serializers.RecallCandidateSerializer().fields)
+    assert all(set(c) == fields for c in body["candidates"])

@@ -36,6 +36,7 @@ from memoryapp.models import Memory, MemoryEvent, ReviewItem, Scope, SessionSumm
 from memoryapp.services import review
 
 from . import erasures, permissions, serializers
+from .authentication import TokenAuthentication
 from .exceptions import Conflict, exception_handler
 from .filters import MemoryEventFilter, MemoryFilter, ReviewItemFilter, SessionSummaryFilter
 from .parsers import JSONParser
@@ -384,12 +385,9 @@ class RecallView(MemoryAPIMixin, APIView):
         candidates, context_block = mm.recall_turn(
             data["query"], messages=data["messages"], top_k=data["top_k"]
         )
-        body = {
-            "candidates": candidates,
-            "stable_block": mm.render_stable_block(),
-            "context_block": context_block,
-        }
-        return Response(serializers.RecallOutputSerializer(body).data)
+        return Response(
+            serializers.recall_output(candidates, mm.render_stable_block(), context_block)
+        )
 
 
 # -------------------------------------------------------- session summaries
