@@ -82,6 +82,10 @@ MAX_UNSETTLED = 10_000
 SNAPSHOT_DRIFT = 64
 
 
+NOT_READ = object()
+"""``RecallIndexes.get``'s ``stored`` default: the caller did not read the snapshot."""
+
+
 def _in_transaction(using: str) -> bool:
     return connections[using].in_atomic_block
 
@@ -110,15 +114,32 @@ class RecallIndexes:
             self._entries.clear()
         self.stable_blocks.clear()
 
-    def get(self, using: str, namespace: str, scope: str, counter: int) -> RecallIndex:
-        """The index of one store slice, current for its slice counter value ``counter``."""
+    def holds(self, using: str, namespace: str, scope: str) -> bool:
+        """Whether this process holds the slice's index now (its place in the LRU unchanged)."""
+        with self._lock:
+            return (using, namespace, scope) in self._entries
+
+    def get(
+        self,
+        using: str,
+        namespace: str,
+        scope: str,
+        counter: int,
+        stored: stored_snapshots.StoredSnapshot | None | object = NOT_READ,
+    ) -> RecallIndex:
+        """The index of one store slice, current for its slice counter value ``counter``.
+
+        ``stored``: the slice's stored snapshot when the caller read it already, with
+        the counter (:func:`memoryapp.db.snapshots.read_with_counters`; None: none is
+        stored); by default it is read here when the index is not held.
+        """
         key = (using, namespace, scope)
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None:
                 self._entries.move_to_end(key)
         if entry is None:
-            entry = self._load(using, namespace, scope, counter)
+            entry = self._load(using, namespace, scope, counter, stored)
             if entry is None:
                 entry = self._build(using, namespace, scope, counter)
             with self._lock:
@@ -188,12 +209,15 @@ class RecallIndexes:
         _release_free_memory()
         return _Entry(index, counter, watermark, index.nbytes)
 
-    def _load(self, using: str, namespace: str, scope: str, counter: int) -> _Entry | None:
+    def _load(
+        self, using: str, namespace: str, scope: str, counter: int, stored=NOT_READ
+    ) -> _Entry | None:
         """The slice's index from its stored snapshot, caught up to ``counter``; None if none."""
         if not recall_snapshots():
             return None
-        stored = stored_snapshots.read(using, namespace, scope)
-        if stored is None:
+        if stored is NOT_READ:
+            stored = stored_snapshots.read(using, namespace, scope)
+        if not isinstance(stored, stored_snapshots.StoredSnapshot):
             return None
         try:
             index = recall_snapshot.load(stored.payload)

@@ -60,14 +60,19 @@ def test_a_turn_reads_the_slice_counters_once(monkeypatch):
 
     mm = MemoryManager(project="acme/web", user="acme/bob")
     _seed(mm)
-    reads = []
-    real = prompt.read_slice_counters
+    reads = []  # one entry per statement that reads counters (with snapshots or without)
+    real, real_with = prompt.read_slice_counters, prompt.stored_snapshots.read_with_counters
 
     def counted(alias, slices, **kwargs):
         reads.append(list(slices))
         return real(alias, slices, **kwargs)
 
+    def counted_with(alias, slices, wanted):
+        reads.append(list(slices))
+        return real_with(alias, slices, wanted)
+
     monkeypatch.setattr(prompt, "read_slice_counters", counted)
+    monkeypatch.setattr(prompt.stored_snapshots, "read_with_counters", counted_with)
     fresh = MemoryManager(project="acme/web", user="acme/bob")  # nothing cached per manager
     candidates, _ = fresh.recall_turn("deploy python", top_k=3)
     assert candidates and len(reads) == 1
@@ -94,7 +99,7 @@ def test_turn_counters_keep_a_read_not_a_failure(monkeypatch):
             raise outcome
         return outcome
 
-    monkeypatch.setattr(prompt, "slice_versions", read)
+    monkeypatch.setattr(prompt.TurnCounters, "_versions", lambda self, stores: read(stores))
     counters = prompt.TurnCounters()
     with pytest.raises(DatabaseError):
         counters(stores)

@@ -298,3 +298,70 @@ def test_postgresql_stores_snapshots_out_of_line_and_uncompressed():
     assert len(storage) == 65  # the partitioned table and its 64 partitions
     assert set(storage.values()) == {"e"}  # EXTERNAL
     assert compression is None and length > 2000  # long enough to be TOASTed
+
+
+def test_a_cold_recall_reads_its_snapshot_with_the_counter(monkeypatch):
+    """One statement gives a cold slice its counter and its snapshot; a warm one only reads
+    its counter; both answer as a full scan would."""
+    from memoryapp.db import snapshots as stored_snapshots
+
+    mm = MemoryManager(project=NS, user="acme/bob")
+    _fill(MemoryManager(project=NS), 40)
+    mm.upsert("user_kernel", "bob tunes the kernel", ["kernel"])
+    _recall("kernel")  # builds and stores the project snapshot
+    INDEXES.clear()
+    statements = []
+    real_with = stored_snapshots.read_with_counters
+
+    def with_counters(alias, slices, wanted):
+        statements.append((sorted(slices), sorted(wanted)))
+        return real_with(alias, slices, wanted)
+
+    def refuse(*args):
+        raise AssertionError("the snapshot was read on its own")
+
+    monkeypatch.setattr(stored_snapshots, "read_with_counters", with_counters)
+    monkeypatch.setattr(stored_snapshots, "read", refuse)
+    loads, builds = INDEXES.loads, INDEXES.builds
+    assert _recall("kernel deploy") == _brute_force("kernel deploy")
+    assert statements == [([(NS, "project")], [(NS, "project")])]
+    assert (INDEXES.loads, INDEXES.builds) == (loads + 1, builds)
+
+    # Warm: the counter alone. A user slice without a snapshot is built, not read twice.
+    statements.clear()
+    hits = [c.title for c in mm.recall("kernel tunes")]
+    assert "user_kernel" in hits
+    assert statements == [([("acme/bob", "user"), (NS, "project")], [("acme/bob", "user")])]
+    assert INDEXES.builds == builds + 1
+    statements.clear()
+    _recall("kernel")
+    assert statements == []
+
+
+def test_read_with_counters_answers_per_slice(raw_sql):
+    from memoryapp.db import snapshots as stored_snapshots
+
+    _fill(MemoryManager(project=NS), 10)
+    _recall("kernel")  # a stored snapshot for the project slice
+    MemoryManager(project="beta/web").upsert("beta_only", "no snapshot here")
+    slices = [(NS, "project"), ("beta/web", "project"), ("never/written", "project")]
+    counters, stored = stored_snapshots.read_with_counters("default", slices, slices)
+    expected = dict(
+        raw_sql(
+            "SELECT namespace, value FROM memory_slice_changes WHERE scope = 'project'"
+            " AND namespace IN (%s, %s)",
+            [NS, "beta/web"],
+        )
+    )
+    assert counters == {
+        (NS, "project"): int(expected[NS]),
+        ("beta/web", "project"): int(expected["beta/web"]),
+        ("never/written", "project"): 0,
+    }
+    snapshot = RecallSnapshot.objects.get(namespace=NS, scope="project")
+    assert set(stored) == {(NS, "project"), ("beta/web", "project")}  # counter rows only
+    assert stored[("beta/web", "project")] is None
+    got = stored[(NS, "project")]
+    assert (got.counter, got.payload) == (snapshot.counter, bytes(snapshot.payload))
+    # Not wanted: counters only, no payload read.
+    assert stored_snapshots.read_with_counters("default", slices, []) == (counters, {})

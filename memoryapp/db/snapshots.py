@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from django.db import connections, transaction
 
 from . import vendor
-from .meta import read_slice_counters
+from .meta import SliceKey, read_slice_counters
 
 _SELECT = (
     "SELECT counter, watermark, payload FROM memory_recall_snapshots "
@@ -40,11 +40,11 @@ def in_memory(using: str) -> bool:
     return name == ":memory:" or "mode=memory" in name
 
 
-def read(using: str, namespace: str, scope: str) -> StoredSnapshot | None:
-    """The slice's snapshot, or None.
+def _fetch(using: str, sql: str, params: list) -> list[tuple]:
+    """The rows of a statement that reads snapshot payloads.
 
-    On PostgreSQL the row comes in binary format (:attr:`Vendor.binary_blob_reads`): a
-    snapshot is ~120 KB per 1,000 memories, and as text its hex would double what the
+    On PostgreSQL the rows come in binary format (:attr:`Vendor.binary_blob_reads`): a
+    snapshot is ~160 KB per 1,000 memories, and as text its hex would double what the
     server encodes and sends and add a decode here, about a millisecond of a cold
     recall. Same connection, so the same transaction as every other statement.
     """
@@ -54,15 +54,55 @@ def read(using: str, namespace: str, scope: str) -> StoredSnapshot | None:
 
         connection.ensure_connection()
         with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
-            cursor.execute(_SELECT, [namespace, scope], binary=True)
-            row = cursor.fetchone()
-    else:
-        with connection.cursor() as cursor:
-            cursor.execute(_SELECT, [namespace, scope])
-            row = cursor.fetchone()
-    if row is None:
-        return None
-    return StoredSnapshot(int(row[0]), float(row[1]), bytes(row[2]))
+            cursor.execute(sql, params, binary=True)
+            return cursor.fetchall()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+def _stored(counter, watermark, payload) -> StoredSnapshot:
+    return StoredSnapshot(int(counter), float(watermark), bytes(payload))
+
+
+def read(using: str, namespace: str, scope: str) -> StoredSnapshot | None:
+    """The slice's snapshot, or None."""
+    rows = _fetch(using, _SELECT, [namespace, scope])
+    return _stored(*rows[0]) if rows else None
+
+
+def read_with_counters(
+    using: str, slices: list[SliceKey], wanted: list[SliceKey]
+) -> tuple[dict[SliceKey, int], dict[SliceKey, StoredSnapshot | None]]:
+    """The change counter of each slice (as :func:`~memoryapp.db.meta.read_slice_counters`)
+    and, in the same statement, the stored snapshot of each ``wanted`` one.
+
+    A recall whose index is not in memory needs both, counter first: one round trip
+    instead of two. The snapshots map holds a wanted slice only when its counter row
+    exists (None: no snapshot stored); a slice without a counter row has nothing to
+    load yet, and its recall reads for itself as before.
+    """
+    slices = list(dict.fromkeys(slices))
+    if not slices:
+        return {}, {}
+    wanted = [k for k in dict.fromkeys(wanted) if k in slices]
+    pair = "(c.namespace = %s AND c.scope = %s)"
+    joined = " OR ".join([pair] * len(wanted)) or "1 = 0"
+    sql = (
+        "SELECT c.namespace, c.scope, c.value, s.counter, s.watermark, s.payload"
+        " FROM memory_slice_changes c LEFT JOIN memory_recall_snapshots s"
+        f" ON s.namespace = c.namespace AND s.scope = c.scope AND ({joined})"
+        f" WHERE {' OR '.join([pair] * len(slices))}"
+    )
+    params = [part for key in (*wanted, *slices) for part in key]
+    counters: dict[SliceKey, int] = dict.fromkeys(slices, 0)
+    stored: dict[SliceKey, StoredSnapshot | None] = {}
+    for namespace, scope, value, counter, watermark, payload in _fetch(using, sql, params):
+        key = (namespace, scope)
+        counters[key] = int(value)
+        if key in wanted:
+            stored[key] = None if payload is None else _stored(counter, watermark, payload)
+    return counters, stored
 
 
 def write_if_current(
