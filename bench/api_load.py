@@ -462,11 +462,17 @@ def proc_status(pid: int) -> dict[str, float]:
 
 def proc_cpu_s(pid: int) -> float:
     """User + system CPU seconds of a process so far."""
+    return proc_cpu_and_start(pid)[0]
+
+
+def proc_cpu_and_start(pid: int) -> tuple[float, int]:
+    """User + system CPU seconds of a process so far, and its start time (clock ticks
+    since boot: with the pid, what tells one process from a later one of the same pid)."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return 0.0, 0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), int(fields[19])
 
 
 def machine_busy() -> tuple[int, int]:
@@ -476,8 +482,9 @@ def machine_busy() -> tuple[int, int]:
     return sum(values) - idle, sum(values)
 
 
-def process_table() -> dict[int, tuple[float, str]]:
-    """Every process's CPU seconds so far and a label (its command line, shortened)."""
+def process_table() -> dict[int, tuple[float, str, int]]:
+    """Every process's CPU seconds so far, a label (its command line, shortened) and its
+    start time (:func:`proc_cpu_and_start`)."""
     out = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -487,7 +494,8 @@ def process_table() -> dict[int, tuple[float, str]]:
         except OSError:
             continue
         pid = int(entry.name)
-        out[pid] = (proc_cpu_s(pid), cmdline.strip() or f"[{pid}]")
+        cpu, started = proc_cpu_and_start(pid)
+        out[pid] = (cpu, cmdline.strip() or f"[{pid}]", started)
     return out
 
 
@@ -532,6 +540,10 @@ class CpuMeter:
         self.busy = machine_busy()
         self.client = time.process_time()
         self.table = process_table()
+        # Clock ticks since boot now: processes started later began within the phase.
+        self.boot_ticks = int(
+            float(Path("/proc/uptime").read_text().split()[0]) * os.sysconf("SC_CLK_TCK")
+        )
 
     def read(self) -> dict[str, Any]:
         wall = time.perf_counter() - self.started
@@ -539,10 +551,15 @@ class CpuMeter:
         table = process_table()
         cpus = os.cpu_count() or 1
         machine = (busy[0] - self.busy[0]) / max(1, busy[1] - self.busy[1]) * cpus
+        # A process is the same one when its pid and start time are (a PostgreSQL
+        # backend retitles itself with every statement); one born during the phase
+        # spent all its CPU in it (the cold workers' backends connect on their first
+        # request).
         used = {
-            pid: cpu - self.table[pid][0]
-            for pid, (cpu, _) in table.items()
-            if pid in self.table and self.table[pid][1] == table[pid][1]
+            pid: cpu - self.table[pid][0] if pid in self.table else cpu
+            for pid, (cpu, _, started) in table.items()
+            if (pid in self.table and self.table[pid][2] == started)
+            or (pid not in self.table and started >= self.boot_ticks)
         }
         workers = sum(used.get(p, 0.0) for p in self.workers) / wall
         bench_pg = f"postgres backends, database {DB_NAME}"
