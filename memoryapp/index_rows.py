@@ -38,9 +38,9 @@ def to_record(
     """An :class:`IndexRecord` from the stored columns.
 
     ``updated_at`` is a datetime or a timestamp column's text (see
-    :func:`_text_timestamp`); ``tags``, when given, is ``tags_json`` already parsed.
+    :func:`column_timestamp`); ``tags``, when given, is ``tags_json`` already parsed.
     """
-    stamp = _text_timestamp(updated_at)
+    stamp = column_timestamp(updated_at)
     return IndexRecord(
         id=memory_id,
         title=title,
@@ -90,7 +90,7 @@ def _timestamp(value: dt.datetime) -> float:
     return value.timestamp()
 
 
-def _text_timestamp(value: object) -> float:
+def column_timestamp(value: object) -> float:
     """POSIX seconds of a timestamp column read without Django's converters.
 
     SQLite hands back text (ours: ISO with ``T``, naive UTC; other writers may add an

@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 
 from memoryapp import MemoryManager
-from memoryapp.index_rows import _json_tuple, _text_timestamp, live_records
+from memoryapp.index_rows import _json_tuple, column_timestamp, live_records
 
 UTC_NOON = dt.datetime(2026, 1, 2, 12, 0, tzinfo=dt.UTC).timestamp()
 
@@ -26,11 +26,11 @@ UTC_NOON = dt.datetime(2026, 1, 2, 12, 0, tzinfo=dt.UTC).timestamp()
     ],
 )
 def test_timestamps_of_every_writer_read_the_same(value):
-    assert _text_timestamp(value) == UTC_NOON
+    assert column_timestamp(value) == UTC_NOON
 
 
 def test_unreadable_timestamps_read_as_epoch():
-    assert _text_timestamp("yesterday") == 0.0 and _text_timestamp(None) == 0.0
+    assert column_timestamp("yesterday") == 0.0 and column_timestamp(None) == 0.0
 
 
 @pytest.mark.parametrize(

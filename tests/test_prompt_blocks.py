@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import random
 
 import pytest
 
@@ -339,3 +340,25 @@ def test_a_rolled_back_write_leaves_neither_the_index_nor_the_shared_block_stale
     assert fresh.recall("tart") == []
     block = fresh.render_stable_block()
     assert "phantom" not in block and "cherry pie on fridays" in block
+
+
+def test_the_compiled_stable_read_returns_what_the_queryset_does():
+    """The stable block's first reads run a statement compiled once per shape; for every
+    namespace it gives the rows the queryset gives (namespaces swapped in, not cached)."""
+    from memoryapp.services import prompt
+
+    rng = random.Random(11)
+    kinds = ["note", "decision", "constraint", "project_fact", "workflow", "preference"]
+    for t in range(3):
+        mm = MemoryManager(project=f"tenant{t}/web", user=f"tenant{t}/bob")
+        for i in range(40 + 20 * t):
+            kind = rng.choice(kinds)
+            mm.upsert(f"{kind} {t} {i}", f"{kind} text {i} of tenant {t}", type=kind)
+    for t in range(3):
+        for user in (None, f"tenant{t}/bob"):
+            stores = MemoryManager(project=f"tenant{t}/web", user=user)._stores()
+            for limit in (prompt.FIRST_BATCH, 4 * prompt.FIRST_BATCH):
+                compiled = prompt._newest_stable_facts(stores, limit)
+                expected = prompt._newest_facts(prompt._stable_querysets(stores), limit)
+                assert compiled == expected and compiled
+                assert all(f.content.endswith(f"of tenant {t}") for f in compiled)

@@ -19,9 +19,10 @@ from django.db.models.functions import Least, Length
 
 from .. import render
 from ..conf import recall_snapshots
+from ..db import compiled, vendor
 from ..db import snapshots as stored_snapshots
-from ..db import vendor
 from ..db.meta import read_slice_counters
+from ..index_rows import column_timestamp
 from ..indexes import INDEXES, NOT_READ
 from ..models import Memory, Scope, json_list
 from ..recall import Scored, path_hints, query_tokens, rank_key
@@ -291,9 +292,9 @@ def _admissible_facts(stores: list[StoreSlice], tail: str) -> list[render.Fact]:
     small remainder that few older facts fit is not read row by row to the end.
     """
     facts: list[render.Fact] = []
-    limit, reads = FIRST_BATCH, _stable_querysets(stores)
+    limit, reads = FIRST_BATCH, None  # None: the default superset, as compiled statements
     while True:
-        batch = _newest_facts(reads, limit)
+        batch = _newest_facts(reads, limit) if reads else _newest_stable_facts(stores, limit)
         facts = render.select_stable({f.id: f for f in (*facts, *batch)}.values())
         left = _budget_left(facts, tail)
         if len(batch) < limit or left < render.min_fact_cost():
@@ -358,6 +359,57 @@ def _newest_facts(querysets: list, limit: int) -> list[render.Fact]:
             memory_id,
         ) in qs.order_by("-created_at", "-id").values_list(*_FACT_COLUMNS)[:limit]
     ]
+    facts.sort(key=lambda f: (f.created_at, f.id), reverse=True)
+    return facts[:limit]
+
+
+def _newest_stable_facts(stores: list[StoreSlice], limit: int) -> list[render.Fact]:
+    """:func:`_newest_facts` of the default superset read (:func:`_stable_querysets`),
+    each alias's statement compiled once per shape (:mod:`memoryapp.db.compiled`).
+
+    Every cold tenant's stable block starts here; building the queryset anew cost
+    ~10× the query.
+    """
+    facts: list[render.Fact] = []
+    for alias in dict.fromkeys(s.using for s in stores):
+        mine = [s for s in stores if s.using == alias]
+
+        def build(namespaces, mine=mine):
+            slices = [
+                StoreSlice(s.label, s.using, ns, s.scope)
+                for s, ns in zip(mine, namespaces, strict=True)
+            ]
+            (qs,) = _stable_querysets(slices)
+            return qs.order_by("-created_at", "-id").values_list(*_FACT_COLUMNS)[:limit]
+
+        shape = ("stable-newest", alias, tuple(s.scope for s in mine), limit)
+        rows = compiled.run(shape, build, [s.namespace for s in mine])
+        facts += [
+            render.Fact(
+                scope=scope,
+                type=type_,
+                confidence=confidence,
+                key=key,
+                title=title,
+                content=content[: render.VALUE_CHARS],  # all the block shows
+                tags=tuple(json_list(tags_json)),
+                created_at=column_timestamp(created_at),
+                updated_at=column_timestamp(updated_at),
+                id=memory_id,
+            )
+            for (
+                scope,
+                type_,
+                confidence,
+                key,
+                title,
+                content,
+                tags_json,
+                created_at,
+                updated_at,
+                memory_id,
+            ) in rows
+        ]
     facts.sort(key=lambda f: (f.created_at, f.id), reverse=True)
     return facts[:limit]
 
