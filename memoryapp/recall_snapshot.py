@@ -289,7 +289,7 @@ def load(data: bytes) -> RecallIndex | None:
 
     index = RecallIndex()
     index._reserve(n)
-    index._ids = list(ids)
+    index._ids = tuple(ids)  # untracked by the cycle collector (RecallIndex._writable_ids)
     index._slot_of = dict(zip(ids, range(n), strict=True))
     index._updated[:n] = updated
     index._fingerprint[:n] = fingerprint
