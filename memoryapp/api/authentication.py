@@ -20,6 +20,7 @@ from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext_lazy as _
 from rest_framework import authentication, exceptions
 
+from ..db import vendor
 from .models import NamespaceGrant
 
 __all__ = ["TokenAuthentication", "PREFETCHED_GRANTS"]
@@ -28,31 +29,26 @@ PREFETCHED_GRANTS = "_memoryapp_grants"
 """The attribute of an authenticated user that holds its grants (a list), when read here."""
 
 _COLUMNS = ("id", "namespace", "can_read", "can_write", "can_erase", "created_at")
-
-# Per vendor: the user's grants as one JSON text (an array of arrays, ``_COLUMNS`` each;
-# "[]" without a grant), in the model's order. ``{grants}``: the grants table,
-# ``{outer}``: the token's.
-_GRANTS_JSON = {
-    "postgresql": (
-        "SELECT COALESCE(json_agg(json_build_array({columns})"
-        " ORDER BY g.namespace, g.id), '[]')::text"
-        " FROM {grants} g WHERE g.user_id = {outer}.user_id"
-    ),
-    "sqlite": (
-        "SELECT json_group_array(json_array({columns}))"
-        " FROM (SELECT * FROM {grants} WHERE user_id = {outer}.user_id ORDER BY namespace, id) g"
-    ),
-}
+_ORDER = ("namespace", "id")  # the model's ordering (user, namespace), then a tie-break
 
 
-def _grants_sql(vendor: str, token_table: str, quote) -> str | None:
-    template = _GRANTS_JSON.get(vendor)
-    if template is None:
+def _grants_sql(connection, token_table: str) -> str | None:
+    """The user's grants as one JSON text (:attr:`Vendor.json_rows`), a subquery of the
+    token's statement; None on a vendor memoryapp does not support."""
+    facts = vendor.known(connection)
+    if facts is None:
         return None
-    return template.format(
+    quote = connection.ops.quote_name
+    rows = (
+        f"SELECT {', '.join(quote(c) for c in _COLUMNS)}"
+        f" FROM {quote(NamespaceGrant._meta.db_table)}"
+        f" WHERE {quote('user_id')} = {quote(token_table)}.{quote('user_id')}"
+        f" ORDER BY {', '.join(quote(c) for c in _ORDER)}"
+    )
+    return facts.json_rows.format(
+        rows=rows,
         columns=", ".join(f"g.{quote(c)}" for c in _COLUMNS),
-        grants=quote(NamespaceGrant._meta.db_table),
-        outer=quote(token_table),
+        order=", ".join(f"g.{quote(c)}" for c in _ORDER),
     )
 
 
@@ -89,8 +85,7 @@ class TokenAuthentication(authentication.TokenAuthentication):
     def authenticate_credentials(self, key):
         model = self.get_model()
         tokens = model._default_manager.select_related("user")
-        conn = connections[tokens.db]
-        sql = _grants_sql(conn.vendor, model._meta.db_table, conn.ops.quote_name)
+        sql = _grants_sql(connections[tokens.db], model._meta.db_table)
         if sql is not None:
             tokens = tokens.annotate(_grants_json=RawSQL(sql, ()))
         try:

@@ -50,6 +50,11 @@ class Vendor:
     """A large blob is read in binary format, through a server-binding psycopg cursor:
     Django's PostgreSQL cursors bind on the client and get every result as text, which
     sends a ``bytea`` as hex (twice its size, encoded by the server, decoded here)."""
+    json_rows: str
+    """A ``SELECT`` of one JSON text: the rows of an ordered subquery as an array of
+    arrays, in its order (``"[]"`` for none). Fields: ``{rows}`` (the subquery, aliased
+    ``g``), ``{columns}`` (of ``g``), ``{order}`` (its ``ORDER BY`` terms over ``g``).
+    One statement can then bring a row and its few children (a token and its grants)."""
 
 
 SQLITE = Vendor(
@@ -65,6 +70,9 @@ SQLITE = Vendor(
     partitions_by_namespace=False,
     namespace_beside_ids="+namespace = %s",
     binary_blob_reads=False,
+    # json_group_array follows the subquery's order (SQLite 3.40 has no ORDER BY in
+    # aggregates).
+    json_rows="SELECT json_group_array(json_array({columns})) FROM ({rows}) g",
 )
 POSTGRESQL = Vendor(
     name="postgresql",
@@ -79,6 +87,10 @@ POSTGRESQL = Vendor(
     partitions_by_namespace=True,
     namespace_beside_ids="namespace = %s",
     binary_blob_reads=True,
+    json_rows=(
+        "SELECT COALESCE(json_agg(json_build_array({columns}) ORDER BY {order}), '[]')::text"
+        " FROM ({rows}) g"
+    ),
 )
 _BY_NAME = {v.name: v for v in (SQLITE, POSTGRESQL)}
 
