@@ -330,37 +330,39 @@ def fact(m: Memory) -> render.Fact:
     )
 
 
-def _newest_facts(querysets: list, limit: int) -> list[render.Fact]:
-    """The newest ``limit`` rows (by ``created_at``, then id) across ``querysets``, as facts."""
-    facts = [
-        render.Fact(
-            scope=scope,
-            type=type_,
-            confidence=confidence,
-            key=key,
-            title=title,
-            content=content[: render.VALUE_CHARS],  # all the block shows
-            tags=tuple(json_list(tags_json)),
-            created_at=created_at.timestamp(),
-            updated_at=updated_at.timestamp(),
-            id=memory_id,
-        )
-        for qs in querysets
-        for (
-            scope,
-            type_,
-            confidence,
-            key,
-            title,
-            content,
-            tags_json,
-            created_at,
-            updated_at,
-            memory_id,
-        ) in qs.order_by("-created_at", "-id").values_list(*_FACT_COLUMNS)[:limit]
-    ]
+def _row_fact(row) -> render.Fact:
+    """A row of :data:`_FACT_COLUMNS` as the stable block sees it (timestamps as read by
+    the ORM or raw: :func:`~memoryapp.index_rows.column_timestamp` takes both)."""
+    scope, type_, confidence, key, title, content, tags_json, created, updated, memory_id = row
+    return render.Fact(
+        scope=scope,
+        type=type_,
+        confidence=confidence,
+        key=key,
+        title=title,
+        content=content[: render.VALUE_CHARS],  # all the block shows
+        tags=tuple(json_list(tags_json)),
+        created_at=column_timestamp(created),
+        updated_at=column_timestamp(updated),
+        id=memory_id,
+    )
+
+
+def _newest(facts: list[render.Fact], limit: int) -> list[render.Fact]:
     facts.sort(key=lambda f: (f.created_at, f.id), reverse=True)
     return facts[:limit]
+
+
+def _newest_facts(querysets: list, limit: int) -> list[render.Fact]:
+    """The newest ``limit`` rows (by ``created_at``, then id) across ``querysets``, as facts."""
+    return _newest(
+        [
+            _row_fact(row)
+            for qs in querysets
+            for row in qs.order_by("-created_at", "-id").values_list(*_FACT_COLUMNS)[:limit]
+        ],
+        limit,
+    )
 
 
 def _newest_stable_facts(stores: list[StoreSlice], limit: int) -> list[render.Fact]:
@@ -383,35 +385,8 @@ def _newest_stable_facts(stores: list[StoreSlice], limit: int) -> list[render.Fa
             return qs.order_by("-created_at", "-id").values_list(*_FACT_COLUMNS)[:limit]
 
         shape = ("stable-newest", alias, tuple(s.scope for s in mine), limit)
-        rows = compiled.run(shape, build, [s.namespace for s in mine])
-        facts += [
-            render.Fact(
-                scope=scope,
-                type=type_,
-                confidence=confidence,
-                key=key,
-                title=title,
-                content=content[: render.VALUE_CHARS],  # all the block shows
-                tags=tuple(json_list(tags_json)),
-                created_at=column_timestamp(created_at),
-                updated_at=column_timestamp(updated_at),
-                id=memory_id,
-            )
-            for (
-                scope,
-                type_,
-                confidence,
-                key,
-                title,
-                content,
-                tags_json,
-                created_at,
-                updated_at,
-                memory_id,
-            ) in rows
-        ]
-    facts.sort(key=lambda f: (f.created_at, f.id), reverse=True)
-    return facts[:limit]
+        facts += map(_row_fact, compiled.run(shape, build, [s.namespace for s in mine]))
+    return _newest(facts, limit)
 
 
 def _budget_left(facts: list[render.Fact], tail: str) -> int:
