@@ -64,6 +64,8 @@ class _Entry:
     counter: int
     watermark: dt.datetime  # when the last build or delta started reading (this clock)
     nbytes: int = 0
+    # The bytes of this entry in the LRU's running total; None while not in the LRU.
+    counted: int | None = None
     lock: threading.RLock = field(default_factory=threading.RLock)
     # Ids this process changed in the index from inside a transaction that had not
     # committed yet: if it rolled back, the next delta must read them again (their
@@ -96,6 +98,9 @@ class RecallIndexes:
     def __init__(self) -> None:
         self._entries: OrderedDict[tuple[str, str, str], _Entry] = OrderedDict()
         self._lock = threading.Lock()
+        # sum(e.nbytes for e in _entries), kept as entries come, go and change size:
+        # summing ~600 entries on every insert was a visible share of a cold recall.
+        self._bytes = 0
         self.builds = 0  # full builds so far (observability and tests)
         self.deltas = 0  # delta syncs so far
         self.loads = 0  # indexes loaded from a stored snapshot
@@ -105,13 +110,15 @@ class RecallIndexes:
     def usage(self) -> tuple[int, int]:
         """How many indexes this process holds, and their bytes (metrics)."""
         with self._lock:
-            entries = list(self._entries.values())
-        return len(entries), sum(e.nbytes for e in entries)
+            return len(self._entries), self._bytes
 
     def clear(self) -> None:
         """Forget every index and shared stable block (tests; after a restore)."""
         with self._lock:
+            for entry in self._entries.values():
+                entry.counted = None
             self._entries.clear()
+            self._bytes = 0
         self.stable_blocks.clear()
 
     def holds(self, using: str, namespace: str, scope: str) -> bool:
@@ -144,6 +151,9 @@ class RecallIndexes:
                 entry = self._build(using, namespace, scope, counter)
             with self._lock:
                 entry = self._entries.setdefault(key, entry)
+                if entry.counted is None:  # this call's entry went in
+                    entry.counted = entry.nbytes
+                    self._bytes += entry.nbytes
                 self._entries.move_to_end(key)
                 self._evict()
         else:
@@ -158,7 +168,7 @@ class RecallIndexes:
     def discard(self, using: str, namespace: str, scope: str) -> None:
         """Forget one slice's cached index (a stored snapshot stays)."""
         with self._lock:
-            self._entries.pop((using, namespace, scope), None)
+            self._forget((using, namespace, scope))
 
     def apply_own_write(
         self,
@@ -189,7 +199,7 @@ class RecallIndexes:
             if entry.drift is not None:
                 entry.drift += len(upserted) + len(removed)
             entry.counter = window.after[slice_key]
-            entry.nbytes = entry.index.nbytes
+            self._resized(entry, entry.index.nbytes)
             if _in_transaction(window.using):
                 # An enclosing transaction may still roll this write back.
                 entry.unsettled.update(m.id for m in upserted)
@@ -254,7 +264,7 @@ class RecallIndexes:
             payload = recall_snapshot.dump(index)
             if payload is None:
                 return
-            entry.nbytes = index.nbytes
+            self._resized(entry, index.nbytes)
             if stored_snapshots.write_if_current(
                 using,
                 namespace,
@@ -311,7 +321,7 @@ class RecallIndexes:
                 changed.add(record.id)
         entry.counter = counter
         entry.watermark = started
-        entry.nbytes = index.nbytes
+        self._resized(entry, index.nbytes)
         if _in_transaction(using):
             entry.unsettled |= changed  # read inside a transaction: maybe uncommitted
             self._limit_unsettled(using, namespace, scope, entry)
@@ -327,14 +337,29 @@ class RecallIndexes:
         if len(entry.unsettled) > MAX_UNSETTLED:
             with self._lock:
                 if self._entries.get((using, namespace, scope)) is entry:
-                    del self._entries[(using, namespace, scope)]
+                    self._forget((using, namespace, scope))
+
+    def _resized(self, entry: _Entry, nbytes: int) -> None:
+        """Set an entry's size, and the running total if the entry is in the LRU."""
+        with self._lock:
+            entry.nbytes = nbytes
+            if entry.counted is not None:
+                self._bytes += nbytes - entry.counted
+                entry.counted = nbytes
+
+    def _forget(self, key: tuple[str, str, str]) -> None:
+        """Drop one entry from the LRU (caller holds ``self._lock``)."""
+        entry = self._entries.pop(key, None)
+        if entry is not None and entry.counted is not None:
+            self._bytes -= entry.counted
+            entry.counted = None
 
     def _evict(self) -> None:
+        """Drop the least recently used entries past the cap, keeping at least one
+        (caller holds ``self._lock``)."""
         cap = recall_cache_bytes()
-        total = sum(e.nbytes for e in self._entries.values())
-        while total > cap and len(self._entries) > 1:
-            _, dropped = self._entries.popitem(last=False)
-            total -= dropped.nbytes
+        while self._bytes > cap and len(self._entries) > 1:
+            self._forget(next(iter(self._entries)))
             metrics.index_event("evict")
 
 
