@@ -365,3 +365,39 @@ def test_read_with_counters_answers_per_slice(raw_sql):
     assert (got.counter, got.payload) == (snapshot.counter, bytes(snapshot.payload))
     # Not wanted: counters only, no payload read.
     assert stored_snapshots.read_with_counters("default", slices, []) == (counters, {})
+
+
+def test_memory_index_builds_in_parallel_processes():
+    """``--jobs N``: N forked processes share the slices; the result is the one-process one."""
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    for t in range(5):
+        _fill(MemoryManager(project=f"tenant{t}/web"), 6 + t, seed=t)
+
+    def run(*args) -> str:
+        out = StringIO()
+        call_command("memory", "index", "--all-namespaces", *args, stdout=out)
+        return out.getvalue()
+
+    assert "5 namespace slice(s): 5 built and stored, 0 already" in run("--jobs", "2")
+    stored = dict(RecallSnapshot.objects.values_list("namespace", "rows"))
+    assert stored == {f"tenant{t}/web": 6 + t for t in range(5)}
+    assert "0 built and stored, 5 already stored" in run("--jobs", "8")  # more jobs than slices
+    INDEXES.clear()
+    builds, loads = INDEXES.builds, INDEXES.loads
+    for t in range(5):  # a worker loads what the children stored, and answers as a scan
+        hits = MemoryManager(project=f"tenant{t}/web").recall("kernel deploy")
+        assert [h.memory_id for h in hits] == _brute_force_in(f"tenant{t}/web", "kernel deploy")
+    assert (INDEXES.builds, INDEXES.loads) == (builds, loads + 5)
+    with pytest.raises(SystemExit):
+        run("--jobs", "0")
+
+
+def _brute_force_in(namespace: str, query: str) -> list[str]:
+    now = time.time()
+    records = list(live_records("default", namespace, "project"))
+    hits = [score(r, query_tokens(query), frozenset(), now) for r in records]
+    ranked = sorted((h for h in hits if h is not None), key=rank_key)
+    return [h.id for h in ranked[:5]]
