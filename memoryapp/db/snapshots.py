@@ -52,6 +52,8 @@ def _fetch(using: str, sql: str, params: list) -> list[tuple]:
     if vendor.for_connection(connection).binary_blob_reads:
         import psycopg
 
+        # What Django's own cursor() does first: this may be the request's first statement.
+        connection.close_if_health_check_failed()
         connection.ensure_connection()
         with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
             cursor.execute(sql, params, binary=True)

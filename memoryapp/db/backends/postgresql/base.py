@@ -1,19 +1,23 @@
-"""Django's PostgreSQL backend whose per-request health check needs no round trip.
+"""Django's PostgreSQL backend whose per-request health check mostly needs no round trip.
 
 With ``CONN_HEALTH_CHECKS`` on, Django checks a persistent connection before the
-first query of every request by running ``SELECT 1``. On the recall path that is
-one round trip of seven or eight, and on a busy machine each round trip waits for
-both processes to be scheduled (bench/TENANTS.md, the HTTP cold phase).
+first query of every request by running ``SELECT 1``. On the recall path that was
+one round trip of ten, and on a busy machine each round trip waits for both
+processes to be scheduled (bench/TENANTS.md, the HTTP cold phase).
 
-This backend asks the connection's socket instead: an idle connection the server
-has given up on (restart, ``pg_terminate_backend``, a crashed backend) has
-something to read — the server's farewell message or end of file — while a
-healthy idle connection has nothing. Only when there is something to read does it
-run Django's own check, which then fails and reconnects (or passes, after a
-harmless asynchronous message). A connection that saw an error in the previous
-request is still checked by ``SELECT 1`` (Django's ``close_if_unusable_or_obsolete``
-is unchanged). What neither check sees in time is a peer that vanished without
-closing: ``SELECT 1`` would wait on it as long as the request's own query does.
+This backend asks the connection's socket first: an idle connection the server has
+given up on (restart, ``pg_terminate_backend``, a crashed backend) has something to
+read — the server's farewell message or end of file — while a healthy idle one has
+nothing. A quiet socket stands in for ``SELECT 1`` for :data:`SOCKET_CHECK_SECONDS`
+after the connection was last proven by a round trip (connecting, or a ``SELECT 1``);
+then ``SELECT 1`` runs again. The bound is for a server that vanished without a word
+(a host that rebooted, an address moved to a failover): the socket stays quiet until
+a statement draws a reset, and that statement would fail the request. So under steady
+traffic a connection sends ``SELECT 1`` about once a second instead of once per
+request, and a request is exposed to such a silent loss only within that second. When
+the socket has something to read, or a transaction is open, Django's ``SELECT 1``
+decides as before; a connection that saw an error is still checked at the end of its
+request (Django's ``close_if_unusable_or_obsolete``, unchanged).
 
 Use it as ``ENGINE = "memoryapp.db.backends.postgresql"`` (project/settings.py
 does for a ``postgres://`` ``DATABASE_URL``); everything else is Django's backend.
@@ -22,6 +26,7 @@ does for a ``postgres://`` ``DATABASE_URL``); everything else is Django's backen
 from __future__ import annotations
 
 import select
+import time
 
 import psycopg
 from django.db.backends.postgresql import base
@@ -36,11 +41,20 @@ def has_pending_input(fileno: int) -> bool:
     return bool(poller.poll(0))
 
 
+SOCKET_CHECK_SECONDS = 1.0
+"""How long after a round trip proved a connection a quiet socket is taken as healthy."""
+
+
 class DatabaseWrapper(base.DatabaseWrapper):
     """Django's PostgreSQL wrapper; the health check polls the socket (module docstring)."""
 
     health_check_enabled: bool  # set by Django's BaseDatabaseWrapper (not in the stubs)
     health_check_done: bool
+    _proven_at = float("-inf")  # time.monotonic() of the last round trip that proved it
+
+    def connect(self) -> None:
+        super().connect()
+        self._proven_at = time.monotonic()
 
     def close_if_health_check_failed(self) -> None:
         if (
@@ -50,10 +64,13 @@ class DatabaseWrapper(base.DatabaseWrapper):
             or self.health_check_done
         ):
             return super().close_if_health_check_failed()
-        if self._socket_quiet():
+        if time.monotonic() - self._proven_at < SOCKET_CHECK_SECONDS and self._socket_quiet():
             self.health_check_done = True
             return None
-        return super().close_if_health_check_failed()  # SELECT 1 decides
+        super().close_if_health_check_failed()  # SELECT 1 decides
+        if self.connection is not None:
+            self._proven_at = time.monotonic()
+        return None
 
     def _socket_quiet(self) -> bool:
         """True when the idle connection is open and the server has sent nothing since."""
@@ -64,5 +81,5 @@ class DatabaseWrapper(base.DatabaseWrapper):
             if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
                 return False  # mid-transaction or failed: SELECT 1 tells
             return not has_pending_input(conn.pgconn.socket)
-        except (AttributeError, OSError, ValueError, psycopg.Error):  # psycopg2: SELECT 1
+        except (OSError, ValueError, psycopg.Error):
             return False
