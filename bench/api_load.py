@@ -564,11 +564,15 @@ class CpuMeter:
         # backend retitles itself with every statement); one born during the phase
         # spent all its CPU in it (the cold workers' backends connect on their first
         # request).
+        same = {
+            pid
+            for pid, (_, _, started) in table.items()
+            if self.table.get(pid, (0, "", -1))[2] == started
+        }
         used = {
-            pid: cpu - self.table[pid][0] if pid in self.table else cpu
+            pid: cpu - self.table[pid][0] if pid in same else cpu
             for pid, (cpu, _, started) in table.items()
-            if (pid in self.table and self.table[pid][2] == started)
-            or (pid not in self.table and started >= self.boot_ticks)
+            if pid in same or started >= self.boot_ticks  # or a new process (a reused pid too)
         }
         workers = sum(used.get(p, 0.0) for p in self.workers) / wall
         bench_pg = f"postgres backends, database {DB_NAME}"

@@ -401,3 +401,27 @@ def _brute_force_in(namespace: str, query: str) -> list[str]:
     hits = [score(r, query_tokens(query), frozenset(), now) for r in records]
     ranked = sorted((h for h in hits if h is not None), key=rank_key)
     return [h.id for h in ranked[:5]]
+
+
+def test_a_turn_that_will_not_score_reads_no_snapshot(monkeypatch):
+    """An empty query (or no top_k) recalls nothing: its turn reads the counters for the
+    stable block, not the cold slice's snapshot it would throw away."""
+    from memoryapp.db import snapshots as stored_snapshots
+
+    _fill(MemoryManager(project=NS), 20)
+    _recall("kernel")  # a stored snapshot
+    INDEXES.clear()
+    wanted = []
+    real = stored_snapshots.read_with_counters
+    monkeypatch.setattr(
+        stored_snapshots,
+        "read_with_counters",
+        lambda alias, slices, cold: wanted.append(list(cold)) or real(alias, slices, cold),
+    )
+    loads = INDEXES.loads
+    for query in ("", "   ", "?!"):
+        candidates, context = MemoryManager(project=NS).recall_turn(query, top_k=5)
+        assert candidates == [] and context == ""
+    assert wanted == [] and INDEXES.loads == loads  # counters alone, no snapshot
+    candidates, _ = MemoryManager(project=NS).recall_turn("kernel", top_k=3)  # scores: reads it
+    assert candidates and wanted[-1] == [(NS, "project")] and INDEXES.loads == loads + 1

@@ -121,7 +121,9 @@ class PromptBlocks:
         once (:class:`~memoryapp.services.prompt.TurnCounters`): one round trip less
         per API recall.
         """
-        counters = prompt.TurnCounters()
+        # A turn that will not score (no query tokens, no path hints, no top_k) reads
+        # the counters for its stable block only, not the snapshots.
+        counters = prompt.TurnCounters(prefetch=prompt.scores_anything(query, messages, top_k))
         try:
             shown = self._stable_block(counters)[1]
         except Exception:

@@ -118,6 +118,14 @@ def recall(
     ]
 
 
+def scores_anything(query, messages, top_k) -> bool:
+    """Whether :func:`recall` with these arguments scores at all (else it returns ``[]``
+    before reading anything)."""
+    if not isinstance(top_k, int) or top_k <= 0:
+        return False
+    return bool(query_tokens(query) or path_hints(messages))
+
+
 def slice_versions(stores: list[StoreSlice]) -> list[SliceVersion]:
     """``(alias, namespace, scope, change counter)`` of each store, one query per alias."""
     versions = []
@@ -141,7 +149,10 @@ class TurnCounters:
     recall then loads: on a cold tenant, one round trip instead of two.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, prefetch: bool = True) -> None:
+        """``prefetch``: read cold slices' snapshots with the counters (False when the
+        turn will not score: its recall would throw them away)."""
+        self._prefetch = prefetch
         self._read: dict[tuple[StoreSlice, ...], list[SliceVersion]] = {}
         self._snapshots: dict[tuple[str, str, str], stored_snapshots.StoredSnapshot | None] = {}
 
@@ -156,7 +167,7 @@ class TurnCounters:
         versions = []
         for alias in dict.fromkeys(s.using for s in stores):
             slices = [(s.namespace, s.scope) for s in stores if s.using == alias]
-            cold = [k for k in slices if not INDEXES.holds(alias, *k)]
+            cold = [k for k in slices if not INDEXES.holds(alias, *k)] if self._prefetch else []
             if cold and recall_snapshots() and not stored_snapshots.in_memory(alias):
                 counters, stored = stored_snapshots.read_with_counters(alias, slices, cold)
                 self._snapshots.update({(alias, *k): v for k, v in stored.items()})
