@@ -63,7 +63,7 @@ class PromptBlocks:
             [],
         )
 
-    def _stable_block(self, counters: prompt.CounterRead | None = None) -> tuple[str, list[str]]:
+    def _stable_block(self, counters: prompt.TurnCounters | None = None) -> tuple[str, list[str]]:
         """``(block, ids shown)``, rebuilt only when this manager has written since.
 
         ``counters``: how the slice counters are read (a turn's shared read).
@@ -123,7 +123,9 @@ class PromptBlocks:
         """
         # A turn that will not score (no query tokens, no path hints, no top_k) reads
         # the counters for its stable block only, not the snapshots.
-        counters = prompt.TurnCounters(prefetch=prompt.scores_anything(query, messages, top_k))
+        counters = prompt.TurnCounters(
+            prefetch=prompt.scoring_input(query, messages, top_k) is not None
+        )
         try:
             shown = self._stable_block(counters)[1]
         except Exception:
@@ -154,7 +156,7 @@ class PromptBlocks:
         return self._observed_recall(query, messages, top_k, exclude_ids, None)
 
     def _observed_recall(
-        self, query, messages, top_k, exclude_ids, counters: prompt.CounterRead | None
+        self, query, messages, top_k, exclude_ids, counters: prompt.TurnCounters | None
     ) -> list[RecallCandidate]:
         """:meth:`recall`, its counters read by ``counters`` (None: its own read)."""
         if not self.sees.memories:

@@ -10,7 +10,6 @@ and :mod:`memoryapp.render`.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.db import connections
@@ -59,7 +58,6 @@ class RecallCandidate:
 
 
 SliceVersion = tuple[str, str, str, int]  # (alias, namespace, scope, change counter)
-CounterRead = Callable[[list[StoreSlice]], list[SliceVersion]]
 
 
 # ------------------------------------------------------------------ recall
@@ -70,31 +68,30 @@ def recall(
     messages=None,
     top_k: int = 5,
     exclude_ids=None,
-    counters: CounterRead | None = None,
+    counters: TurnCounters | None = None,
 ) -> list[RecallCandidate]:
     """The ``top_k`` live memories of ``stores`` scored against ``query``, highest first.
 
     Each slice is ranked on its process-wide index (:data:`memoryapp.indexes.INDEXES`),
     kept fresh by the slice's change counter; only the shown columns of the hits are read.
-    ``counters`` reads those counters (:func:`slice_versions` by default; a turn passes
-    its :class:`TurnCounters` so that its stable block and its recall share one read).
+    ``counters`` reads those counters (a turn passes its own, so that its stable block
+    and its recall share one read; by default a fresh :class:`TurnCounters`).
     """
-    if not isinstance(top_k, int) or top_k <= 0:
+    scored = scoring_input(query, messages, top_k)
+    if scored is None:
         return []
+    qtokens, hints = scored
     exclude = frozenset(exclude_ids or ())
-    qtokens, hints = query_tokens(query), path_hints(messages)
-    if not qtokens and not hints:
-        return []
     now = time.time()
-    counters = counters or TurnCounters()
+    if counters is None:
+        counters = TurnCounters()
     versions = {
         (alias, namespace, scope): value for alias, namespace, scope, value in counters(stores)
     }
     hits: list[tuple[Scored, StoreSlice]] = []
     for s in stores:
         key = (s.using, s.namespace, s.scope)
-        stored = counters.snapshot(*key) if isinstance(counters, TurnCounters) else NOT_READ
-        index = INDEXES.get(*key, versions[key], stored)
+        index = INDEXES.get(*key, versions[key], counters.snapshot(*key))
         found = index.query_tokenized(qtokens, hints, top_k, exclude, now)
         hits.extend((hit, s) for hit in found)
     hits.sort(key=lambda pair: rank_key(pair[0]))
@@ -118,22 +115,21 @@ def recall(
     ]
 
 
-def scores_anything(query, messages, top_k) -> bool:
-    """Whether :func:`recall` with these arguments scores at all (else it returns ``[]``
-    before reading anything)."""
+def scoring_input(query, messages, top_k):
+    """``(query tokens, path hints)`` when :func:`recall` with these arguments scores at
+    all; None when it returns ``[]`` before reading anything (no ``top_k``, nothing to
+    match)."""
     if not isinstance(top_k, int) or top_k <= 0:
-        return False
-    return bool(query_tokens(query) or path_hints(messages))
+        return None
+    qtokens, hints = query_tokens(query), path_hints(messages)
+    if not qtokens and not hints:
+        return None
+    return qtokens, hints
 
 
 def slice_versions(stores: list[StoreSlice]) -> list[SliceVersion]:
     """``(alias, namespace, scope, change counter)`` of each store, one query per alias."""
-    versions = []
-    for alias in dict.fromkeys(s.using for s in stores):
-        slices = [(s.namespace, s.scope) for s in stores if s.using == alias]
-        for (namespace, scope), value in read_slice_counters(alias, slices).items():
-            versions.append((alias, namespace, scope, value))
-    return versions
+    return TurnCounters(prefetch=False)(stores)
 
 
 class TurnCounters:
@@ -274,7 +270,7 @@ def stable_entries(
 
 
 def stable_block(
-    *, stores: list[StoreSlice], tail: str, counters: CounterRead | None = None
+    *, stores: list[StoreSlice], tail: str, counters: TurnCounters | None = None
 ) -> tuple[str, list[str]]:
     """The block any manager of these slices would render now, shared in the process.
 
@@ -282,7 +278,7 @@ def stable_block(
     counter read, by ``counters`` as in :func:`recall`), else selected, rendered
     and kept for the next manager.
     """
-    key = (tail, *(counters or slice_versions)(stores))
+    key = (tail, *(slice_versions(stores) if counters is None else counters(stores)))
     found = INDEXES.stable_blocks.get(key)
     if found is None:
         text, ids = render.render_stable_block(_admissible_facts(stores, tail), tail)
