@@ -13,8 +13,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Hashable, Sequence
+from typing import Any
 
 from django.db import connections
+from django.db.models import QuerySet
+
+Build = Callable[[Sequence[str]], QuerySet[Any, Any]]
 
 __all__ = ["compiled_sql", "run"]
 
@@ -29,9 +33,7 @@ def _marker(i: int) -> str:
     return f"\x00memoryapp-compiled-{i}\x00"
 
 
-def compiled_sql(
-    shape: Hashable, build: Callable[[Sequence[str]], object], values: Sequence[str]
-) -> tuple[str, str, list]:
+def compiled_sql(shape: Hashable, build: Build, values: Sequence[str]) -> tuple[str, str, list]:
     """``(alias, sql, params)`` of ``build(values)``, a queryset, compiled once per ``shape``.
 
     ``build`` must give the same SQL for any values of the same shape, the values
@@ -41,23 +43,25 @@ def compiled_sql(
     found = _CACHE.get(shape)
     if found is None:
         markers = [_marker(i) for i in range(len(values))]
-        qs = build(markers)
-        sql, params = qs.query.get_compiler(using=qs.db).as_sql()  # type: ignore[attr-defined]
+        alias, sql, params = _compile(build(markers))
         if any(m in sql for m in markers):
-            qs = build(values)
-            sql, params = qs.query.get_compiler(using=qs.db).as_sql()  # type: ignore[attr-defined]
-            return qs.db, sql, list(params)  # type: ignore[attr-defined]
+            return _compile(build(values))
         slots = tuple(markers.index(p) if p in markers else None for p in params)
-        found = (qs.db, sql, tuple(params), slots)  # type: ignore[attr-defined]
+        found = (alias, sql, tuple(params), slots)
         with _LOCK:
             if len(_CACHE) >= _MAX_SHAPES:
                 _CACHE.clear()
             _CACHE[shape] = found
-    alias, sql, params, slots = found
-    return alias, sql, [p if i is None else values[i] for p, i in zip(params, slots, strict=True)]
+    alias, sql, template, slots = found
+    return alias, sql, [p if i is None else values[i] for p, i in zip(template, slots, strict=True)]
 
 
-def run(shape: Hashable, build: Callable[[Sequence[str]], object], values: Sequence[str]):
+def _compile(qs: QuerySet[Any, Any]) -> tuple[str, str, list]:
+    sql, params = qs.query.get_compiler(using=qs.db).as_sql()
+    return qs.db, sql, list(params)
+
+
+def run(shape: Hashable, build: Build, values: Sequence[str]) -> list[tuple]:
     """The raw rows of :func:`compiled_sql`'s statement (no Django converters applied)."""
     alias, sql, params = compiled_sql(shape, build, values)
     with connections[alias].cursor() as cursor:
