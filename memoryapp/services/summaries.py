@@ -10,9 +10,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from django.db import connections, transaction
+from django.db import transaction
 
 from .. import guards, validation
+from ..db import compiled
 from ..models import MemoryEvent, SessionSummary
 from .slices import Binding
 
@@ -117,18 +118,18 @@ def listed(*, binding: Binding, session_id: str | None = None) -> list[SessionSu
 def tail_rows(*, binding: Binding) -> list[tuple[str, str]]:
     """``(session id, text)`` of the latest summaries, oldest first: what the tail picks from.
 
-    One plain statement (a range of ``ix_summaries_ns_created``): every recall turn
-    reads it, and the ORM's query building cost more than the query.
+    Every recall turn reads it: its statement is compiled once (:mod:`memoryapp.db.compiled`),
+    since building the queryset cost more than the query.
     """
     s = binding.project_store
-    connection = connections[s.using]
-    quote = connection.ops.quote_name
-    sql = (
-        f"SELECT {quote('session_id')}, {quote('summary_text')}"
-        f" FROM {quote(SessionSummary._meta.db_table)} WHERE {quote('namespace')} = %s"
-        f" ORDER BY {quote('created_at')} DESC, {quote('id')} DESC LIMIT %s"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [s.namespace, TAIL_WINDOW])
-        latest = [(session_id, text) for session_id, text in cursor.fetchall()]
-    return list(reversed(latest))
+
+    def build(namespaces):
+        return (
+            SessionSummary.objects.using(s.using)
+            .in_namespace(namespaces[0])
+            .order_by("-created_at", "-id")
+            .values_list("session_id", "summary_text")[:TAIL_WINDOW]
+        )
+
+    latest = compiled.run(("summary-tail", s.using), build, [s.namespace])
+    return [(session_id, text) for session_id, text in reversed(latest)]
