@@ -29,6 +29,7 @@ PREFETCHED_GRANTS = "_memoryapp_grants"
 """The attribute of an authenticated user that holds its grants (a list), when read here."""
 
 _COLUMNS = ("id", "namespace", "can_read", "can_write", "can_erase", "created_at")
+_ATTNAMES = ("id", "user_id", "namespace", "can_read", "can_write", "can_erase", "created_at")
 _ORDER = ("namespace", "id")  # the model's ordering (user, namespace), then a tie-break
 
 
@@ -53,23 +54,15 @@ def _grants_sql(connection, token_table: str) -> str | None:
 
 
 def _grant(user, row: list) -> NamespaceGrant:
+    """One ``_COLUMNS`` row of the JSON as the model instance a query would have given."""
     pk, namespace, can_read, can_write, can_erase, created = row
     created_at = parse_datetime(created)
     if created_at is None:
         raise ValueError(f"grant {pk}: not a timestamp: {created!r}")
     if timezone.is_naive(created_at):
         created_at = created_at.replace(tzinfo=dt.UTC)  # SQLite keeps UTC without an offset
-    grant = NamespaceGrant(
-        id=pk,
-        user_id=user.pk,
-        namespace=namespace,
-        can_read=bool(can_read),
-        can_write=bool(can_write),
-        can_erase=bool(can_erase),
-        created_at=created_at,
-    )
-    grant._state.adding = False
-    grant._state.db = user._state.db
+    values = [pk, user.pk, namespace, bool(can_read), bool(can_write), bool(can_erase)]
+    grant = NamespaceGrant.from_db(user._state.db, [*_ATTNAMES], [*values, created_at])
     NamespaceGrant.user.field.set_cached_value(grant, user)
     return grant
 
