@@ -49,10 +49,10 @@ def _fill(mm: MemoryManager, n: int, seed: int = 3) -> None:
         mm.upsert(f"{words[0]} {words[1]} {i}", " ".join(words) + f" note {i}", [rng.choice(WORDS)])
 
 
-def _brute_force(query: str) -> list[str]:
+def _brute_force(query: str, namespace: str = NS) -> list[str]:
     """The top 5 ids by scoring every live row of the slice directly (no index, no snapshot)."""
     now = time.time()
-    records = list(live_records("default", NS, "project"))
+    records = list(live_records("default", namespace, "project"))
     hits = [score(r, query_tokens(query), frozenset(), now) for r in records]
     ranked = sorted((h for h in hits if h is not None), key=rank_key)
     return [h.id for h in ranked[:5]]
@@ -389,18 +389,10 @@ def test_memory_index_builds_in_parallel_processes():
     builds, loads = INDEXES.builds, INDEXES.loads
     for t in range(5):  # a worker loads what the children stored, and answers as a scan
         hits = MemoryManager(project=f"tenant{t}/web").recall("kernel deploy")
-        assert [h.memory_id for h in hits] == _brute_force_in(f"tenant{t}/web", "kernel deploy")
+        assert [h.memory_id for h in hits] == _brute_force("kernel deploy", f"tenant{t}/web")
     assert (INDEXES.builds, INDEXES.loads) == (builds, loads + 5)
     with pytest.raises(SystemExit):
         run("--jobs", "0")
-
-
-def _brute_force_in(namespace: str, query: str) -> list[str]:
-    now = time.time()
-    records = list(live_records("default", namespace, "project"))
-    hits = [score(r, query_tokens(query), frozenset(), now) for r in records]
-    ranked = sorted((h for h in hits if h is not None), key=rank_key)
-    return [h.id for h in ranked[:5]]
 
 
 def test_a_turn_that_will_not_score_reads_no_snapshot(monkeypatch):

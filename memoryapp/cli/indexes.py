@@ -13,6 +13,7 @@ import multiprocessing
 from django.db import connections
 
 from memoryapp.db.meta import read_slice_counters
+from memoryapp.db.snapshots import in_memory
 from memoryapp.indexes import INDEXES
 from memoryapp.models import Memory, RecallSnapshot
 
@@ -115,6 +116,4 @@ def _store_in_child(using: str, slices: list[tuple[str, str]]) -> tuple[int, int
 def _can_fork(using: str) -> bool:
     """Children need ``fork`` (they inherit the configured Django) and a database that
     outlives them (an in-memory SQLite database is the parent's alone)."""
-    from memoryapp.db.snapshots import in_memory
-
     return "fork" in multiprocessing.get_all_start_methods() and not in_memory(using)
