@@ -132,8 +132,12 @@ class Fuzz:
     def steer(self, case) -> None:
         """Point some string namespaces at a granted one and some ids at real rows.
 
-        Only valid (positive) cases are steered: an invalid one must stay invalid.
+        Only valid (positive) cases are steered: an invalid one must stay invalid. Any
+        case whose ``{id}`` would reach another view (:func:`_shadowed`) gets another id.
         """
+        path = case.path_parameters if isinstance(case.path_parameters, dict) else None
+        if path is not None and _shadowed(case.path, path.get("id")):
+            path["id"] = "0"
         if case.meta is not None and case.meta.generation.mode.is_negative:
             return
 
@@ -168,7 +172,6 @@ class Fuzz:
             self.keys += 1
             if self.keys % 4:
                 headers["Idempotency-Key"] = f"fuzz-{self.keys}"
-        path = case.path_parameters if isinstance(case.path_parameters, dict) else None
         if path is not None and "id" in path:
             model = Memory
             if case.path.startswith("/api/review-items/"):
@@ -176,8 +179,6 @@ class Fuzz:
             elif case.path.startswith("/api/erasures/"):
                 model = ErasureReceipt
             path["id"] = pick(path["id"], self.ids[model])
-            if _shadowed(case.path, path["id"]):
-                path["id"] = "0"
 
 
 def _shadowed(template: str, value) -> bool:
