@@ -1564,7 +1564,7 @@ def run_tenants_cold(args: argparse.Namespace) -> None:
         }
     log(f"cold: database {DB_NAME}: {report['database']}")
     workload = TenantWorkload(args.tenants, args.tenants_copies)
-    token = manage("memory", "client", CLIENT_NAME, "--grant", "tenants/", "--write")
+    token = manage("memory", "client", CLIENT_NAME, "--grant", "tenants/", "--write", "--rotate")
     token = token.strip().splitlines()[-1]
     base = {
         "API_THROTTLE_WRITE": "",
@@ -1637,7 +1637,7 @@ def run(args: argparse.Namespace) -> None:
             recreate_database()
             seeded = seed(jsonl, args.namespaces, args.per_namespace)
         report["seed"] = seeded
-        token = manage("memory", "client", CLIENT_NAME, "--grant", NS_PREFIX, "--write")
+        token = manage("memory", "client", CLIENT_NAME, "--grant", NS_PREFIX, "--write", "--rotate")
         token = token.strip().splitlines()[-1]
 
         # Empty rates switch throttling off (settings.py: `env(...) or None`); checked below.

@@ -10,7 +10,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from rest_framework.test import APIClient
 
-from memoryapp.api.models import NamespaceGrant
+from memoryapp.api.models import ApiToken, NamespaceGrant, digest_of
 
 pytestmark = pytest.mark.django_db
 
@@ -44,15 +44,27 @@ def test_creates_a_non_staff_client_and_prints_its_token_last():
     )
 
 
+def test_the_token_is_printed_once_and_only_its_hash_is_stored(raw_sql):
+    token = run("crm-backend", "--grant", "acme/")[-1]
+    rows = raw_sql(f"SELECT * FROM {ApiToken._meta.db_table}")
+    assert len(rows) == 1 and not any(token in str(cell) for cell in rows[0])
+    assert digest_of(token) in rows[0] and token[:8] in rows[0]
+    again = run("crm-backend", "--grant", "acme/")
+    assert not any(token in line for line in again)
+    assert again[-1].startswith(f"Token unchanged ({token[:8]}…)")
+
+
 def test_rerunning_updates_the_grants_and_keeps_the_token():
     token = run("gdpr-bot", "--grant", "acme/", "--write")[-1]
     lines = run("gdpr-bot", "--grant", "globex/", "--erase")
-    assert lines[-1] == token
+    assert "Token unchanged" in lines[-1]
+    assert APIClient(HTTP_AUTHORIZATION=f"Token {token}").get("/api/memories/").status_code == 200
     assert lines[0].startswith("Updated")
     assert any("removed grant acme/" in line for line in lines)
     assert rights("gdpr-bot") == {"globex/": (True, False, True)}
     rotated = run("gdpr-bot", "--grant", "globex/", "--rotate")[-1]
-    assert rotated != token
+    assert rotated != token and len(rotated) == 40
+    assert APIClient(HTTP_AUTHORIZATION=f"Token {rotated}").get("/api/memories/").status_code == 200
     assert APIClient(HTTP_AUTHORIZATION=f"Token {token}").get("/api/memories/").status_code == 401
 
 

@@ -6,14 +6,23 @@ first, and the grants took a second query; here one statement reads both, the gr
 as a JSON array from a correlated subquery. That is one round trip less per request
 on the hot paths (bench/TENANTS.md, HTTP cold phase), for the same answer: the grants
 are read once per request, at its start, as before.
+
+Tokens are stored as SHA-256 digests (:class:`~memoryapp.api.models.ApiToken`): the
+clear token a client sends is hashed and looked up by its digest, so the database
+never holds a usable token. The statement also reads the token's ``last_used_at``;
+only when that is older than :data:`~memoryapp.api.models.LAST_USED_RESOLUTION` does
+a second, conditional statement refresh it — at most once a minute per token, so the
+common request stays one statement.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import hmac
 import json
 
 from django.db import connections
+from django.db.models import Q
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -21,7 +30,7 @@ from django.utils.translation import gettext_lazy as _
 from rest_framework import authentication, exceptions
 
 from ..db import vendor
-from .models import NamespaceGrant
+from .models import LAST_USED_RESOLUTION, ApiToken, NamespaceGrant, digest_of
 
 __all__ = ["TokenAuthentication", "PREFETCHED_GRANTS"]
 
@@ -67,13 +76,32 @@ def _grant(user, row: list) -> NamespaceGrant:
     return grant
 
 
+def _touch(token: ApiToken) -> bool:
+    """Record that ``token`` was used now, unless that was recorded lately; True if written.
+
+    The update is conditional, so concurrent requests that all read a stale
+    ``last_used_at`` write it once (the others match no row).
+    """
+    now = timezone.now()
+    last = token.last_used_at
+    if last is not None and now - last < LAST_USED_RESOLUTION:
+        return False
+    stale = Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - LAST_USED_RESOLUTION)
+    written = ApiToken._default_manager.filter(stale, pk=token.pk).update(last_used_at=now)
+    token.last_used_at = now
+    return written > 0
+
+
 class TokenAuthentication(authentication.TokenAuthentication):
-    """DRF's ``Authorization: Token <key>``; the user arrives with its grants read.
+    """DRF's ``Authorization: Token <key>`` over hashed tokens; the user arrives with
+    its grants read.
 
     Same answers and errors as DRF's class. On a vendor without the JSON functions
     used here the grants are left to :class:`~memoryapp.api.permissions.Access`'s
     own query.
     """
+
+    model = ApiToken
 
     def authenticate_credentials(self, key):
         model = self.get_model()
@@ -81,13 +109,20 @@ class TokenAuthentication(authentication.TokenAuthentication):
         sql = _grants_sql(connections[tokens.db], model._meta.db_table)
         if sql is not None:
             tokens = tokens.annotate(_grants_json=RawSQL(sql, ()))
+        digest = digest_of(key)
         try:
-            token = tokens.get(key=key)
+            token = tokens.get(digest=digest)
         except model.DoesNotExist:
-            raise exceptions.AuthenticationFailed(_("Invalid token.")) from None
+            token = None
+        # The row is found by its digest (an index lookup, whose timing tells an
+        # attacker nothing about a token they do not know); the constant-time
+        # comparison keeps the check itself free of timing differences.
+        if token is None or not hmac.compare_digest(token.digest, digest):
+            raise exceptions.AuthenticationFailed(_("Invalid token."))
         user = token.user
         if not user.is_active:
             raise exceptions.AuthenticationFailed(_("User inactive or deleted."))
+        _touch(token)
         if sql is not None:
             rows = json.loads(token._grants_json or "[]")
             setattr(user, PREFETCHED_GRANTS, [_grant(user, row) for row in rows])

@@ -1,4 +1,4 @@
-"""Provisioning of API clients: a non-staff user, its namespace grants and its token."""
+"""Provisioning of API clients: a non-staff user, its namespace grants and its tokens."""
 
 from __future__ import annotations
 
@@ -8,9 +8,8 @@ from dataclasses import dataclass
 from django.contrib.auth import get_user_model
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
-from rest_framework.authtoken.models import Token
 
-from .models import NamespaceGrant
+from .models import ApiToken, NamespaceGrant
 
 NAMESPACE_MAX = 255
 
@@ -21,10 +20,15 @@ class ClientError(ValueError):
 
 @dataclass(frozen=True)
 class ProvisionedClient:
-    """The outcome of :func:`provision_client`."""
+    """The outcome of :func:`provision_client`.
+
+    ``token`` is the clear token when one was issued (a new client, a client
+    without a token, or ``rotate``), to be shown once: only its digest is stored.
+    It is None when the client keeps its existing tokens, which cannot be shown again.
+    """
 
     user: AbstractBaseUser
-    token: str
+    token: str | None
     created: bool
     grants: tuple[NamespaceGrant, ...]
     removed: tuple[str, ...]
@@ -41,8 +45,9 @@ def provision_client(
     """Create or update the non-staff API user ``name`` with exactly these grants.
 
     Every namespace (an exact key, or a prefix ending in ``/``) is granted read,
-    plus write and erase when asked; grants not listed are removed. The token is
-    kept across updates (so deployed clients keep working) unless ``rotate``.
+    plus write and erase when asked; grants not listed are removed. A client's
+    tokens are kept across updates (so deployed clients keep working) unless
+    ``rotate``, which revokes them all and issues a new one.
 
     Raises:
         ClientError: an empty name or namespace list, an over-long namespace, or
@@ -79,6 +84,8 @@ def provision_client(
             )
             grants.append(grant)
         if rotate:
-            Token.objects.filter(user=user).delete()
-        token, _ = Token.objects.get_or_create(user=user)
-    return ProvisionedClient(user, token.key, created, tuple(grants), removed)
+            ApiToken.objects.filter(user=user).delete()
+        key = None
+        if not ApiToken.objects.filter(user=user).exists():
+            _token, key = ApiToken.issue(user)
+    return ProvisionedClient(user, key, created, tuple(grants), removed)

@@ -1,10 +1,38 @@
-"""The API's own tables: namespace grants of API clients and idempotent erasure requests."""
+"""The API's own tables: namespace grants of API clients, their tokens and idempotent
+erasure requests."""
 
 from __future__ import annotations
 
+import datetime as dt
+import hashlib
+import secrets
+
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import models
 from django.db.models import Q
+
+KEY_BYTES = 20
+"""Random bytes of a token: 40 hex characters, as DRF's tokens were (existing keys stay valid)."""
+PREFIX_LENGTH = 8
+"""Leading characters of a token kept in clear, to tell tokens apart in the admin."""
+LAST_USED_RESOLUTION = dt.timedelta(seconds=60)
+"""``ApiToken.last_used_at`` is written at most this often per token."""
+
+
+def new_key() -> str:
+    """A fresh clear token (160 random bits, hexadecimal)."""
+    return secrets.token_hex(KEY_BYTES)
+
+
+def digest_of(key: str) -> str:
+    """The stored form of a clear token: its SHA-256, hexadecimal.
+
+    A fast unsalted hash suffices here, unlike for passwords: a token is 160 random
+    bits, so a stolen digest cannot be reversed by guessing, and slow hashing
+    would cost every API request its time. Unsalted, the digest is the lookup key.
+    """
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class NamespaceGrant(models.Model):
@@ -92,3 +120,49 @@ class ErasureRequest(models.Model):
 
     def __str__(self) -> str:
         return f"erasure by {self.user} → receipt {self.receipt_id or '(running)'}"
+
+
+class ApiClient(get_user_model()):  # type: ignore[misc]
+    """An API client as the admin shows it: a non-staff user, its grants and its tokens.
+
+    A proxy of the user model (no table of its own): :mod:`memoryapp.api.admin` lists
+    only non-staff users here, one page each.
+    """
+
+    class Meta:
+        proxy = True
+        verbose_name = "API client"
+        verbose_name_plural = "API clients"
+
+
+class ApiToken(models.Model):
+    """One API token of a client: only its SHA-256 digest and a short prefix are stored.
+
+    The clear token is shown once, when :meth:`issue` makes it; afterwards the
+    prefix tells tokens apart. ``last_used_at`` is refreshed at most once a
+    :data:`LAST_USED_RESOLUTION` (a write per request would double the statements
+    of the hot path). Revoking a token deletes its row.
+    """
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    digest = models.CharField(max_length=64, unique=True, editable=False)
+    prefix = models.CharField(max_length=PREFIX_LENGTH, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        ordering = ("user", "-created_at", "-id")
+        verbose_name = "API token"
+        verbose_name_plural = "API tokens"
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.user})"
+
+    @classmethod
+    def issue(cls, user) -> tuple[ApiToken, str]:
+        """Create a token for ``user``; return the row and the clear token (shown once)."""
+        key = new_key()
+        token = cls.objects.create(user=user, digest=digest_of(key), prefix=key[:PREFIX_LENGTH])
+        return token, key

@@ -8,6 +8,7 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from rest_framework.test import APIClient
 
 from .grants import provision_client
+from .models import ApiToken
 from .throttles import SCOPES, MemoryScopedThrottle
 
 
@@ -23,15 +24,20 @@ def token_client(
 ) -> TokenClient:
     """An ``APIClient`` authenticated as a (new or updated) non-staff client with ``grants``.
 
-    The client's token is available as ``client.token``. It starts with an empty
-    throttle history: test databases reuse user ids, the throttle cache outlives them.
+    The client's token is available as ``client.token`` (a client that existed
+    already gets one more token, since stored tokens cannot be read back). It starts
+    with an empty throttle history: test databases reuse user ids, the throttle cache
+    outlives them.
     """
     provisioned = provision_client(name, grants, write=write, erase=erase)
+    token = provisioned.token
+    if token is None:
+        _row, token = ApiToken.issue(provisioned.user)
     for scope in SCOPES:
         key = MemoryScopedThrottle.cache_format % {"scope": scope, "ident": provisioned.user.pk}
         MemoryScopedThrottle.cache.delete(key)
     client = TokenClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {provisioned.token}")
-    client.token = provisioned.token
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
+    client.token = token
     client.user = provisioned.user
     return client

@@ -13,7 +13,8 @@ def register(verbs, common) -> dict:
     """Add the ``client`` verb to the parser; return its handler."""
     p = verbs.add_parser(
         "client",
-        help="create or update a non-staff API client with namespace grants; print its token",
+        help="create or update a non-staff API client with namespace grants; print a new "
+        "token once (only its hash is stored)",
     )
     p.add_argument("name", help="the client's user name")
     p.add_argument(
@@ -26,12 +27,18 @@ def register(verbs, common) -> dict:
     )
     p.add_argument("--write", action="store_true", help="also grant write")
     p.add_argument("--erase", action="store_true", help="also grant erase, purge and wipe")
-    p.add_argument("--rotate", action="store_true", help="replace the client's token")
+    p.add_argument(
+        "--rotate", action="store_true", help="revoke the client's tokens and print a new one"
+    )
     return {"client": do_client}
 
 
 def do_client(cmd, options) -> None:
-    """Provision the client; the last line of output is the token alone."""
+    """Provision the client; when a token is issued, the last line is the token alone.
+
+    The token is printed this once: only its hash is stored. A client that already
+    has a token keeps it, and the output names its prefix instead.
+    """
     if not apps.is_installed("memoryapp.api"):
         raise CommandError("The API is not installed: add 'memoryapp.api' to INSTALLED_APPS.")
     from memoryapp.api.grants import ClientError, provision_client
@@ -53,5 +60,14 @@ def do_client(cmd, options) -> None:
         cmd.stdout.write(f"  grant {grant.namespace or '(default)'}: {rights}")
     for ns in client.removed:
         cmd.stdout.write(f"  removed grant {ns or '(default)'}")
-    cmd.stdout.write("Token:")
+    if client.token is None:
+        from memoryapp.api.models import ApiToken
+
+        tokens = ApiToken.objects.filter(user_id=client.user.pk)
+        prefixes = ", ".join(f"{prefix}…" for prefix in tokens.values_list("prefix", flat=True))
+        cmd.stdout.write(
+            f"Token unchanged ({prefixes}): it cannot be shown again; --rotate issues a new one."
+        )
+        return
+    cmd.stdout.write("Token (shown once, only its hash is stored):")
     cmd.stdout.write(client.token)
