@@ -6,11 +6,13 @@ place (empty): a host project may still have ``rest_framework.authtoken`` instal
 Not reversible for the data: a digest cannot be turned back into a token.
 """
 
+import datetime as dt
 import hashlib
 
 import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
+from django.utils.dateparse import parse_datetime
 
 LEGACY_TABLE = "authtoken_token"
 PREFIX_LENGTH = 8  # memoryapp.api.models.PREFIX_LENGTH when this was written
@@ -19,6 +21,15 @@ PREFIX_LENGTH = 8  # memoryapp.api.models.PREFIX_LENGTH when this was written
 def digest_of(key: str) -> str:
     """memoryapp.api.models.digest_of, frozen here as a migration must be."""
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _aware(created):
+    """A stored ``created`` value as an aware datetime (SQLite keeps naive UTC)."""
+    if isinstance(created, str):
+        created = parse_datetime(created)
+    if created is not None and created.tzinfo is None:
+        created = created.replace(tzinfo=dt.UTC)
+    return created
 
 
 def hash_legacy_tokens(apps, schema_editor):
@@ -41,7 +52,8 @@ def hash_legacy_tokens(apps, schema_editor):
         ApiToken.objects.bulk_create(tokens)
         # auto_now_add set created_at to now: keep each token's own creation time.
         for (_key, _user_id, created), token in zip(rows, tokens, strict=True):
-            ApiToken.objects.filter(digest=token.digest).update(created_at=created)
+            if created is not None:
+                ApiToken.objects.filter(digest=token.digest).update(created_at=_aware(created))
         cursor.execute(f"DELETE FROM {quote(LEGACY_TABLE)}")
 
 
