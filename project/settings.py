@@ -1,5 +1,6 @@
 """Settings of the runnable project, read from the environment (django-environ)."""
 
+import datetime as dt
 import os
 import sys
 from pathlib import Path
@@ -41,6 +42,7 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI and ReDoc served from here, not a CDN
+    "axes",  # admin login throttling (see AUTHENTICATION_BACKENDS below)
     "memoryapp",
     "memoryapp.api",
     "project",
@@ -58,6 +60,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "memoryapp.ops.ApiMetricsMiddleware",
+    # Last, as django-axes requires: turns a locked-out login into its 429 answer.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "project.urls"
@@ -181,8 +185,33 @@ SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=HTTPS)
 SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=31536000 if HTTPS else 0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=HTTPS)
 SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
-if env.bool("BEHIND_PROXY", default=False):
+BEHIND_PROXY = env.bool("BEHIND_PROXY", default=False)
+if BEHIND_PROXY:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# Login throttling (django-axes; project/login.py). The first backend refuses a login
+# while its account or its address is locked out; ModelBackend checks the password.
+# The API's tokens do not go through these backends.
+AUTHENTICATION_BACKENDS = [
+    "project.login.LoginThrottleBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# LOGIN_FAILURE_LIMIT failed logins of one account, or from one address, within
+# LOGIN_COOLOFF_MINUTES lock that account (or address) out for that long; staff
+# lift a lock early in the admin (Access attempts: delete) or with `axes_reset`.
+# LOGIN_COOLOFF_MINUTES=0: locked until staff lift it.
+AXES_FAILURE_LIMIT = env.int("LOGIN_FAILURE_LIMIT", default=5)
+_cooloff = env.float("LOGIN_COOLOFF_MINUTES", default=15)
+AXES_COOLOFF_TIME = dt.timedelta(minutes=_cooloff) if _cooloff > 0 else None
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # each on its own, not the pair
+AXES_CLIENT_IP_CALLABLE = "project.login.client_address"
+# A success does not clear the failures: an attacker holding one account must not
+# be able to reset the count of the address they guess other accounts from.
+AXES_RESET_ON_SUCCESS = False
+# Only failures are kept (username, address, time): no row per successful login.
+AXES_DISABLE_ACCESS_LOG = True
+# Axes' log lines mask these (logs hold no personal data, docs/compliance.md §10).
+AXES_SENSITIVE_PARAMETERS = ["username", "ip_address", "user_agent"]
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
