@@ -85,7 +85,11 @@ def manager_for(row) -> MemoryManager:
 
 def row_store(request, data: dict) -> RowStore:
     """Agentao's store semantics on the namespace (and provenance) a store call names."""
-    return RowStore(data["namespace"], subject=data.get("subject"), actor=actor_of(request))
+    # Tenants share the tables: a client's own id would tell it whether the id exists
+    # elsewhere (a taken one cannot be kept), so the server chooses every new row's id.
+    return RowStore(
+        data["namespace"], subject=data.get("subject"), actor=actor_of(request), keep_ids=False
+    )
 
 
 # A detail route narrowed to one namespace (an ``HttpMemoryStore`` is bound to one):
