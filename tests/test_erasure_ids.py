@@ -334,3 +334,21 @@ def test_records_answer_alike_for_a_free_an_own_and_a_foreign_id(acme, victim, p
         answers.append(sorted(r.json()))
     assert answers[0] == answers[1] == answers[2]
     assert globex_intact(victim)
+
+
+@pytest.mark.postgres_only
+def test_same_table_two_namespaces_one_id_postgres(acme, victim):
+    # PostgreSQL's partitioned tables key on (namespace, id): one table may hold the
+    # same id in two namespaces (an import, an old collision). Each stays its owner's.
+    plant(MEMORIES, ACME, victim)
+    assert Memory.objects.filter(pk=victim).count() == 2
+    r = acme.post("/api/erasures/", {"ids": [victim]}, format="json")
+    assert r.status_code == 201, r.content
+    assert r.json()["counts"][MEMORIES] == 1
+    assert globex_intact(victim)
+    assert not Memory.objects.filter(pk=victim, namespace=ACME).exists()
+    plant(MEMORIES, ACME, victim)
+    with pytest.raises(ErasureRequestError, match="2 namespaces"):
+        erase(ids=[victim])
+    assert erase(ids=[victim], namespace=ACME).counts[MEMORIES] == 1
+    assert globex_intact(victim)
