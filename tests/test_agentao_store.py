@@ -120,8 +120,12 @@ def _check_timestamps(records) -> None:
         assert r.deleted_at is None
 
 
-def run_scenario(mm: MemoryManager) -> dict:
-    """Drive an Agentao MemoryManager through every protocol path; return its transcript."""
+def run_scenario(mm: MemoryManager, *, server_ids: bool = False) -> dict:
+    """Drive an Agentao MemoryManager through every protocol path; return its transcript.
+
+    ``server_ids``: the store hands back ids of its own (the API's store endpoints draw
+    every new row's id, docs/agentao.md) instead of keeping Agentao's 8 hex digits.
+    """
     out: dict = {}
     retriever = MemoryRetriever(mm)
     renderer = MemoryPromptRenderer()
@@ -137,7 +141,8 @@ def run_scenario(mm: MemoryManager) -> dict:
     out["saves"] = [mm.save_from_tool(k, v, t, scope=s, type=ty) for k, v, t, s, ty in SAVES]
     out["bad_saves"] = [mm.save_from_tool(k, v, t) for k, v, t in BAD_SAVES]
     first = {r.key_normalized: r for r in mm.get_all_entries()}
-    assert all(re.fullmatch(r"[0-9a-f]{8}", r.id) for r in first.values())
+    id_shape = r"[0-9a-f]{16}" if server_ids else r"[0-9a-f]{8}"
+    assert all(re.fullmatch(id_shape, r.id) for r in first.values())
     _check_timestamps(first.values())
 
     out["recall_before_update"] = [recall(*q) for q in QUERIES]

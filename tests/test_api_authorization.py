@@ -90,11 +90,20 @@ SAMPLES: dict[tuple[str, str], list[tuple[dict, dict | None]]] = {
         ({}, {"namespace": NS}),
         ({}, {"namespace": NS, "dry_run": True}),
         ({}, {"ids": ["<memories>"]}),
+        ({}, {"ids": ["<memories>"], "dry_run": True}),
+        ({}, {"ids": ["<review-items>"]}),
+        ({}, {"ids": ["<session-summaries>"], "dry_run": True}),
+        ({}, {"ids": ["<session-summaries>"]}),
+        ({}, {"ids": ["<memories>", "<review-items>"], "namespace": NS}),
         ({}, {"subject": USER}),
         ({}, {"everything": True}),
     ],
     ("erasure-detail", "get"): [({}, None)],
-    ("event-list", "get"): [({"namespace": NS}, None), ({"memory_id": "<memories>"}, None)],
+    ("event-list", "get"): [
+        ({"namespace": NS}, None),
+        ({"memory_id": "<memories>"}, None),
+        ({"memory_id": "<review-items>"}, None),
+    ],
     ("recall", "post"): [({}, {**BOUND, "query": "roadmap"})],
     ("crystallize", "post"): [({}, {**BOUND, "messages": MESSAGES})],
     ("wipe-all", "post"): [({}, BOUND)],
@@ -108,6 +117,11 @@ SAMPLES: dict[tuple[str, str], list[tuple[dict, dict | None]]] = {
             {},
             {"namespace": "globex/web", "subject": USER, "scope": "user", "type": "note"} | RECORD,
         ),
+        # A new row asking for an id an existing row of another table has.
+        (
+            {},
+            {"namespace": NS, "scope": "project", "type": "note", "id": "<review-items>"} | RECORD,
+        ),
     ],
     ("memory-clear", "post"): [({}, {"namespace": NS}), ({}, {"namespace": NS, "scope": "user"})],
     ("memory-change-version", "get"): [({"namespace": NS}, None)],
@@ -116,7 +130,8 @@ SAMPLES: dict[tuple[str, str], list[tuple[dict, dict | None]]] = {
         ({}, {"namespace": NS, "session_id": "s1"}),
     ],
     ("review-item-records", "post"): [
-        ({}, {"namespace": NS, "scope": "project", "type": "decision"} | RECORD)
+        ({}, {"namespace": NS, "scope": "project", "type": "decision"} | RECORD),
+        ({}, {"namespace": NS, "scope": "project", "type": "note", "id": "<memories>"} | RECORD),
     ],
     ("review-item-set-status", "post"): [
         ({}, {"status": "rejected"}),
@@ -140,7 +155,9 @@ def api_routes():
         if actions is None:  # an APIView: the handlers it defines
             served = ("get", "post", "put", "patch", "delete")
             actions = {m: None for m in served if hasattr(cls, m)}
-        yield pattern.name, pattern, cls, dict(actions)
+        # DRF adds "head" to a viewset's shared action map once a GET was served: the
+        # walker asks HEAD with every GET itself, so it is no route of its own.
+        yield pattern.name, pattern, cls, {m: a for m, a in actions.items() if m != "head"}
 
 
 def test_every_route_declares_a_rule_for_everything_it_serves():
@@ -162,12 +179,18 @@ def test_every_route_declares_a_rule_for_everything_it_serves():
 def acme_rows():
     mm = MemoryManager(project=NS, user=USER)
     memory = mm.upsert("roadmap", "acme roadmap")
-    mm.save_session_summary("acme session summary")
+    summary = mm.save_session_summary("acme session summary")
+    assert summary is not None
     (item,) = mm.crystallize_user_messages([{"role": "user", "content": "We decided to use Go."}])
     owner = token_client("acme-owner", ["acme/"], write=True, erase=True)
     receipt = owner.post("/api/erasures/", {"ids": [mm.upsert("tmp", "x").id]}, format="json")
     assert receipt.status_code in (201, 202), receipt.content
-    return {"memories": memory.id, "review-items": item.id, "erasures": receipt.json()["id"]}
+    return {
+        "memories": memory.id,
+        "review-items": item.id,
+        "session-summaries": summary.id,
+        "erasures": receipt.json()["id"],
+    }
 
 
 def _snapshot():
@@ -234,6 +257,97 @@ def test_a_client_without_a_grant_gets_404_or_403_on_every_url(acme_rows, django
                         calls += 1
     assert calls >= 4 * 30
     assert _snapshot() == before  # nothing of acme's was read, changed or erased
+
+
+# Acme's rows by table, and the tables where the caller plants its own row with that id.
+OTHER_TABLES = {
+    "memories": (ReviewItem, SessionSummary),
+    "review-items": (Memory, SessionSummary),
+    "session-summaries": (Memory, ReviewItem),
+}
+
+
+def _plant(model, namespace: str, pk: str) -> None:
+    """The caller's own row with ``pk``: an id that, in another table, is acme's."""
+    if model is SessionSummary:
+        SessionSummary.objects.create(
+            id=pk, namespace=namespace, session_id="s", summary_text="planted"
+        )
+        return
+    fields = {"scope": "project", "type": "note", "title": "planted", "content": "planted"}
+    model.objects.create(id=pk, namespace=namespace, key_normalized=f"planted {pk}", **fields)
+
+
+def _acme_state():
+    """Every acme row and event, with what an erasure, a delete or a decision changes."""
+    acme = {"namespace__startswith": "acme/"}
+    return {
+        "memories": sorted(
+            Memory.objects.filter(**acme).values_list("pk", "namespace", "content", "deleted_at")
+        ),
+        "summaries": sorted(SessionSummary.objects.filter(**acme).values_list("pk", "namespace")),
+        "review": sorted(ReviewItem.objects.filter(**acme).values_list("pk", "status")),
+        "events": sorted(MemoryEvent.objects.filter(**acme).values_list("pk", "memory_id")),
+    }
+
+
+def _retarget(value):
+    """A sample aimed at acme's namespaces, aimed at the caller's own instead."""
+    if isinstance(value, dict):
+        return {k: _retarget(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_retarget(v) for v in value]
+    return (
+        {NS: "globex/web", USER: "globex/bob"}.get(value, value)
+        if isinstance(value, str)
+        else value
+    )
+
+
+def _takes_an_id(sample) -> bool:
+    return "<" in repr(sample)
+
+
+def test_acme_ids_planted_in_the_callers_other_tables_reach_only_the_callers_rows(acme_rows):
+    """Every id-taking operation, with ids that exist in another table of another tenant.
+
+    Globex (may write and erase in ``globex/``) holds, in its own namespace, rows
+    whose ids are acme's rows' ids in the *other* tables — as a client that chose
+    them, or an innocent collision, would. Every route taking an id (detail routes,
+    erasures by ids, their dry runs, events by memory id, the store's records) is
+    called with each of acme's ids, aimed at globex's own namespace: whatever it
+    answers, nothing of acme's is shown, changed or erased.
+    """
+    caller = token_client("globex-app", ["globex/"], write=True, erase=True)
+    for basename, models in OTHER_TABLES.items():
+        for model in models:
+            _plant(model, "globex/web", acme_rows[basename])
+    before = _acme_state()
+    calls = 0
+    for name, pattern, _, actions in api_routes():
+        if name in PUBLIC:
+            continue
+        detail = "pk" in pattern.pattern.regex.groupindex
+        for method in actions:
+            samples = SAMPLES[(name, method)]
+            for query, body in samples if detail else [s for s in samples if _takes_an_id(s)]:
+                for acme_id in OTHER_TABLES:  # every acme id, in every id-taking slot
+                    rows = dict.fromkeys(acme_rows, acme_rows[acme_id])
+                    filled = _retarget(_fill(query, rows)), _retarget(_fill(body, rows))
+                    url = reverse(
+                        f"memoryapp_api:{name}", kwargs={"pk": rows[acme_id]} if detail else {}
+                    )
+                    if method == "get":
+                        r = caller.get(url, filled[0])
+                    else:
+                        r = getattr(caller, method)(
+                            f"{url}?{urlencode(filled[0])}", filled[1] or {}, format="json"
+                        )
+                    assert r.status_code < 500, (name, method, filled, r.content)
+                    assert b"acme" not in r.content, (name, method, filled, r.content)
+                    calls += 1
+    assert calls >= 3 * 15
+    assert _acme_state() == before  # acme's rows and events: neither read, changed nor erased
 
 
 def test_requests_naming_no_namespace_answer_an_outsider_with_nothing(acme_rows, django_user_model):

@@ -54,7 +54,7 @@ def stores(live_server, token):
 def test_same_operations_same_results_over_http(tmp_path, fine_clock, stores):  # noqa: F811
     reference = run_scenario(_agentao_manager(tmp_path))
     project, user = stores
-    ours = run_scenario(MemoryManager(project_store=project, user_store=user))
+    ours = run_scenario(MemoryManager(project_store=project, user_store=user), server_ids=True)
     assert set(ours) == set(reference)
     for key in reference:
         assert ours[key] == reference[key], key

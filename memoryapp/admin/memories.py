@@ -381,13 +381,17 @@ class MemoryAdmin(StyledAdmin):
 
     @admin.action(description="Erase selected memories permanently…", permissions=["erase"])
     def erase_selected(self, request, queryset):
-        ids = list(queryset.values_list("pk", flat=True))
+        pairs = list(queryset.values_list("namespace", "pk"))
+        ids = [pk for _, pk in pairs]
+        # Exactly the selected rows: never another table's (or namespace's) row that
+        # happens to share an id.
+        rows = {Memory._meta.db_table: pairs}
         if confirmed(request) and selection_changed(self, request, ids):
             return None  # before "nothing to erase": an emptied selection is a change too
         if not ids:
             return None
         if not confirmed(request):
-            found = preview(ids=ids)
+            found = preview(rows=rows)
             return confirmation(
                 self,
                 request,
@@ -406,7 +410,7 @@ class MemoryAdmin(StyledAdmin):
                 danger=True,
             )
         try:
-            receipt = erase(ids=ids, actor=actor(request), purge=purge_now())
+            receipt = erase(rows=rows, actor=actor(request), purge=purge_now())
         except ErasureRequestError as exc:
             self.message_user(request, f"Nothing was erased: {exc}", messages.ERROR)
             return None

@@ -265,7 +265,11 @@ class ReviewItemAdmin(StyledAdmin):
 
     @admin.action(description="Purge selected review items permanently…", permissions=["purge"])
     def purge_selected(self, request, queryset):
-        ids = list(queryset.values_list("pk", flat=True))
+        pairs = list(queryset.values_list("namespace", "pk"))
+        ids = [pk for _, pk in pairs]
+        # Exactly the selected items: never another table's (or namespace's) row that
+        # happens to share an id.
+        rows = {ReviewItem._meta.db_table: pairs}
         if not confirmed(request):
             return confirmation(
                 self,
@@ -279,14 +283,14 @@ class ReviewItemAdmin(StyledAdmin):
                     "text cannot be recovered. A receipt records the counts.",
                 ],
                 warning="This cannot be undone.",
-                # What erase(ids=...) below removes, counted by the erasure itself.
-                counts=count_rows(preview(ids=ids)["counts"]) if ids else None,
+                # What erase(rows=...) below removes, counted by the erasure itself.
+                counts=count_rows(preview(rows=rows)["counts"]) if ids else None,
                 submit="Yes, purge them permanently",
                 danger=True,
             )
         if selection_changed(self, request, ids):
             return None
-        self._purge(request, lambda: erase(ids=ids, actor=actor(request), purge=purge_now()))
+        self._purge(request, lambda: erase(rows=rows, actor=actor(request), purge=purge_now()))
         return None
 
     def _purge(self, request, run) -> bool:

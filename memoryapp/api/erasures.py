@@ -21,7 +21,8 @@ from rest_framework.response import Response
 
 from memoryapp import erasure
 from memoryapp.erasure import erase
-from memoryapp.models import ErasureReceipt, Memory, ReceiptState, ReviewItem, SessionSummary
+from memoryapp.erasure.selection import ROW_MODELS
+from memoryapp.models import ErasureReceipt, ReceiptState
 
 from . import permissions
 from .exceptions import Conflict, Unprocessable
@@ -102,37 +103,42 @@ RECEIPT_RESPONSES = {
 
 
 # ---------------------------------------------------------------- who may
-def subject_namespaces(subject: str) -> set[str]:
-    """Every namespace holding a row written for ``subject``."""
-    names: set[str] = set()
-    for model in (Memory, SessionSummary, ReviewItem):
-        rows = model.objects.filter(subject=subject).order_by()
-        names.update(rows.values_list("namespace", flat=True).distinct())
-    return names
+def subject_scope(
+    access: Access, subject: str, rule: permissions.Rule, *, include_authored: bool = False
+) -> tuple[str, ...] | None:
+    """The namespaces a client's subject-wide erasure or export acts in; None = all (staff).
 
-
-def require_subject(access: Access, subject: str, rule: permissions.Rule) -> None:
-    """404 unless the subject (a user key) is visible; 403 unless all its rows are in reach.
-
-    A client acts on a subject only when the subject's own key is granted and
-    every namespace holding its rows allows ``rule``: a subject-wide erasure or
-    export must never reach into another tenant's namespace.
+    404 unless the subject's own key is visible, 403 unless ``rule`` is allowed on
+    it. Then: the namespaces holding rows the request would select or change —
+    pseudonymised authored rows included (``erasure.namespaces_of``) — that the
+    client may do ``rule`` in. Rows anywhere else are left alone, and the answer
+    is the same whether or not another tenant holds data about the key: the
+    operator's path covers the rest.
     """
     access.require([subject], rule)
     if access.is_global(rule):
-        return
-    if any(not access.allows(ns, rule) for ns in subject_namespaces(subject)):
-        raise PermissionDenied(
-            "This subject has data in namespaces outside your grants; an operator must act."
-        )
+        return None
+    target = erasure.build_target(subject=subject, include_authored=include_authored)
+    return tuple(sorted(ns for ns in erasure.namespaces_of(target) if access.allows(ns, rule)))
 
 
-def _namespaces_of_ids(access: Access, ids, rule: permissions.Rule) -> dict[str, str]:
-    """``id -> namespace`` of the ids the client can see (memories, summaries, review items)."""
-    found: dict[str, str] = {}
-    for model in (Memory, SessionSummary, ReviewItem):
-        rows = access.scope_visible(model.objects.filter(pk__in=ids).order_by(), rule)
-        found.update(rows.values_list("id", "namespace"))
+def rows_of_ids(
+    access: Access, ids, rule: permissions.Rule, namespace: str | None = None
+) -> dict[str, list[tuple[str, str]]]:
+    """``table -> [(namespace, id)]``: the rows holding these ids that the client can see.
+
+    Each id is resolved to (table, namespace, id) here, once, within the client's
+    visible namespaces (and ``namespace``, if given); the erasure then deletes
+    exactly these rows, never another tenant's row that shares an id.
+    """
+    found: dict[str, list[tuple[str, str]]] = {}
+    for table, model in ROW_MODELS.items():
+        rows = access.scope_visible(model.objects.filter(pk__in=list(ids)).order_by(), rule)
+        if namespace is not None:
+            rows = rows.filter(namespace=namespace)
+        pairs = [(ns, pk) for pk, ns in rows.values_list("id", "namespace")]
+        if pairs:
+            found[table] = pairs
     return found
 
 
@@ -142,8 +148,10 @@ def authorize(data: dict, access: Access, rule: permissions.Rule) -> None:
     """Check every target of an erasure request (404 hidden, 403 not allowed).
 
     ``namespace`` with ``subject`` or ``ids`` restricts the erasure to that
-    namespace, so only the namespace needs the right then; a subject alone must
-    be within reach in every namespace holding its rows.
+    namespace, so only the namespace needs the right then. Ids are resolved to
+    the visible rows holding them (``data["rows"]``, each of whose namespaces
+    needs the right); a subject alone is erased in the namespaces the client may
+    erase in (``data["within"]``, see :func:`subject_scope`).
     """
     if data["everything"]:
         if not access.is_global(rule):
@@ -154,21 +162,37 @@ def authorize(data: dict, access: Access, rule: permissions.Rule) -> None:
     if data["namespace"] is not None:
         access.require([data["namespace"]], rule)
     if data["ids"]:
-        found = _namespaces_of_ids(access, data["ids"], rule)
-        if set(found) != set(data["ids"]):
+        rows = rows_of_ids(access, data["ids"], rule, data["namespace"])
+        if {pk for pairs in rows.values() for _, pk in pairs} != set(data["ids"]):
             raise NotFound("Unknown id(s).")  # unknown or another tenant's: alike
-        access.require(sorted(set(found.values())), rule)
+        access.require(sorted({ns for pairs in rows.values() for ns, _ in pairs}), rule)
+        data["rows"] = rows
     if data["subject"] is not None and data["namespace"] is None:
-        require_subject(access, data["subject"], rule)
+        data["within"] = subject_scope(
+            access, data["subject"], rule, include_authored=data["include_authored"]
+        )
 
 
 def authorize_export(data: dict, access: Access, rule: permissions.Rule) -> None:
     """Check the target of an export: a namespace (alone, or restricting the subject to
-    it), else a subject within reach in every namespace holding its rows."""
+    it), else a subject, exported from the namespaces the client may export from
+    (``data["within"]``); the receipts listed are the client's own (``data["receipts"]``)."""
     if data["namespace"] is not None:
         access.require([data["namespace"]], rule)
     else:
-        require_subject(access, data["subject"], rule)
+        data["within"] = subject_scope(access, data["subject"], rule)
+    if not access.is_global(rule):
+        data["receipts"] = ErasureRequest.objects.filter(user=access.user).values("receipt_id")
+
+
+def export_body(data: dict) -> dict:
+    """The export checked by :func:`authorize_export`, limited to what the client may see."""
+    return erasure.export(
+        subject=data["subject"],
+        namespace=data["namespace"],
+        within=data.get("within"),
+        receipts=data.get("receipts"),
+    )
 
 
 def authorize_receipt(pk: str, access: Access, rule: permissions.Rule) -> None:
@@ -185,10 +209,17 @@ def authorize_receipt(pk: str, access: Access, rule: permissions.Rule) -> None:
 def preview_body(data: dict) -> dict:
     """The dry run's answer: counts per table, and the subject's authored project memories."""
     target = {k: data[k] for k in ("subject", "namespace", "ids", "everything")}
-    found = erasure.preview(**target, include_authored=data["include_authored"])
+    found = erasure.preview(
+        **target,
+        include_authored=data["include_authored"],
+        rows=data.get("rows"),
+        within=data.get("within"),
+    )
     authored = None
     if data["subject"] is not None:
-        authored = erasure.authored_count(data["subject"], namespace=data["namespace"])
+        authored = erasure.authored_count(
+            data["subject"], namespace=data["namespace"], within=data.get("within")
+        )
     return {
         "dry_run": True,
         "counts": found["counts"],
@@ -199,7 +230,8 @@ def preview_body(data: dict) -> dict:
 
 # ------------------------------------------------------------ erase, replay
 def _erase(data: dict, actor: str) -> ErasureReceipt:
-    targets = {k: data[k] for k in ("subject", "namespace", "ids") if data.get(k) is not None}
+    names = ("subject", "namespace", "ids", "rows", "within")
+    targets = {k: data[k] for k in names if data.get(k) is not None}
     if data.get("everything"):
         targets["everything"] = True
     if data.get("include_authored"):

@@ -29,7 +29,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memoryapp.erasure import export, purge_now
+from memoryapp.erasure import purge_now
 from memoryapp.interop.store import RowStore
 from memoryapp.manager import MemoryManager
 from memoryapp.models import Memory, MemoryEvent, ReviewItem, Scope, SessionSummary
@@ -85,7 +85,11 @@ def manager_for(row) -> MemoryManager:
 
 def row_store(request, data: dict) -> RowStore:
     """Agentao's store semantics on the namespace (and provenance) a store call names."""
-    return RowStore(data["namespace"], subject=data.get("subject"), actor=actor_of(request))
+    # Tenants share the tables: a client's own id would tell it whether the id exists
+    # elsewhere (a taken one cannot be kept), so the server chooses every new row's id.
+    return RowStore(
+        data["namespace"], subject=data.get("subject"), actor=actor_of(request), keep_ids=False
+    )
 
 
 # A detail route narrowed to one namespace (an ``HttpMemoryStore`` is bound to one):
@@ -331,9 +335,15 @@ class MemoryViewSet(
     )
     @action(detail=True, methods=["post"])
     def erase(self, request, *args, **kwargs):
-        target = {"ids": [self.kwargs.get("pk", "")]}
-        # The lookup is the authorization; a replayed request skips it (its memory is gone).
-        return erasures.respond(request, target, actor_of(request), check=self.get_object)
+        target: dict = {"ids": [self.kwargs.get("pk", "")]}
+
+        def check():
+            # The lookup is the authorization; a replayed request skips it (its memory is
+            # gone). The erasure deletes this row, not every row that shares its id.
+            memory = self.get_object()
+            target["rows"] = {Memory._meta.db_table: [(memory.namespace, memory.pk)]}
+
+        return erasures.respond(request, target, actor_of(request), check=check)
 
     @extend_schema(
         summary="Save a memory record as Agentao's store does (upsert by scope and key)",
@@ -685,7 +695,7 @@ class ExportView(MemoryAPIMixin, APIView):
     def get(self, request):
         data = validated(serializers.ExportQuerySerializer, request.query_params)
         self.check_target_permissions(request, partial(erasures.authorize_export, data))
-        return Response(export(subject=data["subject"], namespace=data["namespace"]))
+        return Response(erasures.export_body(data))
 
 
 # ------------------------------------------------------------------ events

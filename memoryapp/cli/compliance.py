@@ -28,7 +28,13 @@ def register(verbs, common) -> dict:
     what = p.add_argument_group("what to erase (one of)")
     what.add_argument("--subject", help="a user key: everything written for it or in its sessions")
     what.add_argument("--namespace", help="a namespace (with --subject/--id: a restriction)")
-    what.add_argument("--id", dest="ids", action="append", metavar="ID", help="repeatable")
+    what.add_argument(
+        "--id",
+        dest="ids",
+        action="append",
+        metavar="ID",
+        help="repeatable; an id held in more than one namespace needs --namespace",
+    )
     what.add_argument("--everything", action="store_true", help="every memory table row")
     what.add_argument(
         "--review-items",

@@ -48,6 +48,7 @@ from .selection import (
     events_filter,
     id_list,
     id_restriction,
+    id_rows,
     purge_all_tables,
     row_filter,
     subject_pseudonym,
@@ -115,6 +116,8 @@ def apply(alias: str, target: Target, *, delete: bool, truncate: bool = False) -
         q = row_filter(table, target)
         if q is not None:
             found.update(manager.filter(q).order_by().values_list("pk", "namespace"))
+        for rows in id_rows(table, target):  # exactly the (namespace, id) rows resolved
+            found.update(manager.filter(rows).order_by().values_list("pk", "namespace"))
         explicit = id_list(table, target)
         if explicit:
             restriction = id_restriction(target)
@@ -137,8 +140,12 @@ def apply(alias: str, target: Target, *, delete: bool, truncate: bool = False) -
         work.values = probes.sample_values(alias, work.ids)
         if target.kind == ErasureTarget.SUBJECT:
             work.values.append(target.subject_key)  # the key itself is personal data
-    touched = _slices_of(alias, work.ids[MEMORIES]) if delete else set()
-    row_ids = [pk for table in ROW_MODELS for pk in work.ids[table]]
+    touched = _slices_of(alias, work.namespaces[MEMORIES]) if delete else set()
+    # The events of the selected rows: by (namespace, id), as the rows themselves, so
+    # that an event of another namespace's row with the same id is never touched.
+    row_events = [
+        q for table in ROW_MODELS for q in _by_namespace(work.namespaces[table], "memory_id")
+    ]
     events = MemoryEvent.objects.using(alias)
     extra_events = events_filter(target)
     n_events = 0
@@ -147,8 +154,8 @@ def apply(alias: str, target: Target, *, delete: bool, truncate: bool = False) -
         # Events and the other tables first: the first write to ``memories`` locks
         # the database-wide change counter that every other tenant's write needs,
         # until the commit, so its window holds only the memories' own statements.
-        for batch in batches(row_ids):
-            n_events += events.filter(memory_id__in=list(batch)).delete()[0]
+        for rows in row_events:
+            n_events += events.filter(rows).delete()[0]
         if extra_events is not None:
             n_events += events.filter(extra_events).delete()[0]
         for table, model in reversed(ROW_MODELS.items()):
@@ -165,8 +172,8 @@ def apply(alias: str, target: Target, *, delete: bool, truncate: bool = False) -
         if scrubbed:
             work.counts[ADMIN_LOG] = scrubbed
     else:
-        for batch in batches(row_ids):
-            qs = events.filter(memory_id__in=list(batch))
+        for rows in row_events:
+            qs = events.filter(rows)
             n_events += (qs.exclude(extra_events) if extra_events is not None else qs).count()
         if extra_events is not None:
             n_events += events.filter(extra_events).count()
@@ -174,14 +181,17 @@ def apply(alias: str, target: Target, *, delete: bool, truncate: bool = False) -
     return work
 
 
-def _by_namespace(rows: dict[str, str]):
-    """``Q`` filters of at most one batch of ids each, every one within one namespace."""
+def _by_namespace(rows: dict[str, str], field: str = "pk"):
+    """``Q`` filters of at most one batch of ids each, every one within one namespace.
+
+    ``field`` names the id column: ``pk`` for the rows, ``memory_id`` for their events.
+    """
     grouped: dict[str, list[str]] = {}
     for pk, namespace in rows.items():
         grouped.setdefault(namespace, []).append(pk)
     for namespace, pks in grouped.items():
         for batch in batches(pks):
-            yield Q(namespace=namespace, pk__in=list(batch))
+            yield Q(namespace=namespace, **{f"{field}__in": list(batch)})
 
 
 def _partitions_of(alias: str, work: Work, extra_events) -> set[int]:
@@ -198,8 +208,11 @@ def _partitions_of(alias: str, work: Work, extra_events) -> set[int]:
         for rows in _by_namespace(work.namespaces[table])
     ]
     events = MemoryEvent.objects.using(alias)
-    row_ids = [pk for table in ROW_MODELS for pk in work.ids[table]]
-    querysets += [events.filter(memory_id__in=list(batch)) for batch in batches(row_ids)]
+    querysets += [
+        events.filter(rows)
+        for table in ROW_MODELS
+        for rows in _by_namespace(work.namespaces[table], "memory_id")
+    ]
     if extra_events is not None:
         querysets.append(events.filter(extra_events))
     memories = Memory.objects.using(alias)
@@ -209,12 +222,13 @@ def _partitions_of(alias: str, work: Work, extra_events) -> set[int]:
     return partitioning.holding_remainders(querysets)
 
 
-def _slices_of(alias: str, memory_ids: list[str]) -> set[tuple[str, str]]:
-    """The (namespace, scope) slices holding these memories (read before they go)."""
+def _slices_of(alias: str, memories: dict[str, str]) -> set[tuple[str, str]]:
+    """The (namespace, scope) slices holding these memories (id -> namespace; read before
+    they go)."""
     found: set[tuple[str, str]] = set()
-    for batch in batches(memory_ids):
-        rows = Memory.objects.using(alias).filter(pk__in=list(batch))
-        found.update(rows.values_list("namespace", "scope").distinct().order_by())
+    for rows in _by_namespace(memories):
+        selected = Memory.objects.using(alias).filter(rows)
+        found.update(selected.values_list("namespace", "scope").distinct().order_by())
     return found
 
 

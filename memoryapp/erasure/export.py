@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 
 from .. import conf
 from ..fields import now
@@ -133,6 +133,8 @@ def export(
     namespace: str | None = None,
     using: str | Sequence[str] | None = None,
     progress: Progress | None = None,
+    within: Iterable[str] | None = None,
+    receipts: Iterable[str] | None = None,
 ) -> dict:
     """Everything stored about a subject or a namespace, as one JSON-serialisable document.
 
@@ -149,6 +151,13 @@ def export(
         namespace: a namespace.
         using: database alias(es), as for :func:`~memoryapp.erasure.erase`.
         progress: called as ``progress(done, total)`` while rows are read.
+        within: only rows of these namespaces (an API client's export of a
+            subject: the namespaces its grants allow). The document then says
+            ``"limited_to_grants": true``, whether or not rows exist elsewhere.
+        receipts: only receipts with these ids (an iterable, or a ``values()``
+            queryset of one column), beside those of an erasure restricted to
+            ``namespace``: a client sees the receipts of its own erasures, never
+            another tenant's. None lists every matching receipt (an operator).
 
     Raises:
         ErasureRequestError: neither subject nor namespace given.
@@ -157,7 +166,7 @@ def export(
         from .service import ErasureRequestError
 
         raise ErasureRequestError("export needs a subject or a namespace")
-    target = build_target(subject=subject, namespace=namespace)
+    target = build_target(subject=subject, namespace=namespace, within=within)
     aliases = engine.aliases_for(using)
     plan: list[tuple[str, str, RowModel, Q | None]] = []
     for alias in aliases:
@@ -186,12 +195,14 @@ def export(
     events = _events(aliases, target, rows)
     if progress is not None:
         progress(total, total)
-    receipts = _receipts(aliases[0], subject, namespace)
+    found_receipts = _receipts(aliases[0], subject, namespace, receipts)
     query = {k: v for k, v in (("subject", subject), ("namespace", namespace)) if v is not None}
+    limited = {"limited_to_grants": True} if target.within is not None else {}
     return {
         "format": FORMAT,
         "generated_at": now().isoformat(),
         "query": query,
+        **limited,
         "purposes": conf.export_purposes(),
         "retention": retention_statement(),
         "counts": {
@@ -200,14 +211,14 @@ def export(
             "session_summaries": len(rows[SUMMARIES]),
             "review_items": len(rows[REVIEW]),
             "events": len(events),
-            "erasure_receipts": len(receipts),
+            "erasure_receipts": len(found_receipts),
         },
         "memories": rows[MEMORIES],
         "project_memories_authored": rows["authored"],
         "session_summaries": rows[SUMMARIES],
         "review_items": rows[REVIEW],
         "events": events,
-        "erasure_receipts": receipts,
+        "erasure_receipts": found_receipts,
     }
 
 
@@ -237,24 +248,35 @@ def export_memories(*, rows: Sequence[Memory], using: str) -> dict:
 
 
 def _events(aliases, target: Target, rows: dict[str, list[dict]]) -> list[dict]:
-    ids = [r["id"] for part in rows.values() for r in part]
+    # By (namespace, id): an event of another namespace's row with the same id is
+    # not about these rows (and may be another tenant's).
+    by_namespace: dict[str, list[str]] = {}
+    for part in rows.values():
+        for r in part:
+            by_namespace.setdefault(r["namespace"], []).append(r["id"])
     out: dict[tuple[str, int], dict] = {}
     for alias in aliases:
         events = MemoryEvent.objects.using(alias)
-        for batch in batches(ids):
-            for e in events.filter(memory_id__in=list(batch)):
-                out[(alias, e.id)] = event_as_dict(e)
+        for namespace, ids in by_namespace.items():
+            for batch in batches(ids):
+                for e in events.filter(namespace=namespace, memory_id__in=list(batch)):
+                    out[(alias, e.id)] = event_as_dict(e)
         if target.kind == ErasureTarget.NAMESPACE:
             for e in events.filter(namespace=target.namespace).iterator(chunk_size=CHUNK):
                 out[(alias, e.id)] = event_as_dict(e)
     return sorted(out.values(), key=lambda e: (e["timestamp"] or "", e["id"]))
 
 
-def _receipts(alias: str, subject: str | None, namespace: str | None) -> list[dict]:
+def _receipts(alias: str, subject: str | None, namespace: str | None, visible) -> list[dict]:
     qs = ErasureReceipt.objects.using(alias)
     if subject is not None:
         qs = qs.filter(subject_hmac=keyed_hmac(subject))
     elif namespace is not None:
         qs = qs.filter(namespace_hmac=keyed_hmac(namespace))
+    if visible is not None:
+        allowed = Q(pk__in=visible if isinstance(visible, QuerySet) else list(visible))
+        if namespace is not None:  # an erasure within the exported namespace
+            allowed |= Q(namespace_hmac=keyed_hmac(namespace))
+        qs = qs.filter(allowed)
     keep = ("id", "target_kind", "created_at", "counts", "purge_status", "verified", "purged_at")
     return [{k: v for k, v in as_dict(r).items() if k in keep} for r in qs]

@@ -77,6 +77,8 @@ def target_to_dict(t: Target) -> dict:
         "cutoffs": {table: c.isoformat() for table, c in t.cutoffs.items()},
         "before": t.before.isoformat() if t.before is not None else None,
         "extra_ids": {table: list(ids) for table, ids in t.extra_ids.items()},
+        "rows": {table: [list(r) for r in rows] for table, rows in t.rows.items()},
+        "within": list(t.within) if t.within is not None else None,
     }
 
 
@@ -92,4 +94,6 @@ def target_from_dict(d: dict) -> Target:
         cutoffs={t: dt.datetime.fromisoformat(c) for t, c in (d.get("cutoffs") or {}).items()},
         before=dt.datetime.fromisoformat(d["before"]) if d.get("before") else None,
         extra_ids={t: tuple(ids) for t, ids in (d.get("extra_ids") or {}).items()},
+        rows={t: tuple((ns, pk) for ns, pk in rows) for t, rows in (d.get("rows") or {}).items()},
+        within=tuple(d["within"]) if d.get("within") is not None else None,
     )

@@ -119,9 +119,18 @@ class Target:
     """What to select. ``kind`` is an :class:`~memoryapp.models.ErasureTarget` value.
 
     ``namespace`` is the namespace of a ``namespace`` target, and a restriction
-    for ``ids``, ``subject`` and ``review_items`` targets. ``before`` keeps only
+    for ``ids``, ``subject`` and ``review_items`` targets. ``within`` (when not
+    None) keeps only rows of those namespaces: a client's erasure or export of a
+    subject, scoped to the namespaces its grants allow. ``before`` keeps only
     rows created at or before that moment (replay after restore).
-    ``extra_ids`` (table → ids) are selected as well, whatever the filters say.
+
+    An ``ids`` target deletes exactly ``rows`` (table → ``(namespace, id)``
+    pairs), resolved and authorised once before the target is built
+    (:func:`memoryapp.erasure.service.resolve_ids`): never "any row anywhere with
+    that id" (ids are not unique across tables, nor across namespaces on
+    PostgreSQL). ``ids`` keeps the ids as requested, for the receipt's count.
+    ``extra_ids`` (table → ids; recorded ids on replay) are selected as well,
+    whatever the filters say.
     """
 
     kind: str
@@ -133,6 +142,8 @@ class Target:
     cutoffs: dict[str, dt.datetime] = field(default_factory=dict)
     before: dt.datetime | None = None
     extra_ids: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    rows: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    within: tuple[str, ...] | None = None
 
     @property
     def subject_key(self) -> str:
@@ -150,6 +161,8 @@ def _restrict(q: Q | None, t: Target, created: str = "created_at") -> Q | None:
         return None
     if t.restricted:
         q &= Q(namespace=t.namespace)
+    if t.within is not None:
+        q &= Q(namespace__in=list(t.within))
     if t.before is not None:
         q &= Q(**{f"{created}__lte": t.before})
     return q
@@ -194,16 +207,31 @@ def row_filter(table: str, t: Target) -> Q | None:
 
 
 def id_list(table: str, t: Target) -> tuple[str, ...]:
-    """Primary keys selected explicitly (``ids`` targets; recorded ids on replay)."""
-    ids = t.ids if t.kind == ErasureTarget.IDS else ()
-    return tuple(dict.fromkeys((*ids, *t.extra_ids.get(table, ()))))
+    """Primary keys selected in any namespace: the recorded ids of a replay only."""
+    return tuple(dict.fromkeys(t.extra_ids.get(table, ())))
+
+
+def id_rows(table: str, t: Target) -> Iterable[Q]:
+    """Filters selecting exactly an ``ids`` target's rows of ``table``, one namespace each."""
+    if t.kind != ErasureTarget.IDS:
+        return
+    restriction = id_restriction(t)
+    grouped: dict[str, list[str]] = {}
+    for namespace, pk in t.rows.get(table, ()):
+        grouped.setdefault(namespace, []).append(pk)
+    for namespace, pks in grouped.items():
+        for batch in batches(list(dict.fromkeys(pks))):
+            yield restriction & Q(namespace=namespace, pk__in=batch)
 
 
 def id_restriction(t: Target) -> Q:
     """The filter explicit ids must also pass (a namespace restriction of an ``ids`` target)."""
+    q = Q()
     if t.kind == ErasureTarget.IDS and t.namespace is not None:
-        return Q(namespace=t.namespace)
-    return Q()
+        q &= Q(namespace=t.namespace)
+    if t.within is not None:
+        q &= Q(namespace__in=list(t.within))
+    return q
 
 
 def events_filter(t: Target) -> Q | None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from .. import conf
 from ..errors import MemoryValidationError
@@ -11,7 +11,19 @@ from ..fields import now
 from ..models import ErasureReceipt, ErasureTarget, Memory, ReviewStatus
 from ..validation import check_id, check_stored_key
 from . import engine
-from .selection import MEMORIES, REVIEW, SUMMARIES, Target, authored_filter
+from .selection import (
+    MEMORIES,
+    REVIEW,
+    ROW_MODELS,
+    SUMMARIES,
+    Target,
+    authored_filter,
+    batches,
+    row_filter,
+)
+
+RowsByTable = Mapping[str, Iterable[tuple[str, str]]]
+"""Exact rows to erase: table name → ``(namespace, id)`` pairs."""
 
 
 class ErasureRequestError(ValueError):
@@ -54,6 +66,36 @@ def _text(name: str, value) -> str:
     return value
 
 
+def _rows(rows: RowsByTable) -> dict[str, tuple[tuple[str, str], ...]]:
+    """``rows`` checked: known tables, ``(namespace, id)`` pairs of strings."""
+    out: dict[str, tuple[tuple[str, str], ...]] = {}
+    try:
+        for table, pairs in rows.items():
+            if table not in ROW_MODELS:
+                raise ErasureRequestError(
+                    f"rows: unknown table (expected one of {', '.join(ROW_MODELS)})"
+                )
+            checked = []
+            for namespace, pk in pairs:
+                if not isinstance(namespace, str) or not isinstance(pk, str):
+                    raise ErasureRequestError("rows must hold (namespace, id) pairs of strings")
+                checked.append((namespace, pk))
+            out[table] = tuple(dict.fromkeys(checked))
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, ErasureRequestError):
+            raise
+        raise ErasureRequestError("rows must map a table to (namespace, id) pairs") from None
+    return out
+
+
+def _within(within) -> tuple[str, ...] | None:
+    if within is None:
+        return None
+    if isinstance(within, str):
+        raise ErasureRequestError("within must be a collection of namespaces, not a string")
+    return tuple(sorted({_text("namespace", ns) for ns in within}))
+
+
 def build_target(
     *,
     subject: str | None = None,
@@ -61,33 +103,129 @@ def build_target(
     ids=None,
     everything: bool = False,
     include_authored: bool = False,
+    rows: RowsByTable | None = None,
+    within: Iterable[str] | None = None,
 ) -> Target:
     """Validate an erase/preview/export request and return its :class:`Target`.
 
-    Exactly one of ``subject``, ``ids``, ``namespace`` (alone) or
+    Exactly one of ``subject``, ``ids`` (or ``rows``), ``namespace`` (alone) or
     ``everything`` names what to erase; ``namespace`` given together with
-    ``subject`` or ``ids`` restricts them to that namespace.
+    ``subject`` or ``ids`` restricts them to that namespace, ``within`` (a
+    collection of namespaces) to those. An ``ids`` target comes back unresolved
+    (no ``rows``): :func:`resolve` finds its rows on the databases it covers.
     """
     if everything:
-        if subject is not None or namespace is not None or ids is not None:
+        if any(v is not None for v in (subject, namespace, ids, rows, within)):
             raise ErasureRequestError("everything=True takes no subject, namespace or ids")
         return Target(ErasureTarget.EVERYTHING)
-    if subject is not None and ids is not None:
+    if subject is not None and (ids is not None or rows is not None):
         raise ErasureRequestError("give either subject or ids, not both")
     if namespace is not None:
         namespace = _text("namespace", namespace)
+    scoped = _within(within)
     if subject is not None:
         return Target(
             ErasureTarget.SUBJECT,
             subject=_text("subject", subject),
             namespace=namespace,
             include_authored=bool(include_authored),
+            within=scoped,
+        )
+    if rows is not None:
+        exact = _rows(rows)
+        named = ids if ids is not None else [pk for pairs in exact.values() for _, pk in pairs]
+        return Target(
+            ErasureTarget.IDS, ids=_ids(named), namespace=namespace, rows=exact, within=scoped
         )
     if ids is not None:
-        return Target(ErasureTarget.IDS, ids=_ids(ids), namespace=namespace)
+        return Target(ErasureTarget.IDS, ids=_ids(ids), namespace=namespace, within=scoped)
+    if scoped is not None:
+        raise ErasureRequestError("within restricts a subject or ids; it names nothing alone")
     if namespace is not None:
         return Target(ErasureTarget.NAMESPACE, namespace=namespace)
     raise ErasureRequestError("nothing to erase: give subject, namespace, ids or everything=True")
+
+
+def locate_ids(
+    ids: Iterable[str],
+    *,
+    namespace: str | None = None,
+    tables: Iterable[str] | None = None,
+    using: str | Sequence[str] | None = None,
+) -> dict[str, dict[str, set[str]]]:
+    """Where each id lives: ``id -> {table -> {namespaces}}`` (ids found nowhere are absent).
+
+    ``namespace`` and ``tables`` narrow the search; every database of ``using``
+    (as for :func:`erase`) is read.
+    """
+    wanted = list(dict.fromkeys(ids))
+    found: dict[str, dict[str, set[str]]] = {}
+    for alias in engine.aliases_for(using):
+        for table, model in ROW_MODELS.items():
+            if tables is not None and table not in tables:
+                continue
+            qs = model.objects.using(alias).order_by()
+            if namespace is not None:
+                qs = qs.filter(namespace=namespace)
+            for batch in batches(wanted):
+                for pk, ns in qs.filter(pk__in=batch).values_list("pk", "namespace"):
+                    found.setdefault(pk, {}).setdefault(table, set()).add(ns)
+    return found
+
+
+def resolve(target: Target, aliases: Sequence[str]) -> Target:
+    """An ``ids`` target with its rows: each id resolved once to (table, namespace, id).
+
+    The operator's path (Python, the command line) names bare ids. An id whose
+    rows lie in more than one namespace is ambiguous — it may be another
+    tenant's row that happens to share the id — and is refused, saying in how
+    many namespaces it was found, unless ``namespace`` says which; rows of one
+    namespace that share an id (a memory and a review item) are all erased.
+    An id found nowhere selects nothing. Targets already holding rows (the
+    admin's selection, the API's authorised ids) are returned as they are.
+    """
+    if target.kind != ErasureTarget.IDS or target.rows:
+        return target
+    found = locate_ids(target.ids, namespace=target.namespace, using=aliases)
+    rows: dict[str, list[tuple[str, str]]] = {}
+    for pk in target.ids:
+        places = found.get(pk, {})
+        namespaces = set().union(*places.values()) if places else set()
+        if target.within is not None:
+            namespaces &= set(target.within)
+        if len(namespaces) > 1:
+            raise ErasureRequestError(
+                f"id {pk!r} names rows in {len(namespaces)} namespaces; give namespace= "
+                "(--namespace) to say which one to erase"
+            )
+        for table, nss in places.items():
+            for ns in sorted(nss & namespaces):
+                rows.setdefault(table, []).append((ns, pk))
+    return Target(
+        ErasureTarget.IDS,
+        ids=target.ids,
+        namespace=target.namespace,
+        within=target.within,
+        rows={table: tuple(pairs) for table, pairs in rows.items()},
+    )
+
+
+def namespaces_of(target: Target, *, using: str | Sequence[str] | None = None) -> set[str]:
+    """Every namespace holding a row ``target`` selects or changes (its kept authored rows,
+    pseudonymised under the subject's pseudonyms too): what an authorisation must check."""
+    names: set[str] = set()
+    for alias in engine.aliases_for(using):
+        for table, model in ROW_MODELS.items():
+            q = row_filter(table, target)
+            if q is not None:
+                qs = model.objects.using(alias).filter(q).order_by()
+                names.update(qs.values_list("namespace", flat=True).distinct())
+            names.update(ns for ns, _ in target.rows.get(table, ()))
+        authored = authored_filter(target)
+        if authored is not None:
+            qs = Memory.objects.using(alias).filter(authored).order_by()
+            names.update(qs.values_list("namespace", flat=True).distinct())
+    return names
 
 
 def erase(
@@ -100,6 +238,8 @@ def erase(
     include_authored: bool = False,
     using: str | Sequence[str] | None = None,
     purge: bool = True,
+    rows: RowsByTable | None = None,
+    within: Iterable[str] | None = None,
 ) -> ErasureReceipt:
     """Erase for real (docs/behaviour.md §9): hard-delete, purge the bytes, verify, write a receipt.
 
@@ -116,7 +256,10 @@ def erase(
             receipt and erased only with ``include_authored=True``.
         namespace: a namespace's rows in every table; with ``subject`` or
             ``ids``, a restriction to that namespace.
-        ids: memory (or summary, review item) ids.
+        ids: memory (or summary, review item) ids, each resolved once to the
+            rows (table, namespace) holding it; an id held in more than one
+            namespace is refused as ambiguous unless ``namespace`` says which
+            (see :func:`resolve`).
         everything: every row of the four tables (the receipts stay).
         actor: who asked (recorded; a subject's own key is never recorded in clear).
         include_authored: also erase the subject's project-scope memories.
@@ -125,6 +268,11 @@ def erase(
         purge: False deletes now and leaves the purge to the erasure worker
             (``manage.py memory worker``) or a later ``memory erase --retry``: one
             vendor purge for many erasures.
+        rows: instead of ``ids``, the exact rows to erase (table name →
+            ``(namespace, id)`` pairs), already resolved and authorised by the
+            caller (the admin's selection, the API's ids within a client's grants).
+        within: restrict a ``subject`` (or ``ids``) erasure to these namespaces
+            (the API: those a client may erase in).
 
     Returns:
         The saved :class:`~memoryapp.models.ErasureReceipt`. Called inside a
@@ -134,22 +282,28 @@ def erase(
     Raises:
         ErasureRequestError: the request names nothing, or names it ambiguously.
     """
+    aliases = engine.aliases_for(using)
     target = build_target(
         subject=subject,
         namespace=namespace,
         ids=ids,
         everything=everything,
         include_authored=include_authored,
+        rows=rows,
+        within=within,
     )
+    target = resolve(target, aliases)
     criteria: dict = {}
     if target.kind == ErasureTarget.IDS:
         criteria["ids_requested"] = len(target.ids)
     if target.restricted:
         criteria["namespace_restricted"] = True
+    if target.within is not None:
+        criteria["limited_to_namespaces"] = len(target.within)
     receipt, _ = engine.execute(
         target.kind,
         [target],
-        aliases=engine.aliases_for(using),
+        aliases=aliases,
         actor=actor,
         subject=target.subject,
         namespace=target.namespace,
@@ -169,27 +323,36 @@ def preview(
     everything: bool = False,
     include_authored: bool = False,
     using: str | Sequence[str] | None = None,
+    rows: RowsByTable | None = None,
+    within: Iterable[str] | None = None,
 ) -> dict:
     """What :func:`erase` would remove: counts per table, and kept authored memories."""
+    aliases = engine.aliases_for(using)
     target = build_target(
         subject=subject,
         namespace=namespace,
         ids=ids,
         everything=everything,
         include_authored=include_authored,
+        rows=rows,
+        within=within,
     )
-    return _preview([target], engine.aliases_for(using))
+    return _preview([resolve(target, aliases)], aliases)
 
 
 def authored_count(
-    subject: str, *, namespace: str | None = None, using: str | Sequence[str] | None = None
+    subject: str,
+    *,
+    namespace: str | None = None,
+    using: str | Sequence[str] | None = None,
+    within: Iterable[str] | None = None,
 ) -> int:
     """How many project-scope memories ``subject`` authored (live and soft-deleted).
 
     A subject erasure keeps them unless ``include_authored``; this is the number the
     operator decides about, shown before the erasure (admin, API dry run, CLI).
     """
-    target = build_target(subject=subject, namespace=namespace)
+    target = build_target(subject=subject, namespace=namespace, within=within)
     q = authored_filter(target)
     return sum(Memory.objects.using(a).filter(q).count() for a in engine.aliases_for(using))
 

@@ -99,6 +99,9 @@ class DjangoMemoryStore:
         subject: provenance written into new rows' ``subject`` column (the
             user key in whose session they were written; docs/behaviour.md §9), or None.
         actor: recorded on the audit events this store writes.
+        keep_ids: insert rows with the record's own id (when free), as Agentao
+            does; False draws a fresh id for every insert (the API's store
+            endpoints: see :func:`memoryapp.services.records.new_row_id`).
     """
 
     def __init__(
@@ -108,6 +111,7 @@ class DjangoMemoryStore:
         using: str | None = None,
         subject: str | None = None,
         actor: str = "agentao",
+        keep_ids: bool = True,
     ) -> None:
         if not isinstance(namespace, str):
             raise TypeError("namespace must be a string")
@@ -117,6 +121,9 @@ class DjangoMemoryStore:
         self.using = using or DEFAULT_DB_ALIAS
         self.subject = subject
         self.actor = actor
+        # False: inserts get a server-drawn id (services.records.new_row_id), so that a
+        # caller sharing the tables with other tenants learns nothing from the id.
+        self.keep_ids = keep_ids
         # Read by Agentao's MemoryManager: set when a store stands in for one
         # that could not be opened. A Django store never does that.
         self.fallback_reason: str | None = None
@@ -192,6 +199,7 @@ class DjangoMemoryStore:
             namespace=self.namespace,
             subject=self.subject,
             actor=self.actor,
+            keep_id=self.keep_ids,
         )
         return self._record(row)
 
@@ -312,6 +320,7 @@ class DjangoMemoryStore:
             using=self.using,
             namespace=self.namespace,
             subject=self.subject,
+            keep_id=self.keep_ids,
         )
         return self._review_item(row)
 

@@ -86,6 +86,21 @@ def _id_free(model, pk: str, *, using: str) -> bool:
         return partitioning.claim_id(cursor, model._meta.db_table, pk)
 
 
+def new_row_id(wanted: str | None, keep: bool) -> str:
+    """The id a new row is inserted with: the writer's own (``keep``), else a fresh one.
+
+    Ids are unique per table across every namespace, so an id already taken —
+    by this namespace or by another tenant's row — cannot be kept. A writer
+    that keeps its ids therefore learns, from getting a fresh one back, that an
+    id exists somewhere. Agentao in-process (``DjangoMemoryStore``, one host's
+    own database) keeps its ids; the API's store endpoints, shared by tenants,
+    never do (``keep=False``): every inserted row gets a fresh server id, so the
+    answer is the same whether the id a client sent was free, its own or another
+    tenant's (docs/agentao.md). ``_insert`` still checks even a fresh id.
+    """
+    return wanted if keep and wanted else new_id()
+
+
 # ---------------------------------------------------------------- memories
 def upsert_memory(
     *,
@@ -96,6 +111,7 @@ def upsert_memory(
     namespace: str,
     subject: str | None = None,
     actor: str = "",
+    keep_id: bool = True,
 ) -> Memory:
     """Insert ``record``, or update the live row with its (scope, key) in place; the row.
 
@@ -112,6 +128,8 @@ def upsert_memory(
             ``sensitivity`` are read (``created_at`` is the argument instead).
         created_at: the record's creation time, for an insert.
         stamp: the write's clock (``updated_at``).
+        keep_id: False draws a fresh id for an insert whatever the record's
+            (see :func:`new_row_id`).
     """
     fields = {
         "type": record.type,
@@ -138,7 +156,7 @@ def upsert_memory(
         existing = live_match()
         if existing is None:
             row = Memory(
-                id=record.id or new_id(),
+                id=new_row_id(record.id, keep_id),
                 namespace=namespace,
                 scope=record.scope,
                 key_normalized=record.key_normalized,
@@ -269,6 +287,7 @@ def upsert_review_item(
     using: str,
     namespace: str,
     subject: str | None = None,
+    keep_id: bool = True,
 ) -> ReviewItem:
     """Insert a review item, or fold it into the pending one with its (scope, key); the row.
 
@@ -284,6 +303,8 @@ def upsert_review_item(
         item: ``id``, ``scope``, ``type``, ``key_normalized``, ``title``,
             ``content``, ``tags``, ``evidence``, ``source_session``,
             ``occurrences``, ``confidence`` and ``status`` are read.
+        keep_id: False draws a fresh id for an insert whatever the item's
+            (see :func:`new_row_id`).
     """
     pending = ReviewItem.objects.using(using).filter(
         namespace=namespace, scope=item.scope, key_normalized=item.key_normalized, status="pending"
@@ -296,7 +317,7 @@ def upsert_review_item(
         existing = pending_match()
         if existing is None:
             row = ReviewItem(
-                id=item.id or new_id(),
+                id=new_row_id(item.id, keep_id),
                 scope=item.scope,
                 type=item.type,
                 key_normalized=item.key_normalized,
