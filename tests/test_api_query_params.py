@@ -100,6 +100,9 @@ def test_every_operation_refuses_an_unknown_parameter_and_names_it(operator, row
             assert body[unknown][0].startswith("Unknown query parameter"), body
             assert VALUE.encode() not in r.content
         walked.add((method, template))
+    for template in {t for _, t in walked}:  # a method no operation has: 405, not 400
+        r = operator.generic("TRACE", f"{_url(template, rows)}?bogus={VALUE}")
+        assert r.status_code == 405, (template, r.status_code)
     gets = {t for m, t in walked if m == "get"}
     assert {
         "/api/memories/",

@@ -162,8 +162,11 @@ class MemoryAPIMixin(APIView):
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)  # authenticated, permitted, not throttled
         # A query parameter the operation does not take is refused, never ignored: a
-        # misspelt filter must not widen the answer (query_params.py).
-        query_params.refuse_unknown(self, request)
+        # misspelt filter must not widen the answer (query_params.py). A method the
+        # view does not serve is no operation: its 405 (or 404) comes from dispatch.
+        method = request.method.lower()
+        if method in self.http_method_names and hasattr(self, method):
+            query_params.refuse_unknown(self, request)
 
     def check_target_permissions(self, request, check) -> None:
         """Authorize what the request names (body or query), as ``get_object`` does a row.
