@@ -369,8 +369,8 @@ class MemoryClient:
         never on rows of a list that was not asked for.
         """
         params = {k: v for k, v in (params or {}).items() if v is not None}
-        if "page" in params:
-            raise ValueError("pages() starts at the first page; leave 'page' out of params")
+        if "page" in params or "?" in path:
+            raise ValueError("pages() takes the filters in params, and no 'page'")
         bound = self.max_pages if max_pages is None else max_pages
         url = self._http.build_request("GET", path).url
         query, page = dict(params), 1

@@ -273,3 +273,11 @@ def test_a_next_link_over_plain_http_behind_a_tls_proxy_is_followed():
     client = MemoryClient("https://memory.test", "t0k", project="acme/web", transport=transport)
     assert [m.id for m in client.list_memories()] == ["m1", "m2", "m3"]
     assert all(u.scheme == "https" for u in seen)
+
+
+def test_pages_takes_its_filters_as_params_only():
+    client = MemoryClient("http://memory.test", "t0k", transport=httpx.MockTransport(None))
+    with pytest.raises(ValueError, match="no 'page'"):
+        next(client.pages("memories/", {"page": 2}))
+    with pytest.raises(ValueError, match="in params"):
+        next(client.pages("memories/?namespace=acme%2Fweb"))
