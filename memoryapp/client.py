@@ -13,8 +13,10 @@ status and the server's reason.
 
 from __future__ import annotations
 
+import re
+import secrets
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +26,7 @@ __all__ = [
     "MemoryClient",
     "MemoryClientError",
     "NotFound",
+    "PaginationError",
     "PermissionDenied",
     "Refused",
     "RemoteCandidate",
@@ -35,6 +38,8 @@ __all__ = [
 ]
 
 REFUSED_SECRET = "Refused to save: content appears to contain sensitive credentials"
+MAX_PAGES = 1000  # a list longer than this (50,000 rows at the default page size) is an error
+_POSITIVE = re.compile(r"[1-9][0-9]{0,8}")  # a page number, as the server reads one
 
 
 # ------------------------------------------------------------------ errors
@@ -75,6 +80,15 @@ class NotFound(MemoryClientError):
 
 class Throttled(MemoryClientError):
     """429 after every retry."""
+
+
+class PaginationError(MemoryClientError):
+    """A list could not be read to its end safely.
+
+    Its ``next`` link was not the same list's following page (another host or
+    path, other filters, or a page that does not advance), or the list had more
+    pages than the client's ``max_pages``. Never a silently shortened list.
+    """
 
 
 _BY_STATUS = {400: Refused, 401: Unauthorized, 403: PermissionDenied, 404: NotFound, 429: Throttled}
@@ -161,9 +175,11 @@ class MemoryClient:
     Args:
         base_url: the server, e.g. ``https://memory.example.com`` (the API is at ``/api/``).
         token: the API token (``manage.py memory client NAME --grant PREFIX`` prints one).
-        project, user, session_id: the namespaces, as for ``MemoryManager``.
+        project, user, session_id: the namespaces, as for ``MemoryManager`` (which
+            also makes up a random session id when none is given).
         timeout: seconds per request.
         retries: how many times a 429 is retried (after ``Retry-After``, at most 60 s).
+        max_pages: the most pages one list may take (:class:`PaginationError` beyond).
         transport: an ``httpx`` transport (tests).
     """
 
@@ -177,10 +193,14 @@ class MemoryClient:
         session_id: str | None = None,
         timeout: float = 10.0,
         retries: int = 3,
+        max_pages: int = MAX_PAGES,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
+        # The facade's default (manager/sessions.py new_session_id), without importing Django.
+        session_id = session_id or secrets.token_hex(6)
         self.project, self.user, self.session_id = project, user, session_id
         self.retries = retries
+        self.max_pages = max_pages
         self._http = httpx.Client(
             base_url=base_url.rstrip("/") + "/api/",
             headers={"Authorization": f"Token {token}", "Accept": "application/json"},
@@ -285,12 +305,9 @@ class MemoryClient:
         tokens_before: int = 0,
         messages_summarized: int = 0,
     ) -> RemoteSummary:
-        """Store the summary of one complete compaction of the session."""
-        session = session_id or self.session_id
-        if not session:
-            raise ValueError("save_session_summary needs a session_id (here or on the client)")
+        """Store the summary of one complete compaction (of the client's session by default)."""
         body = self._bound(
-            session_id=session,
+            session_id=session_id or self.session_id,
             summary=summary,
             tokens_before=tokens_before,
             messages_summarized=messages_summarized,
@@ -334,17 +351,41 @@ class MemoryClient:
         """Every live memory of the project namespace (and the user's), all pages."""
         out: list[RemoteMemory] = []
         for namespace in [self.project, self.user] if self.user else [self.project]:
-            params: dict[str, Any] = {"namespace": namespace}
-            if scope:
-                params["scope"] = scope
-            if q:
-                params["q"] = q
-            path: str | None = "memories/"
-            while path:
-                data = self._request("GET", path, params=params)
-                out.extend(RemoteMemory.from_api(row) for row in data["results"])
-                path, params = _next_page(data.get("next")), {}
+            params = {"namespace": namespace, "scope": scope or None, "q": q or None}
+            for rows in self.pages("memories/", params):
+                out.extend(RemoteMemory.from_api(row) for row in rows)
         return out
+
+    def pages(
+        self, path: str, params: dict[str, Any] | None = None, *, max_pages: int | None = None
+    ) -> Iterator[list[dict]]:
+        """The rows of a list endpoint (``path`` relative to ``/api/``), one page at a time.
+
+        Every request sends all of ``params`` (``None`` values are left out) itself:
+        a ``next`` link is read only for its page number, and only when it is this
+        list's own following page — the same host and path, the same parameters, a
+        later page. Anything else raises :class:`PaginationError`, as does a list
+        longer than ``max_pages`` (default: the client's): the loop always ends, and
+        never on rows of a list that was not asked for.
+        """
+        params = {k: v for k, v in (params or {}).items() if v is not None}
+        if "page" in params or "?" in path:
+            raise ValueError("pages() takes the filters in params, and no 'page'")
+        bound = self.max_pages if max_pages is None else max_pages
+        url = self._http.build_request("GET", path).url
+        query, page = dict(params), 1
+        for _ in range(bound):
+            data = self._request("GET", path, params=query)
+            if not isinstance(data, dict) or not isinstance(data.get("results"), list):
+                raise MemoryClientError(f"GET /api/{path}: the answer is not a page of rows")
+            yield data["results"]
+            if not data.get("next"):
+                return
+            page = _following_page(url, params, page, data["next"], path)
+            query = {**params, "page": page}
+        raise PaginationError(
+            f"GET /api/{path}: more than {bound} pages; narrow the filters or raise max_pages"
+        )
 
 
 def _reasons(why: Any) -> str:
@@ -358,8 +399,31 @@ def _retry_after(response: httpx.Response) -> float:
         return 1.0
 
 
-def _next_page(url: str | None) -> str | None:
-    """The API's absolute ``next`` link, relative to ``/api/``."""
-    if not url:
-        return None
-    return url.split("/api/", 1)[1]
+def _following_page(url: httpx.URL, params: dict, page: int, link: Any, path: str) -> int:
+    """The page number of a list's ``next`` link, checked to be the list's following page.
+
+    The link must name the list's own host and path (its scheme may differ: a
+    proxy that terminates TLS often makes the server build ``http://`` links), the
+    very parameters the client sent, and a page after ``page``. The link itself is
+    never requested, and never quoted in the error: it holds the filters' values.
+    """
+    why = None
+    try:
+        target = url.join(link) if isinstance(link, str) else None
+    except httpx.InvalidURL:
+        target = None
+    if target is None:
+        why = "is not a URL"
+    elif (target.host, target.port, target.path) != (url.host, url.port, url.path):
+        why = "points to another host or path"
+    else:
+        sent = sorted(httpx.QueryParams(params).multi_items())
+        kept = sorted((k, v) for k, v in target.params.multi_items() if k != "page")
+        number = target.params.get_list("page")
+        if kept != sent:
+            why = "does not keep the list's parameters"
+        elif len(number) != 1 or not _POSITIVE.fullmatch(number[0]) or int(number[0]) <= page:
+            why = "does not advance to a later page"
+        else:
+            return int(number[0])
+    raise PaginationError(f"GET /api/{path}: the next-page link {why}; stopped at page {page}")

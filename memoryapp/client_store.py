@@ -188,21 +188,24 @@ class HttpMemoryStore:
         return self._client.call(method, path, **kwargs)
 
     def _pages(self, path: str, params: dict, limit: int | None = None) -> Iterator[dict]:
-        """Every row of a list endpoint (at most ``limit``), page after page."""
+        """Every row of a list endpoint (at most ``limit``), page after page.
+
+        :meth:`MemoryClient.pages` follows only the list's own next pages, at most
+        ``max_pages`` of them: a server that keeps answering ``next`` cannot keep
+        the store (and Agentao's turn) looping.
+        """
         params = {**params, "namespace": self.namespace, "page_size": _PAGE}
         if limit is not None:
             params["page_size"] = max(1, min(limit, _PAGE))
-        taken, page = 0, 1
-        while True:
-            data = self._call("GET", path, params={**params, "page": page})
-            for row in data["results"]:
+        taken = 0
+        for rows in self._client.pages(path, params):
+            for row in rows:
                 if limit is not None and taken >= limit:
                     return
                 taken += 1
                 yield row
-            if not data.get("next") or (limit is not None and taken >= limit):
+            if limit is not None and taken >= limit:
                 return
-            page += 1
 
     def _body(self, **fields) -> dict:
         body = {"namespace": self.namespace, **fields}

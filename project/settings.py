@@ -237,7 +237,8 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": (
         "Long-term memory of AI agents: memories, recall, session summaries, the review "
         "queue, erasure and export. Authenticate with `Authorization: Token <key>` (or a "
-        "session). A namespace outside the client's grants answers 404."
+        "session). A namespace outside the client's grants answers 404. A query parameter "
+        "an operation does not list is refused with a 400 naming it (`format=json` aside)."
     ),
     "VERSION": "1.0.0",
     "SCHEMA_PATH_PREFIX": "/api/",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from memoryapp import MemoryManager
@@ -93,6 +95,28 @@ def test_save_and_list_session_summaries(acme):
     assert [s["session_id"] for s in listed["results"]] == ["sess-2"]
     assert acme.get("/api/session-summaries/", {"namespace": "acme/web"}).json()["count"] == 2
     assert acme.get("/api/session-summaries/", {"namespace": "globex/x"}).status_code == 404
+
+
+@pytest.mark.parametrize("given", [{}, {"session_id": None}])
+def test_a_summary_without_a_session_gets_a_new_one_as_in_python(acme, given):
+    body = {"project": "acme/web", "summary": "We set up CI.", **given}
+    first = acme.post("/api/session-summaries/", body, format="json")
+    second = acme.post("/api/session-summaries/", body, format="json")
+    assert first.status_code == second.status_code == 201, first.content
+    made = [first.json()["session_id"], second.json()["session_id"]]
+    python = MemoryManager(project="acme/web").session_id
+    assert all(re.fullmatch(r"[0-9a-f]{12}", s) for s in [*made, python])
+    assert made[0] != made[1]  # a new session each time, as each new MemoryManager
+    rows = SessionSummary.objects.order_by("created_at")
+    assert list(rows.values_list("session_id", flat=True)) == made
+
+
+def test_the_schema_says_a_session_is_made_up_when_omitted(acme):
+    schema = acme.get("/api/schema/", {"format": "json"}).json()
+    body = schema["components"]["schemas"]["SessionSummaryWriteRequest"]
+    assert "session_id" not in body.get("required", [])
+    assert body["properties"]["session_id"]["nullable"] is True
+    assert "random id" in body["properties"]["session_id"]["description"]
 
 
 @pytest.mark.parametrize(

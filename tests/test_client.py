@@ -12,6 +12,7 @@ from memoryapp.client import (
     REFUSED_SECRET,
     MemoryClient,
     NotFound,
+    PaginationError,
     Refused,
     Throttled,
 )
@@ -133,3 +134,150 @@ def test_the_client_needs_no_django():
     code = "import sys, memoryapp.client; print('django' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# ------------------------------------------------------------------ pagination
+class CountingTransport(httpx.HTTPTransport):
+    """The real transport, remembering every URL it sent."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.urls: list[httpx.URL] = []
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        self.urls.append(request.url)
+        return super().handle_request(request)
+
+
+def _fill(namespace: str, count: int, *, scope: str = "project") -> set[str]:
+    mm = MemoryManager(project=namespace, user=namespace if scope == "user" else None)
+    return {mm.upsert(f"fact {namespace} {i}", f"value {i}", scope=scope).id for i in range(count)}
+
+
+def test_list_memories_reads_every_page_of_its_namespace_only(live_server):
+    web = _fill("acme/web", 103)
+    _fill("acme/api", 60)  # visible to the token, never part of acme/web's list
+    _fill("acme/alice", 7, scope="user")
+    _fill("other/web", 55)  # outside the token's grants
+    transport = CountingTransport()
+    token = _token("pager", ["acme/"])
+    with MemoryClient(live_server.url, token, project="acme/web", transport=transport) as client:
+        rows = client.list_memories()
+    assert len(rows) == 103 and {r.id for r in rows} == web  # each once, none missing
+    assert {r.namespace for r in rows} == {"acme/web"}
+    assert len(transport.urls) == 3
+    assert [u.params.get("page") for u in transport.urls] == [None, "2", "3"]
+    assert all(u.params.get("namespace") == "acme/web" for u in transport.urls)
+
+    transport.urls.clear()
+    with MemoryClient(
+        live_server.url, token, project="acme/web", user="acme/alice", transport=transport
+    ) as client:
+        assert {r.id for r in client.list_memories(scope="user")} == {
+            m.id
+            for m in MemoryManager(project="acme/alice", user="acme/alice").get_all_entries(
+                scope="user"
+            )
+        }
+        assert len(transport.urls) == 2  # one page each: acme/web (none) and acme/alice
+        found = {r.content for r in client.list_memories(q="value 10")}
+        assert found == {"value 10", "value 100", "value 101", "value 102"}
+
+
+def test_pages_stops_at_max_pages(live_server):
+    _fill("acme/web", 103)
+    transport = CountingTransport()
+    token = _token("pager", ["acme/"])
+    with (
+        MemoryClient(
+            live_server.url, token, project="acme/web", transport=transport, max_pages=2
+        ) as client,
+        pytest.raises(PaginationError, match="more than 2 pages"),
+    ):
+        client.list_memories()
+    assert len(transport.urls) == 2
+
+
+ROW = {
+    "namespace": "acme/web",
+    "scope": "project",
+    "type": "note",
+    "key_normalized": "k",
+    "title": "k",
+    "content": "v",
+    "tags": [],
+    "created_at": "2026-01-01T00:00:00Z",
+    "updated_at": "2026-01-01T00:00:00Z",
+}
+
+
+def _serving(next_link):
+    """A server whose every page holds one row and says ``next_link(request)``."""
+    seen: list[httpx.URL] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.url)
+        row = dict(ROW, id=f"m{len(seen)}")
+        return httpx.Response(200, json={"results": [row], "next": next_link(request)})
+
+    return seen, httpx.MockTransport(handler)
+
+
+@pytest.mark.parametrize(
+    ("next_link", "why"),
+    [
+        # The httpx 0.29 loop: the same page again, forever.
+        (lambda r: str(r.url), "does not advance"),
+        (lambda r: str(r.url.copy_set_param("page", "1")), "does not advance"),
+        # A next link without the namespace would list every namespace the token sees.
+        (lambda r: "http://memory.test/api/memories/?page=2", "does not keep the list's"),
+        (
+            lambda r: str(r.url.copy_set_param("namespace", "acme/api").copy_set_param("page", 2)),
+            "does not keep the list's",
+        ),
+        (lambda r: "http://evil.test/api/memories/?namespace=acme%2Fweb&page=2", "another host"),
+        (lambda r: "http://memory.test/api/events/?namespace=acme%2Fweb&page=2", "another host"),
+        (lambda r: "http://memory.test/api/memories/?namespace=acme%2Fweb&page=x", "advance"),
+        (lambda r: 42, "is not a URL"),
+    ],
+)
+def test_a_next_link_that_is_not_the_lists_next_page_is_refused(next_link, why):
+    seen, transport = _serving(next_link)
+    client = MemoryClient("http://memory.test", "t0k", project="acme/web", transport=transport)
+    with pytest.raises(PaginationError, match=why) as caught:
+        client.list_memories()
+    assert len(seen) == 1
+    assert "acme" not in str(caught.value)  # the link's values are never quoted
+
+
+def test_a_server_that_always_has_a_next_page_is_bounded():
+    seen, transport = _serving(lambda r: str(r.url.copy_set_param("page", len(seen) + 1)))
+    client = MemoryClient(
+        "http://memory.test", "t0k", project="acme/web", transport=transport, max_pages=25
+    )
+    with pytest.raises(PaginationError, match="more than 25 pages"):
+        client.list_memories()
+    assert len(seen) == 25
+    assert [u.params.get("page") for u in seen[:3]] == [None, "2", "3"]
+    assert all(u.params["namespace"] == "acme/web" for u in seen)
+
+
+def test_a_next_link_over_plain_http_behind_a_tls_proxy_is_followed():
+    def next_link(request):
+        page = int(request.url.params.get("page", "1"))
+        if page == 3:
+            return None
+        return f"http://memory.test/api/memories/?namespace=acme%2Fweb&page={page + 1}"
+
+    seen, transport = _serving(next_link)
+    client = MemoryClient("https://memory.test", "t0k", project="acme/web", transport=transport)
+    assert [m.id for m in client.list_memories()] == ["m1", "m2", "m3"]
+    assert all(u.scheme == "https" for u in seen)
+
+
+def test_pages_takes_its_filters_as_params_only():
+    client = MemoryClient("http://memory.test", "t0k", transport=httpx.MockTransport(None))
+    with pytest.raises(ValueError, match="no 'page'"):
+        next(client.pages("memories/", {"page": 2}))
+    with pytest.raises(ValueError, match="in params"):
+        next(client.pages("memories/?namespace=acme%2Fweb"))

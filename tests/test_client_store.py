@@ -18,7 +18,7 @@ from agentao.memory import MemoryManager, MemoryRetriever  # noqa: E402
 from agentao.memory.models import MemoryRecord, MemoryReviewItem  # noqa: E402
 
 from memoryapp import MemoryManager as AppManager  # noqa: E402
-from memoryapp.client import Refused  # noqa: E402
+from memoryapp.client import MemoryClient, Refused  # noqa: E402
 from memoryapp.client_store import HttpMemoryStore, RemoteStoreError  # noqa: E402
 from memoryapp.models import Memory, MemoryEvent, ReviewItem, SessionSummary  # noqa: E402
 
@@ -204,3 +204,35 @@ def test_folding_saturates_at_the_columns_bound(stores):
         MemoryReviewItem(id="", content="c2", occurrences=5, **base)
     )
     assert folded.occurrences == 2**31 - 1 and folded.content == "c2"
+
+
+def test_lists_read_every_page_of_the_namespace_only(live_server, token, monkeypatch):
+    from .test_client import CountingTransport, _fill
+
+    monkeypatch.setattr("memoryapp.client_store._PAGE", 10)
+    mine = _fill(PROJECT, 25)
+    _fill("acme/api", 12)  # visible to the token, never in acme/web's store
+    transport = CountingTransport()
+    store = HttpMemoryStore(live_server.url, token, PROJECT, transport=transport)
+    try:
+        rows = store.list_memories()
+        assert len(rows) == 25 and {r.id for r in rows} == mine
+        assert len(transport.urls) == 3
+        assert all(u.params["namespace"] == PROJECT for u in transport.urls)
+        assert [u.params.get("page") for u in transport.urls] == [None, "2", "3"]
+    finally:
+        store.close()
+
+
+def test_a_store_degrades_when_the_list_has_no_end(live_server, token, monkeypatch):
+    from .test_client import CountingTransport, _fill
+
+    monkeypatch.setattr("memoryapp.client_store._PAGE", 10)
+    _fill(PROJECT, 35)
+    transport = CountingTransport()
+    client = MemoryClient(live_server.url, token, transport=transport, max_pages=3)
+    store = HttpMemoryStore(None, None, PROJECT, client=client)
+    with pytest.raises(RemoteStoreError, match="more than 3 pages"):
+        store.list_memories()
+    assert len(transport.urls) == 3
+    client.close()

@@ -160,3 +160,27 @@ def test_backup_postgres_explains_pg_dump(two_subjects, tmp_path):
         "pg_dump --format=custom" in out and f"--dbname={connection.settings_dict['NAME']}" in out
     )
     assert "erase --replay" in out and not path.exists()
+
+
+def test_a_receipt_is_named_by_a_unique_prefix_of_8_or_more_characters(two_subjects):
+    run("erase", "--subject", ALICE, "--no-purge", "--yes")
+    receipt = ErasureReceipt.objects.get()
+    short = receipt.pk[:12]  # what the admin shows
+    assert json.loads(run("erase", "--show", short)[0])["id"] == receipt.pk
+    assert json.loads(run("erase", "--show", receipt.pk[:8])[0])["id"] == receipt.pk
+    out, _ = run("erase", "--retry", short)
+    assert "1 receipt retried." in out and "purge: purged" in out
+    with pytest.raises(CommandError, match="at least its first 8 characters"):
+        run("erase", "--show", receipt.pk[:7])
+    with pytest.raises(CommandError, match="no erasure receipt"):
+        run("erase", "--show", receipt.pk[:11] + ("0" if receipt.pk[11] != "0" else "1"))
+    with pytest.raises(CommandError, match="no erasure receipt"):  # exact, on both vendors
+        run("erase", "--show", short.upper() if short.upper() != short else short + "X")
+    # Two receipts sharing the prefix: the operator is told to give more.
+    twin = ErasureReceipt.objects.get()
+    tail = "0" * 20 if receipt.pk[12:] != "0" * 20 else "1" * 20
+    twin.pk = short + tail
+    twin.save(force_insert=True)
+    with pytest.raises(CommandError, match="more than one erasure receipt"):
+        run("erase", "--show", short)
+    assert json.loads(run("erase", "--show", receipt.pk)[0])["id"] == receipt.pk  # whole id

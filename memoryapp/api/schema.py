@@ -6,7 +6,7 @@ from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.openapi import AutoSchema
 from rest_framework import serializers
 
-from . import throttles
+from . import query_params, throttles
 from .patterns import TEXT_PATTERN, field_pattern
 from .serializers import ErrorSerializer
 
@@ -180,6 +180,11 @@ class MemoryAutoSchema(AutoSchema):
             if blank == {"type": "string", "maxLength": 0} and "pattern" in inner:
                 del schema["oneOf"]
                 schema.update(inner)
+
+    def get_override_parameters(self):
+        # The query parameters the view declares for this action: the same list the
+        # server takes them from (query_params.py), so schema and refusal agree.
+        return [*super().get_override_parameters(), *query_params.declared(self.view, self.method)]
 
     def _get_filter_parameters(self):
         parameters = super()._get_filter_parameters()

@@ -389,7 +389,14 @@ def recall_output(candidates, stable_block: str, context_block: str) -> dict:
 class SessionSummaryWriteSerializer(BoundInput):
     """``POST /api/session-summaries/``."""
 
-    session_id = StrictCharField(max_length=NAMESPACE_MAX)
+    session_id = StrictCharField(
+        max_length=NAMESPACE_MAX,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="The session; omitted or null: a new random id, as `MemoryManager` makes "
+        "one up (the answer's `session_id` says which).",
+    )
     summary = StrictCharField(
         max_length=MAX_SUMMARY_CHARS, help_text="The summary of one complete compaction."
     )

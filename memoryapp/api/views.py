@@ -35,7 +35,7 @@ from memoryapp.manager import MemoryManager
 from memoryapp.models import Memory, MemoryEvent, ReviewItem, Scope, SessionSummary
 from memoryapp.services import review
 
-from . import erasures, permissions, serializers
+from . import erasures, permissions, query_params, serializers
 from .authentication import TokenAuthentication
 from .exceptions import Conflict, exception_handler
 from .filters import MemoryEventFilter, MemoryFilter, ReviewItemFilter, SessionSummaryFilter
@@ -155,9 +155,22 @@ class MemoryAPIMixin(APIView):
     parser_classes = [JSONParser]
     renderer_classes = [JSONRenderer]
     schema = MemoryAutoSchema()
+    # The query parameters each action (a viewset's) or method (an APIView's) takes
+    # besides a list's filters and pages: OpenApiParameter objects or query
+    # serializers. The schema documents them and any other is refused (query_params.py).
+    query_parameters: dict[str, list] = {}
 
     def get_exception_handler(self):
         return exception_handler
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)  # authenticated, permitted, not throttled
+        # A query parameter the operation does not take is refused, never ignored: a
+        # misspelt filter must not widen the answer (query_params.py). A method the
+        # view does not serve is no operation: its 405 (or 404) comes from dispatch.
+        method = request.method.lower()
+        if method in self.http_method_names and hasattr(self, method):
+            query_params.refuse_unknown(self, request)
 
     def check_target_permissions(self, request, check) -> None:
         """Authorize what the request names (body or query), as ``get_object`` does a row.
@@ -256,6 +269,11 @@ class MemoryViewSet(
 
     serializer_class = serializers.MemorySerializer
     filterset_class = MemoryFilter
+    query_parameters = {
+        "retrieve": [IN_NAMESPACE],
+        "destroy": [IN_NAMESPACE],
+        "change_version": [serializers.ChangeVersionQuery],
+    }
     rules = {
         "list": permissions.MEMORY_READ,
         "retrieve": permissions.MEMORY_READ,
@@ -314,13 +332,11 @@ class MemoryViewSet(
             headers=headers if created else None,
         )
 
-    @extend_schema(summary="Read a live memory", parameters=[IN_NAMESPACE])
+    @extend_schema(summary="Read a live memory")
     def retrieve(self, request, *args, **kwargs):
         return super().retrieve(request, *args, **kwargs)
 
-    @extend_schema(
-        summary="Soft-delete a memory (404 when it is already deleted)", parameters=[IN_NAMESPACE]
-    )
+    @extend_schema(summary="Soft-delete a memory (404 when it is already deleted)")
     def destroy(self, request, *args, **kwargs):
         memory = self.get_object()
         if not manager_for(memory).delete(memory.id, actor=actor_of(request)):
@@ -368,7 +384,6 @@ class MemoryViewSet(
 
     @extend_schema(
         summary="A namespace's change fingerprint: it changes with every write to its memories",
-        parameters=[serializers.ChangeVersionQuery],
         responses={200: serializers.ChangeVersionSerializer},
     )
     @action(detail=False, methods=["get"], url_path="change-version")
@@ -485,6 +500,7 @@ class ReviewItemViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Namesp
 
     serializer_class = serializers.ReviewItemSerializer
     filterset_class = ReviewItemFilter
+    query_parameters = {"retrieve": [IN_NAMESPACE], "set_status": [IN_NAMESPACE]}
     rules = {
         "list": permissions.REVIEW_READ,
         "retrieve": permissions.REVIEW_READ,
@@ -509,7 +525,7 @@ class ReviewItemViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Namesp
     def list(self, request, *args, **kwargs):
         return super().list(request, *args, **kwargs)
 
-    @extend_schema(summary="Read a review item", parameters=[IN_NAMESPACE])
+    @extend_schema(summary="Read a review item")
     def retrieve(self, request, *args, **kwargs):
         return super().retrieve(request, *args, **kwargs)
 
@@ -603,7 +619,6 @@ class ReviewItemViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Namesp
     @extend_schema(
         summary="Set a review item's status (any transition; Agentao's update_review_status)",
         request=serializers.ReviewStatusInput,
-        parameters=[IN_NAMESPACE],
         responses={200: serializers.ReviewItemSerializer},
     )
     @action(detail=True, methods=["post"], url_path="status")
@@ -681,10 +696,10 @@ class ExportView(MemoryAPIMixin, APIView):
 
     rule = permissions.EXPORT
     throttle_scope = ERASE
+    query_parameters = {"get": [erasures.EXPORT_TARGET_PARAMETER]}
 
     @extend_schema(
         summary="Export everything stored about a subject or a namespace",
-        parameters=[erasures.EXPORT_TARGET_PARAMETER],
         responses={
             200: OpenApiResponse(
                 OpenApiTypes.OBJECT,
@@ -725,10 +740,10 @@ class StoreProblemsView(MemoryAPIMixin, APIView):
     """``GET /api/store-problems/``: probe a manager's stores; report what could not be read."""
 
     rule = permissions.MEMORY_READ
+    query_parameters = {"get": [serializers.StoreProblemsQuerySerializer]}
 
     @extend_schema(
         summary="Stores that could not be read (docs/behaviour.md §11)",
-        parameters=[serializers.StoreProblemsQuerySerializer],
         responses={200: serializers.StoreProblemsSerializer},
     )
     def get(self, request):

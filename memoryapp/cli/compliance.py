@@ -12,6 +12,7 @@ from django.db import DEFAULT_DB_ALIAS, connections
 
 from memoryapp import erasure
 from memoryapp.cli import cli_actor, progress
+from memoryapp.db.lookups import prefix_q
 from memoryapp.db.purge import for_connection
 from memoryapp.models import ErasureReceipt, ReviewItem, ReviewStatus
 from memoryapp.services import review
@@ -57,9 +58,13 @@ def register(verbs, common) -> dict:
         nargs="?",
         const="*",
         metavar="RECEIPT_ID",
-        help="re-run unfinished purges (all, or one receipt)",
+        help="re-run unfinished purges (all, or one receipt: its id or a unique 8+ prefix)",
     )
-    other.add_argument("--show", metavar="RECEIPT_ID", help="print one receipt as JSON")
+    other.add_argument(
+        "--show",
+        metavar="RECEIPT_ID",
+        help="print one receipt as JSON (its id, or a unique prefix of 8+ characters)",
+    )
     other.add_argument("--list", action="store_true", dest="list_receipts", help="list receipts")
     other.add_argument("--write-ledger", metavar="FILE", help="append every receipt to FILE")
     p.add_argument("--no-purge", action="store_true", help="delete now, purge later (--retry)")
@@ -210,7 +215,7 @@ def do_erase(cmd, options) -> None:
         cmd.stdout.write(f"Wrote {plural(n, 'receipt', 'receipts')} to {options['write_ledger']}.")
         return None
     if options["retry"] is not None:
-        target = None if options["retry"] == "*" else options["retry"]
+        target = None if options["retry"] == "*" else receipt_id(options["retry"], using)
         try:
             with _erasure_progress(cmd, options):
                 done = erasure.retry_purge(target, using=using)
@@ -336,11 +341,37 @@ def _replay(cmd, options, using) -> None:
             _fail_unless_purged([report.receipt])
 
 
-def _show(cmd, receipt_id: str, using) -> None:
-    try:
-        r = ErasureReceipt.objects.using(using or DEFAULT_DB_ALIAS).get(pk=receipt_id)
-    except ErasureReceipt.DoesNotExist:
-        raise CommandError(f"no erasure receipt {receipt_id!r}") from None
+MIN_RECEIPT_PREFIX = 8  # the admin shows 12; 8 hex digits already tell ~4 billion apart
+
+
+def receipt_id(typed: str, using=None) -> str:
+    """The receipt id ``typed`` names: the whole id, or a unique prefix of 8 or more characters.
+
+    The admin shows a receipt's first 12 characters; an operator types what they see.
+    The prefix compares exactly (case-sensitively) on both vendors. A prefix that is
+    too short or matches several receipts is a ``CommandError`` saying so.
+    """
+    rows = ErasureReceipt.objects.using(using or DEFAULT_DB_ALIAS)
+    if rows.filter(pk=typed).exists():
+        return typed
+    if len(typed) < MIN_RECEIPT_PREFIX:
+        raise CommandError(
+            f"no erasure receipt {typed!r} (give the id, or at least its first "
+            f"{MIN_RECEIPT_PREFIX} characters)"
+        )
+    found = list(rows.filter(prefix_q("id", typed)).order_by("id").values_list("id", flat=True)[:2])
+    if not found:
+        raise CommandError(f"no erasure receipt {typed!r}")
+    if len(found) > 1:
+        raise CommandError(
+            f"{typed!r} is the start of more than one erasure receipt: give more characters"
+        )
+    return found[0]
+
+
+def _show(cmd, typed: str, using) -> None:
+    pk = receipt_id(typed, using)
+    r = ErasureReceipt.objects.using(using or DEFAULT_DB_ALIAS).get(pk=pk)
     cmd.stdout.write(json.dumps(erasure.receipt_as_dict(r), indent=2, sort_keys=True))
 
 
