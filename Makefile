@@ -5,6 +5,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 TEST_POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/memoryapp
 PYTEST_ARGS ?=
+# Where `make run` serves (`make run RUN_ADDR=127.0.0.1:8011`); the printed login URL follows.
+RUN_ADDR ?= 127.0.0.1:8000
 
 .PHONY: run serve test test-sqlite test-postgres lint typecheck install bench bench-api bench-linear bench-tenants bench-erasure clean
 
@@ -20,11 +22,11 @@ install: $(STAMP)
 ## an erasure worker beside it (HTTP/admin erasures answer once rows are deleted).
 run: $(STAMP)
 	DEBUG=$${DEBUG:-true} $(PY) manage.py migrate --noinput
-	DEBUG=$${DEBUG:-true} $(PY) manage.py bootstrap_admin
+	DEBUG=$${DEBUG:-true} $(PY) manage.py bootstrap_admin --bind $(RUN_ADDR)
 	$(PY) manage.py memory worker --quiet & worker=$$!; \
 	trap 'kill $$worker 2>/dev/null' EXIT INT TERM; \
 	DEBUG=$${DEBUG:-true} MEMORYAPP_ERASURE_WORKER=$${MEMORYAPP_ERASURE_WORKER:-true} \
-		$(PY) manage.py runserver 127.0.0.1:8000
+		$(PY) manage.py runserver $(RUN_ADDR)
 
 ## As in production: gunicorn (WEB_CONCURRENCY workers, default 2 x cores) + WhiteNoise,
 ## DEBUG off, an erasure worker beside it; settings from the environment (README, Deploying).
