@@ -10,7 +10,7 @@ from django.utils.html import format_html, format_html_join
 
 from .. import permissions as perms
 from ..db.meta import CHANGE_KEY, VERSION_KEY, read_change_counter
-from ..erasure import retry_purge
+from ..erasure import retry_purge, rows_removed
 from ..models import ErasureReceipt, Memory, MemoryEvent, ReviewItem, SchemaMeta, SessionSummary
 from . import compliance
 from .common import (
@@ -236,6 +236,7 @@ class ErasureReceiptAdmin(ReadOnlyAdmin):
         extra = dict(extra_context or {})
         if obj is not None:
             extra["receipt_counts"] = count_rows(obj.counts or {})
+            extra["receipt_total"] = rows_removed(obj.counts)
         return super().change_view(request, object_id, form_url, extra)
 
     @admin.display(description="created", ordering="created_at")
@@ -267,7 +268,7 @@ class ErasureReceiptAdmin(ReadOnlyAdmin):
         parts = [(r["table"], r["count"]) for r in count_rows(obj.counts or {}) if r["count"]]
         if not parts:
             return "nothing"
-        total = sum(n for table, n in parts if table != ADMIN_LOG)
+        total = rows_removed(obj.counts)  # the CLI's `erase --list` count, same rows
         detail = ", ".join(
             f"{table}: {n:,}" + (" (titles replaced)" if table == ADMIN_LOG else "")
             for table, n in parts

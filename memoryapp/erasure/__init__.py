@@ -14,7 +14,7 @@ from __future__ import annotations
 from . import phases
 from .export import export, retention_statement
 from .receipts import as_dict as receipt_as_dict
-from .receipts import subject_hmac
+from .receipts import rows_removed, subject_hmac
 from .replay import ReplayReport, replay
 from .service import (
     ErasureRequestError,
@@ -48,5 +48,6 @@ __all__ = [
     "retention_cutoffs",
     "retention_statement",
     "retry_purge",
+    "rows_removed",
     "subject_hmac",
 ]
