@@ -8,14 +8,14 @@ from django.db.models import Case, IntegerField, Value, When
 from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 from django.utils.translation import gettext as _
 
 from .. import permissions as perms
 from ..erasure import ErasureRequestError, erase, preview, purge_now
 from ..erasure.selection import batches
-from ..models import MemoryEvent, ReviewItem, ReviewStatus, SessionSummary
+from ..models import Memory, MemoryEvent, ReviewItem, ReviewStatus, SessionSummary
 from ..services import review, summaries
 from .common import (
     InputFilter,
@@ -55,6 +55,39 @@ def receipt_link(receipt) -> str:
     """A link to a receipt's page, for messages."""
     url = reverse("admin:memoryapp_erasurereceipt_change", args=[receipt.pk])
     return format_html('<a href="{}">receipt {}</a>', url, receipt.pk[:12])
+
+
+SHOWN_APPROVED = 5
+"""The new memories an approval message links by name; more are counted."""
+
+
+def _approved_message(approved: int, item_ids) -> str:
+    """ "Approved 1 review item; it is a memory now: <link to the memory>." (links for a few)."""
+    made = review.approved_memories(item_ids)
+    # The memory's title is its key (as Agentao titles an approved item): shown as it is.
+    titles = dict(
+        Memory.objects.filter(pk__in=list(made.values())[:SHOWN_APPROVED]).values_list(
+            "pk", "title"
+        )
+    )
+    links = [
+        format_html(
+            '<a href="{}">{}</a>',
+            reverse("admin:memoryapp_memory_change", args=[pk]),
+            Truncator(titles.get(pk) or pk).chars(60),
+        )
+        for pk in list(made.values())[:SHOWN_APPROVED]
+    ]
+    head = f"Approved {plural(approved, 'review item', 'review items')}; "
+    if not links:
+        return head + ("it is a memory now." if approved == 1 else "they are memories now.")
+    more = approved - len(links)
+    shown = format_html_join(", ", "{}", ((link,) for link in links))
+    if approved == 1:
+        return format_html("{}it is a memory now: {}.", head, shown)
+    if more > 0:
+        return format_html("{}they are memories now: {} and {} more.", head, shown, f"{more:,}")
+    return format_html("{}they are memories now: {}.", head, shown)
 
 
 # -------------------------------------------------------------- review queue
@@ -226,12 +259,7 @@ class ReviewItemAdmin(StyledAdmin):
         # scope and subject, the review_approve events logged with the decisions.
         approved, failed = review.approve_many(item_ids=ids, actor=actor(request))
         if approved:
-            self.message_user(
-                request,
-                f"Approved {plural(approved, 'review item', 'review items')}; "
-                + ("it is a memory now." if approved == 1 else "they are memories now."),
-                messages.SUCCESS,
-            )
+            self.message_user(request, _approved_message(approved, ids), messages.SUCCESS)
         refusals(self, request, failed, "approved")
         return None
 
