@@ -224,7 +224,12 @@ def do_import(cmd, options) -> None:
         cmd.stdout.write(f"... and {len(report.invalid) - 50} more invalid lines")
     if not report.written:
         if options["dry_run"] and not report.invalid:
-            cmd.stdout.write("Dry run: every line is valid; nothing was written.")
+            cmd.stdout.write(
+                f"Dry run: every line is valid; it would import "
+                f"{plural(report.total, 'memory', 'memories')} "
+                f"({report.created:,} new, {report.updated:,} updated)"
+                f"{_merged(report)}. Nothing was written."
+            )
             return
         raise CommandError(
             f"{plural(len(report.invalid), 'invalid line', 'invalid lines')}; nothing was written "
@@ -235,9 +240,21 @@ def do_import(cmd, options) -> None:
     cmd.stdout.write(
         f"Imported {plural(report.total, 'memory', 'memories')} "
         f"({report.created:,} new, {report.updated:,} updated)"
+        + _merged(report)
         + (
             f"; skipped {plural(len(report.invalid), 'invalid line', 'invalid lines')}."
             if report.invalid
             else "."
         )
+    )
+
+
+def _merged(report) -> str:
+    """ " from 160 lines: 59 of them gave way to a later line with the same key", or ""."""
+    if not report.merged:
+        return ""
+    return (
+        f" from {plural(report.lines, 'line', 'lines')}: "
+        f"{report.merged:,} of them gave way to a later line with the same key "
+        "(the last line of a key wins)"
     )
