@@ -14,8 +14,9 @@ from __future__ import annotations
 from . import phases
 from .export import export, retention_statement
 from .receipts import as_dict as receipt_as_dict
-from .receipts import rows_removed, subject_hmac
+from .receipts import subject_hmac
 from .replay import ReplayReport, replay
+from .selection import rows_removed
 from .service import (
     ErasureRequestError,
     authored_count,

@@ -8,14 +8,12 @@ import hmac
 import json
 import logging
 import os
-from collections.abc import Mapping
 from pathlib import Path
 
 from django.utils.dateparse import parse_datetime
 
 from .. import conf
 from ..models import ErasureReceipt, ReceiptState
-from .selection import ADMIN_LOG
 
 logger = logging.getLogger(__name__)
 
@@ -73,21 +71,6 @@ def as_dict(receipt: ErasureReceipt) -> dict:
         out[f.name] = value
     out["purged"] = receipt.purged
     return out
-
-
-def rows_removed(counts: Mapping[str, object] | None) -> int:
-    """How many rows an erasure removed: the one total the admin, the CLI and the API show.
-
-    Every table of the receipt's ``counts`` but the admin history: its entries
-    are kept with their titles replaced by "[erased]", so they are reported
-    beside the total, never in it. Non-integer values (none are written) are
-    ignored rather than trusted.
-    """
-    return sum(
-        n
-        for table, n in (counts or {}).items()
-        if table != ADMIN_LOG and isinstance(n, int) and not isinstance(n, bool)
-    )
 
 
 def from_dict(data: dict) -> ErasureReceipt:
