@@ -340,7 +340,7 @@ def test_retrying_a_purge_needs_the_erase_permission(admin, operator, rows, monk
         (ERASE_SUBJECT, "Erase a subject", "Can erase memories permanently"),
         (WIPE, "Wipe a namespace", "Can wipe a namespace (soft reset)"),
         (EXPORT, "Export a subject or namespace", "Can export memories"),
-        (PURGE_REVIEW, "Purge the review queue", "Can purge review items permanently"),
+        (PURGE_REVIEW, "Purge review items", "Can purge review items permanently"),
     ],
 )
 def test_a_compliance_page_refused_is_the_admin_s_own_403(url, page, permission):

@@ -91,7 +91,7 @@ def test_the_overview_and_the_confirmation_pages_separate_thousands(root):
     page = select_all(admin, MEMORIES, "soft_delete_selected", {"namespace": "bulk/big"})
     html = page.content.decode()
     assert "every one of the 1,200 memories the list selects" in html
-    assert "<h2>1,200 memories</h2>" in html
+    assert '<h2 id="mem-selected">1,200 memories</h2>' in html
     assert "… and 1,100 more" in html
     page = select_all(admin, MEMORIES, "erase_selected", {"namespace": "bulk/big"})
     assert '<td class="num">1,200</td>' in page.content.decode()  # the rows per table

@@ -11,7 +11,15 @@ from django.utils.html import format_html, format_html_join
 from .. import permissions as perms
 from ..db.meta import CHANGE_KEY, VERSION_KEY, read_change_counter
 from ..erasure import retry_purge, rows_removed
-from ..models import ErasureReceipt, Memory, MemoryEvent, ReviewItem, SchemaMeta, SessionSummary
+from ..models import (
+    ErasureReceipt,
+    Memory,
+    MemoryEvent,
+    ReceiptState,
+    ReviewItem,
+    SchemaMeta,
+    SessionSummary,
+)
 from . import compliance
 from .common import (
     ADMIN_LOG,
@@ -24,6 +32,18 @@ from .common import (
     namespace_label,
     plural,
 )
+
+RECEIPT_REFRESH_SECONDS = 5
+"""How often an unfinished receipt's page reloads itself while the worker runs."""
+
+# The states the erasure worker takes up on its own (a failed purge included: it
+# retries). Any other state is final for the page: complete, or waiting for a person.
+_WORKER_STATES = (ReceiptState.REQUESTED, ReceiptState.DELETED)
+
+
+def in_progress(receipt: ErasureReceipt) -> bool:
+    """True while the erasure worker still has the receipt to complete."""
+    return receipt.state in _WORKER_STATES
 
 
 # ------------------------------------------------------------------ events
@@ -237,6 +257,7 @@ class ErasureReceiptAdmin(ReadOnlyAdmin):
         if obj is not None:
             extra["receipt_counts"] = count_rows(obj.counts or {})
             extra["receipt_total"] = rows_removed(obj.counts)
+            extra["receipt_refresh"] = RECEIPT_REFRESH_SECONDS if in_progress(obj) else None
         return super().change_view(request, object_id, form_url, extra)
 
     @admin.display(description="created", ordering="created_at")

@@ -131,7 +131,7 @@ def erased_message(receipt) -> str:
     if receipt.state != ReceiptState.COMPLETE and not purge_now():
         return (
             "The subject's rows are deleted. The erasure worker purges the files and "
-            "verifies; this receipt shows how far it has gone (reload it)."
+            "verifies; this receipt follows it, refreshing itself until it is done."
         )
     if receipt.purge_status.startswith("not purged"):
         return (

@@ -250,7 +250,7 @@ class ReviewItemAdmin(StyledAdmin):
                     "same guard as every other write; the agent will recall it.",
                     "Items that are not pending are left as they are.",
                 ],
-                submit="Yes, approve them",
+                submit=("Yes, approve it", "Yes, approve them"),
             )
         ids = list(pending.values_list("pk", flat=True))
         if selection_changed(self, request, ids):
@@ -277,7 +277,7 @@ class ReviewItemAdmin(StyledAdmin):
                     "Each pending item is marked rejected: it never becomes a memory. The "
                     "item and its evidence stay in the queue until purged.",
                 ],
-                submit="Yes, reject them",
+                submit=("Yes, reject it", "Yes, reject them"),
             )
         ids = list(pending.values_list("pk", flat=True))
         if selection_changed(self, request, ids):
@@ -309,7 +309,7 @@ class ReviewItemAdmin(StyledAdmin):
                 warning="This cannot be undone.",
                 # What erase(ids=...) below removes, counted by the erasure itself.
                 counts=count_rows(preview(ids=ids)["counts"]) if ids else None,
-                submit="Yes, purge them permanently",
+                submit=("Yes, purge it permanently", "Yes, purge them permanently"),
                 danger=True,
             )
         if selection_changed(self, request, ids):
@@ -341,7 +341,7 @@ class ReviewItemAdmin(StyledAdmin):
     def purge_view(self, request):
         """Purge every review item of a status (optionally of one namespace), confirmed."""
         if not self.has_purge_permission(request):
-            return forbidden(self, request, perms.PURGE_REVIEWITEM, "Purge the review queue")
+            return forbidden(self, request, perms.PURGE_REVIEWITEM, "Purge review items")
         namespaces = list(
             ReviewItem.objects.order_by("namespace").values_list("namespace", flat=True).distinct()
         )
@@ -349,7 +349,7 @@ class ReviewItemAdmin(StyledAdmin):
         context = {
             **self.admin_site.each_context(request),
             "opts": self.model._meta,
-            "title": "Purge the review queue",
+            "title": "Purge review items",
             "form": form,
         }
         if request.method == "POST" and form.is_valid():
@@ -470,7 +470,7 @@ class SessionSummaryAdmin(StyledAdmin):
                         reverse("admin:memoryapp_erase_subject"),
                     )
                 ],
-                submit="Yes, delete them",
+                submit=("Yes, delete it", "Yes, delete them"),
                 danger=True,
             )
         ids = list(queryset.values_list("pk", flat=True))
