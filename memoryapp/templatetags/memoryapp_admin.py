@@ -11,6 +11,9 @@ The app's own index (``/admin/memoryapp/``) shows it without any override.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from django import template
 
 register = template.Library()
@@ -41,8 +44,16 @@ def memoryapp_overview(context):
     return {"request": request, **overview(user)}
 
 
+@dataclass(frozen=True)
+class RecentAction:
+    """One entry of "Recent actions": Django's log entry, and whether its row is gone."""
+
+    entry: Any  # django.contrib.admin.models.LogEntry
+    gone: bool
+
+
 @register.simple_tag(takes_context=True)
-def memoryapp_recent_actions(context, limit: int = 10):
+def memoryapp_recent_actions(context, limit: int = 10) -> list[RecentAction]:
     """The signed-in user's last admin actions, each marked ``gone`` when its row no longer exists.
 
     What Django's ``{% get_admin_log %}`` gives, for the index's "Recent actions":
@@ -59,24 +70,27 @@ def memoryapp_recent_actions(context, limit: int = 10):
     )
     wanted: dict[int, set[str]] = {}
     for entry in entries:
-        if entry.content_type_id is not None and not entry.is_deletion():
+        if entry.content_type_id is not None and entry.object_id and not entry.is_deletion():
             wanted.setdefault(entry.content_type_id, set()).add(entry.object_id)
     present: dict[int, set[str]] = {}
     for entry in entries:
-        type_id = entry.content_type_id
-        if type_id not in wanted or type_id in present:
+        kind = entry.content_type
+        if kind is None or kind.pk not in wanted or kind.pk in present:
             continue
-        model = entry.content_type.model_class()
+        model = kind.model_class()
         found: set[str] = set()
         if model is not None:
             try:
-                ids = model._base_manager.filter(pk__in=list(wanted[type_id]))
+                ids = model._base_manager.filter(pk__in=list(wanted[kind.pk]))
                 found = {str(pk) for pk in ids.values_list("pk", flat=True)}
             except (ValueError, TypeError):  # an object id the model's key cannot take
                 found = set()
-        present[type_id] = found
-    for entry in entries:
-        entry.gone = entry.is_deletion() or entry.object_id not in present.get(
-            entry.content_type_id, set()
+        present[kind.pk] = found
+    return [
+        RecentAction(
+            entry=entry,
+            gone=entry.is_deletion()
+            or entry.object_id not in present.get(entry.content_type_id or 0, set()),
         )
-    return entries
+        for entry in entries
+    ]
