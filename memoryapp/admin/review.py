@@ -29,6 +29,7 @@ from .common import (
     count_rows,
     db_for,
     forbidden,
+    namespace_cell,
     namespace_label,
     plural,
     refusals,
@@ -185,7 +186,7 @@ class ReviewItemAdmin(StyledAdmin):
     # ---------------------------------------------------------------- lists
     @admin.display(description="namespace", ordering="namespace")
     def namespace_display(self, obj):
-        return namespace_label(obj.namespace)
+        return namespace_cell(obj.namespace)
 
     @admin.display(description="tags")
     def tags_display(self, obj):
@@ -391,15 +392,9 @@ class SessionFilter(InputFilter):
 class SessionSummaryAdmin(StyledAdmin):
     """Summaries written after complete compactions; deleting one is a hard delete."""
 
-    list_display = (
-        "created",
-        "namespace_display",
-        "session_id",
-        "subject",
-        "messages",
-        "tokens",
-        "excerpt",
-    )
+    # Two values per cell where they belong together (session and subject, messages and
+    # tokens): seven narrow columns left the summary ~10 lines tall at 1,280 px.
+    list_display = ("created", "namespace_display", "session", "size", "excerpt")
     list_filter = (NamespaceFilter, SessionFilter)
     search_fields = ("session_id", "summary_text", "subject", "=id")
     search_help_text = "Searches the session id, the summary text and the subject."
@@ -427,23 +422,29 @@ class SessionSummaryAdmin(StyledAdmin):
 
     @admin.display(description="namespace", ordering="namespace")
     def namespace_display(self, obj):
-        return namespace_label(obj.namespace)
+        return namespace_cell(obj.namespace)
 
     @admin.display(description="created", ordering="created_at")
     def created(self, obj):
         return admin_time(obj.created_at)
 
-    @admin.display(description="messages", ordering="messages_summarized")
-    def messages(self, obj):
-        return obj.messages_summarized
+    @admin.display(description="session, subject", ordering="session_id")
+    def session(self, obj):
+        return two_lines(obj.session_id, obj.subject or "no subject")
 
-    @admin.display(description="tokens", ordering="tokens_before")
-    def tokens(self, obj):
-        return obj.tokens_before
+    @admin.display(description="size", ordering="tokens_before")
+    def size(self, obj):
+        return two_lines(
+            plural(obj.messages_summarized, "message", "messages"),
+            plural(obj.tokens_before, "token", "tokens"),
+        )
 
     @admin.display(description="summary")
     def excerpt(self, obj):
-        return Truncator(obj.summary_text).chars(100)
+        # The list's wide column: three lines at most (the stylesheet clamps them).
+        return format_html(
+            '<span class="mem-clamp">{}</span>', Truncator(obj.summary_text).chars(300)
+        )
 
     @admin.action(description="Delete selected session summaries", permissions=["delete"])
     def delete_selected(self, request, queryset):
