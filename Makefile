@@ -5,8 +5,10 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 TEST_POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/memoryapp
 PYTEST_ARGS ?=
+# Where `make run` serves (`make run RUN_ADDR=127.0.0.1:8011`); the printed login URL follows.
+RUN_ADDR ?= 127.0.0.1:8000
 
-.PHONY: run serve test test-sqlite test-postgres lint typecheck install bench bench-api bench-linear bench-tenants bench-erasure clean
+.PHONY: run serve demo test test-sqlite test-postgres lint typecheck install bench bench-api bench-linear bench-tenants bench-erasure clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,11 +22,17 @@ install: $(STAMP)
 ## an erasure worker beside it (HTTP/admin erasures answer once rows are deleted).
 run: $(STAMP)
 	DEBUG=$${DEBUG:-true} $(PY) manage.py migrate --noinput
-	DEBUG=$${DEBUG:-true} $(PY) manage.py bootstrap_admin
+	DEBUG=$${DEBUG:-true} $(PY) manage.py bootstrap_admin --bind $(RUN_ADDR)
 	$(PY) manage.py memory worker --quiet & worker=$$!; \
 	trap 'kill $$worker 2>/dev/null' EXIT INT TERM; \
 	DEBUG=$${DEBUG:-true} MEMORYAPP_ERASURE_WORKER=$${MEMORYAPP_ERASURE_WORKER:-true} \
-		$(PY) manage.py runserver 127.0.0.1:8000
+		$(PY) manage.py runserver $(RUN_ADDR)
+
+## A few demo tenants (memories, session summaries, review items) in the `make run` database,
+## to try the admin, the API and recall at once; refuses a database holding other data.
+demo: $(STAMP)
+	DEBUG=$${DEBUG:-true} $(PY) manage.py migrate --noinput
+	DEBUG=$${DEBUG:-true} $(PY) manage.py memory demo
 
 ## As in production: gunicorn (WEB_CONCURRENCY workers, default 2 x cores) + WhiteNoise,
 ## DEBUG off, an erasure worker beside it; settings from the environment (README, Deploying).

@@ -30,10 +30,14 @@ class ImportReport:
     updated: int = 0
     invalid: list[tuple[int, str]] = field(default_factory=list)  # (line number, reason)
     written: bool = False
+    lines: int = 0
+    """Valid records read (blank lines are not records)."""
+    merged: int = 0
+    """Valid records that gave way to a later one with the same key (the last one wins)."""
 
     @property
     def total(self) -> int:
-        """Rows written (created + updated)."""
+        """Rows written (created + updated); for a dry run, the rows it would write."""
         return self.created + self.updated
 
 
@@ -98,7 +102,12 @@ def import_records(
             report.invalid.append((number, str(exc) or type(exc).__name__))
             continue
         latest[(target.using, target.namespace, prepared.scope, prepared.key_normalized)] = prepared
-    if dry_run or (report.invalid and not skip_invalid):
+        report.lines += 1
+    report.merged = report.lines - len(latest)
+    if dry_run:
+        report.created, report.updated = _would_write(latest)
+        return report
+    if report.invalid and not skip_invalid:
         return report
     by_store: dict[tuple[str, str], list[store.Prepared]] = {}
     for (using, namespace, _scope, _key), prepared in latest.items():
@@ -281,6 +290,27 @@ def _live_ids(cursor, postgresql: bool, namespace: str, rows) -> dict[tuple[str,
             )
         existing.update(((scope, key), memory_id) for key, memory_id in cursor.fetchall())
     return existing
+
+
+def _would_write(latest: dict[tuple[str, str, str, str], store.Prepared]) -> tuple[int, int]:
+    """``(created, updated)`` an import of ``latest`` would write now: a dry run's counts.
+
+    The same lookup of live keys as the write (:func:`_live_ids`), reading only.
+    """
+    by_store: dict[tuple[str, str], list[store.Prepared]] = {}
+    for (using, namespace, _scope, _key), prepared in latest.items():
+        by_store.setdefault((using, namespace), []).append(prepared)
+    created = updated = 0
+    for (using, namespace), rows in by_store.items():
+        connection = connections[using]
+        postgresql = vendor.for_connection(connection).bulk_copy
+        with connection.cursor() as cursor:
+            for start in range(0, len(rows), CHUNK):
+                chunk = rows[start : start + CHUNK]
+                found = len(_live_ids(cursor, postgresql, namespace, chunk))
+                updated += found
+                created += len(chunk) - found
+    return created, updated
 
 
 def _write_chunk(rows, using, namespace, subject, actor) -> tuple[int, int]:

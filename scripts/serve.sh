@@ -8,6 +8,8 @@ PY=.venv/bin/python
 export DEBUG="${DEBUG:-false}"
 export STATIC_HASHED=true  # pages name the hashed copies collectstatic writes below
 export MEMORYAPP_ERASURE_WORKER="${MEMORYAPP_ERASURE_WORKER:-true}"
+# One address for gunicorn and for the login URL bootstrap_admin prints.
+BIND="${BIND:-127.0.0.1:8000}"
 # One directory where every process (gunicorn workers, the erasure worker) keeps its
 # metrics, so a scrape of /metrics adds them up; emptied at each start.
 export PROMETHEUS_MULTIPROC_DIR="${PROMETHEUS_MULTIPROC_DIR:-var/prometheus}"
@@ -17,7 +19,7 @@ rm -rf "$PROMETHEUS_MULTIPROC_DIR" && mkdir -p "$PROMETHEUS_MULTIPROC_DIR"
 "$PY" manage.py collectstatic --noinput --verbosity 0
 # Errors stop the start; the warnings it prints are explained in the README.
 "$PY" manage.py check --deploy --fail-level ERROR
-"$PY" manage.py bootstrap_admin
+"$PY" manage.py bootstrap_admin --bind "$BIND"
 
 "$PY" manage.py memory worker --quiet &
 worker=$!
@@ -27,4 +29,4 @@ workers="${WEB_CONCURRENCY:-$(( 2 * $(nproc) ))}"
 .venv/bin/gunicorn project.wsgi:application \
   --config project/gunicorn.conf.py \
   --workers "$workers" \
-  --bind "${BIND:-127.0.0.1:8000}"
+  --bind "$BIND"

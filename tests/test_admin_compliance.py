@@ -125,10 +125,24 @@ def test_wipe_says_it_is_not_erasure_then_shows_the_result(admin, rows):
     assert Memory.objects.live().filter(namespace=ALICE).count() == 2
 
     r = admin.post(WIPE, {"project": PROJECT, "user": ALICE, "post": "yes"})
-    assert r.status_code == 200
+    assert r.status_code == 302  # post/redirect/get: reloading the result never wipes again
+    result_url = r["Location"]
+    assert result_url.startswith(WIPE + "?result=") and PROJECT not in result_url
+    r = admin.get(result_url)
     result = r.context["result"]
-    assert (result.memories_cleared, result.summaries_cleared, result.ok) == (3, 2, True)
-    assert 'id="wipe-outcome">ok' in r.content.decode()
+    assert (result["memories_cleared"], result["summaries_cleared"], result["ok"]) == (3, 2, True)
+    page = r.content.decode()
+    assert (
+        'id="wipe-outcome">Everything was cleared: 3 memories were soft-deleted and '
+        "2 session summaries were deleted. The review queue was not touched." in page
+    )
+    assert "| yes" not in page and "Not cleared" not in page
+    # Reloading shows the same result and wipes nothing new.
+    MemoryManager(project=PROJECT, user=ALICE).upsert("after the wipe", "still here")
+    again = admin.get(result_url).content.decode()
+    assert "3 memories were soft-deleted" in again
+    assert Memory.objects.live().filter(namespace=PROJECT).count() == 1
+    Memory.objects.live().filter(namespace=PROJECT).delete()
     assert Memory.objects.live().filter(namespace__in=[PROJECT, ALICE]).count() == 0
     assert Memory.objects.filter(namespace=ALICE).count() == 3  # still stored: not erasure
     assert ReviewItem.objects.filter(namespace=PROJECT).count() == 2  # the queue is untouched
@@ -143,11 +157,19 @@ def test_a_failed_wipe_is_reported_truthfully(admin, rows, monkeypatch):
         raise RuntimeError("disk full")
 
     monkeypatch.setattr(MemoryManager, "clear", broken)
-    r = admin.post(WIPE, {"project": PROJECT, "user": ALICE, "post": "yes"})
+    r = admin.post(WIPE, {"project": PROJECT, "user": ALICE, "post": "yes"}, follow=True)
     result = r.context["result"]
-    assert not result.ok and result.not_cleared == ("memories",)
+    assert not result["ok"] and result["not_cleared"] == ["memories"]
     page = r.content.decode()
-    assert "not ok" in page and "memories" in page
+    assert "The wipe did not finish: the memories were not cleared." in page
+
+
+def test_a_wipe_result_is_only_shown_to_the_session_that_wiped(admin, rows):
+    r = admin.post(WIPE, {"project": PROJECT, "user": ALICE, "post": "yes"})
+    other = client_for(make_staff("root2", superuser=True))
+    page = other.get(r["Location"]).content.decode()
+    assert 'id="wipe-gone"' in page and "wipe-outcome" not in page
+    assert 'id="wipe-gone"' in admin.get(WIPE + "?result=forged").content.decode()
 
 
 # ------------------------------------------------------------------ receipts
@@ -318,7 +340,7 @@ def test_retrying_a_purge_needs_the_erase_permission(admin, operator, rows, monk
         (ERASE_SUBJECT, "Erase a subject", "Can erase memories permanently"),
         (WIPE, "Wipe a namespace", "Can wipe a namespace (soft reset)"),
         (EXPORT, "Export a subject or namespace", "Can export memories"),
-        (PURGE_REVIEW, "Purge the review queue", "Can purge review items permanently"),
+        (PURGE_REVIEW, "Purge review items", "Can purge review items permanently"),
     ],
 )
 def test_a_compliance_page_refused_is_the_admin_s_own_403(url, page, permission):

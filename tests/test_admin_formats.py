@@ -91,7 +91,7 @@ def test_the_overview_and_the_confirmation_pages_separate_thousands(root):
     page = select_all(admin, MEMORIES, "soft_delete_selected", {"namespace": "bulk/big"})
     html = page.content.decode()
     assert "every one of the 1,200 memories the list selects" in html
-    assert "<h2>1,200 memories</h2>" in html
+    assert '<h2 id="mem-selected">1,200 memories</h2>' in html
     assert "… and 1,100 more" in html
     page = select_all(admin, MEMORIES, "erase_selected", {"namespace": "bulk/big"})
     assert '<td class="num">1,200</td>' in page.content.decode()  # the rows per table
@@ -101,3 +101,19 @@ def test_the_overview_and_the_confirmation_pages_separate_thousands(root):
     Memory.objects.filter(namespace="bulk/big").update(namespace="acme/zoe", scope="user")
     html = admin.post(ERASE_SUBJECT, {"subject": "acme/zoe"}).content.decode()
     assert "1,200" in html and "1200" not in html
+
+
+def test_djangos_own_changelist_counts_separate_thousands(root):
+    """The search count, the paginator and the "select all" strings Django writes itself."""
+    admin = client_for(root)
+    _memories("bulk/big", 1_501, "alpha")
+    (first, *_) = _memories("bulk/other", 435, "beta")
+    html = admin.get(MEMORIES, {"q": "alpha"}).content.decode()
+    assert "1,501 results (" in html
+    assert ">1,936 total</a>" in html
+    assert "1,501 memories" in html  # the paginator
+    assert "Select all 1,501 memories" in html
+    assert "All 1,501 selected" in html
+    assert not re.search(r"\b1501\b|\b1936\b", html), "a count without its separator"
+    one = admin.get(MEMORIES, {"q": first}).content.decode()  # the singular still chosen
+    assert "1 result (" in one and "1 memory" in one

@@ -93,6 +93,34 @@ def test_approve_asks_then_makes_a_crystallized_memory_and_records_the_actor(adm
     assert "Approved 1 review item" in messages_of(admin.get(REVIEW))[0]
 
 
+def test_the_approval_message_links_the_new_memory(admin, rows):
+    item = _item("Constraint")
+    act(admin, REVIEW, "approve_selected", [item.pk], confirm=True)
+    memory = Memory.objects.get(key_normalized=item.key_normalized, namespace=PROJECT)
+    page = admin.get(REVIEW).content.decode()
+    link = f'<a href="/admin/memoryapp/memory/{memory.pk}/change/">{memory.title}</a>'
+    assert f"Approved 1 review item; it is a memory now: {link}." in page
+    assert admin.get(f"/admin/memoryapp/memory/{memory.pk}/change/").status_code == 200
+
+
+def test_a_large_approval_links_a_few_memories_and_counts_the_rest(admin, rows):
+    for n in range(8):  # eight distinct candidates (the crystallizer would fold similar ones)
+        ReviewItem.objects.create(
+            namespace=PROJECT,
+            scope="project",
+            type="constraint",
+            key_normalized=f"constraint_{n}",
+            title=f"Constraint {n}",
+            content=f"Never deploy service {n} on Fridays.",
+        )
+    pending = list(ReviewItem.objects.filter(status="pending").values_list("pk", flat=True))
+    assert len(pending) > 5
+    act(admin, REVIEW, "approve_selected", pending, confirm=True)
+    (message,) = messages_of(admin.get(REVIEW))
+    assert message.count('<a href="/admin/memoryapp/memory/') == 5
+    assert f"and {len(pending) - 5} more." in message
+
+
 def test_a_user_preference_is_approved_into_the_users_namespace(admin, rows):
     item = _item("Preference")
     act(admin, REVIEW, "approve_selected", [item.pk], confirm=True)

@@ -110,3 +110,40 @@ def test_an_import_gives_postgresql_planner_statistics(raw_sql):
     analysed = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("ANALYZE")]
     leaves = [partitioning.leaf_name(t, remainder) for t in ("memories", "memory_events")]
     assert analysed == [f'ANALYZE "{leaf}"' for leaf in leaves]
+
+
+def test_import_and_its_dry_run_count_lines_merged_by_key(tmp_path):
+    """160 lines, 101 keys: the message says where the other 59 lines went; a dry run counts."""
+    MemoryManager(project="p").upsert("k0", "already here")
+    records = [{"key": f"k{i}", "value": f"v{i}"} for i in range(101)]
+    records += [{"key": f"k{i}", "value": f"second v{i}"} for i in range(59)]
+    f = tmp_path / "m.jsonl"
+    f.write_text("\n".join(_lines(*records)) + "\n\n")
+
+    out = io.StringIO()
+    call_command("memory", "import", str(f), "--project", "p", "--dry-run", stdout=out)
+    assert out.getvalue().strip() == (
+        "Dry run: every line is valid; it would import 101 memories (100 new, 1 updated) "
+        "from 160 lines: 59 of them gave way to a later line with the same key "
+        "(the last line of a key wins). Nothing was written."
+    )
+    assert Memory.objects.filter(namespace="p").count() == 1
+
+    out = io.StringIO()
+    call_command("memory", "import", str(f), "--project", "p", stdout=out)
+    assert out.getvalue().strip() == (
+        "Imported 101 memories (100 new, 1 updated) from 160 lines: 59 of them gave way to "
+        "a later line with the same key (the last line of a key wins)."
+    )
+    assert Memory.objects.get(namespace="p", key_normalized="k3").content == "second v3"
+    assert Memory.objects.get(namespace="p", key_normalized="k80").content == "v80"
+
+
+def test_a_dry_run_report_counts_what_the_import_would_write():
+    mm = MemoryManager(project="p", user="u")
+    mm.upsert("rule", "always lint")
+    records = ({"key": "rule", "value": "x"}, {"key": "user_lang", "value": "en"}, "")
+    dry = _import(mm, *records, {"key": "new one", "value": "y"}, dry_run=True)
+    assert (dry.created, dry.updated, dry.lines, dry.merged, dry.written) == (2, 1, 3, 0, False)
+    real = _import(mm, *records, {"key": "new one", "value": "y"})
+    assert (real.created, real.updated, real.lines, real.merged) == (dry.created, dry.updated, 3, 0)

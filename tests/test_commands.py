@@ -9,7 +9,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from memoryapp import MemoryManager
-from memoryapp.models import Memory, ReviewItem, SessionSummary
+from memoryapp.models import Memory, MemoryEvent, ReviewItem, SessionSummary
 
 pytestmark = pytest.mark.django_db
 
@@ -87,10 +87,73 @@ def test_session_lists_summaries(seeded):
 
 def test_stats(seeded):
     out = run("stats", "--project", "p")
+    assert "live memories by namespace / scope / type, project 'p':" in out
     assert "p  project  note: 1" in out
-    assert "other  project  note: 1" in out
-    assert "memories_change:" in out
+    assert "other" not in out and "  u  " not in out  # the project asked for, only
+    assert "memories_change (every namespace):" in out
     assert "store problems: none" in out
+    out = run("stats", "--project", "p", "--user", "u")
+    assert "p  project  note: 1" in out and "u  user  note: 1" in out
+    assert "other" not in out
+    out = run("stats")  # no namespace named: every namespace, said so
+    assert "every namespace (--project NS for one)" in out
+    assert "p  project  note: 1" in out and "other  project  note: 1" in out
+
+
+def test_stats_counts_deleted_and_pending_of_the_project_only(seeded):
+    MemoryManager(project="other").crystallize_user_messages(
+        [{"role": "user", "content": "Never use tabs for indentation"}]
+    )
+    MemoryManager(project="other").delete_by_title("secret plan")
+    out = run("stats", "--project", "p")
+    assert "soft-deleted memories: 0" in out and "pending review items: 0" in out
+    out = run("stats", "--project", "other")
+    assert "soft-deleted memories: 1" in out and "pending review items: 1" in out
+
+
+def test_an_empty_list_points_at_the_namespaces_that_hold_memories(seeded):
+    out = run("list")
+    assert "0 memories in project '' (default)." in out
+    assert (
+        "3 live memories are in 3 other namespaces: name one with --project (and --user), "
+        "or read them all with --all-namespaces." in out
+    )
+    assert "other namespace" in run("search", "nothing like it", "--project", "p")
+    assert "other namespace" not in run("list", "--project", "p")  # not empty: no hint
+    Memory.objects.all().delete()
+    assert "other namespace" not in run("list")  # nothing anywhere: nothing to point at
+
+
+def test_add_saves_one_memory_through_the_guard(seeded):
+    out = run(
+        "add", "Deploy window", "Never deploy on Fridays", "--tag", "ops", "--tag", "release",
+        "--project", "p", "--scope", "project", "--actor", "ops-team",
+    )  # fmt: skip
+    m = Memory.objects.get(namespace="p", key_normalized="deploy_window")
+    assert out.strip() == f"Saved new memory {m.id}  [project/{m.type}]  Deploy window  in 'p'."
+    assert (m.content, m.tags, m.source) == (
+        "Never deploy on Fridays",
+        ["ops", "release"],
+        "explicit",
+    )
+    assert MemoryEvent.objects.get(memory_id=m.id, event_type="create").actor == "ops-team"
+    out = run("add", "Deploy window", "Fridays are fine now", "--project", "p")
+    assert out.startswith(f"Updated memory {m.id}")
+    assert Memory.objects.get(pk=m.id).content == "Fridays are fine now"
+    out = run("add", "user_lang", "French", "--project", "p", "--user", "u", "--scope", "user")
+    assert "[user/" in out and "in 'u'." in out
+
+
+def test_add_refuses_what_the_guard_refuses_without_echoing_it(seeded):
+    secret = "token=ghp_abcdefghijklmnopqrstuvwxyz0123456789"
+    with pytest.raises(CommandError) as refused:
+        run("add", "creds", secret, "--project", "p")
+    assert "ghp_" not in str(refused.value)
+    with pytest.raises(CommandError, match="empty"):
+        run("add", "blank", "   ", "--project", "p")
+    with pytest.raises(CommandError):
+        run("add", "t", "c", "--type", "gossip")
+    assert not Memory.objects.filter(key_normalized__in=["creds", "blank"]).exists()
 
 
 def test_bad_scope_is_a_usage_error(seeded):

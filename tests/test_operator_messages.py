@@ -110,7 +110,7 @@ def test_the_wipe_pages_keep_the_signed_in_user_in_the_header():
         {"project": "acme/web", "user": "acme/bob"},
         {"project": "acme/web", "user": "acme/bob", "post": "yes"},
     ):
-        r = admin.post(WIPE, data)
+        r = admin.post(WIPE, data, follow=True)  # the wipe itself redirects to its result
         assert r.status_code == 200
         assert r.context["user"] == root
         assert "<strong>root</strong>" in r.content.decode()  # "Welcome, root."

@@ -165,7 +165,7 @@ def confirmation(
     action: str,
     title: str,
     intro: Sequence[str],
-    submit: str,
+    submit: str | tuple[str, str],
     danger: bool = False,
     warning: str = "",
     counts: list[dict] | None = None,
@@ -177,11 +177,14 @@ def confirmation(
     It names the selected rows, says what will happen, and re-posts the
     selection with ``post=yes`` to the same action when confirmed: the rows'
     ids when they were ticked one by one, the changelist's filter when the
-    operator chose "Select all" (see :func:`selecting_across`).
+    operator chose "Select all" (see :func:`selecting_across`). ``submit`` is
+    the button's label, or ``(one, many)``: "Yes, soft-delete it" for one row.
     """
     opts = modeladmin.model._meta
     rows = list(queryset[: SHOWN_OBJECTS + 1])
     pks = list(queryset.values_list("pk", flat=True))
+    if not isinstance(submit, str):
+        submit = submit[0] if len(pks) == 1 else submit[1]
     across = selecting_across(request)
     context = {
         **modeladmin.admin_site.each_context(request),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import secrets
 
 from django.contrib import messages
 from django.http import HttpResponseRedirect
@@ -130,7 +131,7 @@ def erased_message(receipt) -> str:
     if receipt.state != ReceiptState.COMPLETE and not purge_now():
         return (
             "The subject's rows are deleted. The erasure worker purges the files and "
-            "verifies; this receipt shows how far it has gone (reload it)."
+            "verifies; this receipt follows it, refreshing itself until it is done."
         )
     if receipt.purge_status.startswith("not purged"):
         return (
@@ -171,16 +172,40 @@ def wipe_namespace_view(modeladmin, request):
                 **common,
             )
         result = mm.wipe_all(actor=actor(request))
-        return _page(
-            modeladmin,
-            request,
-            "memoryapp/admin/wipe_namespace.html",
-            step="result",
-            result=result,
-            **names,
-            **common,
-        )
+        # Post/redirect/get: the result page is a GET, so reloading it shows the result
+        # again instead of wiping again. The result waits in the session (not the URL,
+        # which would put namespace names in access logs and browser history).
+        token = _keep_wipe_result(request, {**names, **result.as_dict()})
+        return HttpResponseRedirect(f"{request.path}?{WIPE_RESULT}={token}")
+    if request.method == "GET" and WIPE_RESULT in request.GET:
+        shown = request.session.get(WIPE_RESULTS_KEY, {}).get(request.GET[WIPE_RESULT])
+        if shown is not None:
+            return _page(
+                modeladmin,
+                request,
+                "memoryapp/admin/wipe_namespace.html",
+                step="result",
+                result=shown,
+                **{k: shown[k] for k in ("project_label", "user_label", "project")},
+                **common,
+            )
+        common["gone"] = True  # another browser, or a session that has ended
     return _page(modeladmin, request, "memoryapp/admin/wipe_namespace.html", step="form", **common)
+
+
+WIPE_RESULT = "result"
+"""The query parameter naming a wipe's result on the page it redirects to."""
+WIPE_RESULTS_KEY = "memoryapp_wipe_results"
+KEPT_WIPE_RESULTS = 5  # per session: the last few wipes' pages stay reloadable
+
+
+def _keep_wipe_result(request, result: dict) -> str:
+    """Keep ``result`` in the session under a new random token; the oldest beyond a few go."""
+    kept = dict(request.session.get(WIPE_RESULTS_KEY, {}))
+    token = secrets.token_urlsafe(9)
+    kept[token] = result
+    request.session[WIPE_RESULTS_KEY] = dict(list(kept.items())[-KEPT_WIPE_RESULTS:])
+    return token
 
 
 # ------------------------------------------------------------------ export

@@ -330,7 +330,7 @@ class MemoryAdmin(StyledAdmin):
                     "database and can be restored from the “Deleted” filter. To remove the "
                     "text for good, use “Erase permanently”.",
                 ],
-                submit="Yes, soft-delete them",
+                submit=("Yes, soft-delete it", "Yes, soft-delete them"),
             )
         ids = list(live.values_list("pk", flat=True))
         if selection_changed(self, request, ids):
@@ -361,7 +361,7 @@ class MemoryAdmin(StyledAdmin):
                     "A memory whose key is now held by another live memory of the same "
                     "namespace and scope cannot be restored; it is reported and left deleted.",
                 ],
-                submit="Yes, restore them",
+                submit=("Yes, restore it", "Yes, restore them"),
             )
         ids = list(deleted.values_list("pk", flat=True))
         if selection_changed(self, request, ids):
@@ -406,7 +406,7 @@ class MemoryAdmin(StyledAdmin):
                 ],
                 warning="This cannot be undone.",
                 counts=count_rows(found["counts"]),
-                submit="Yes, erase them permanently",
+                submit=("Yes, erase it permanently", "Yes, erase them permanently"),
                 danger=True,
             )
         try:

@@ -8,14 +8,14 @@ from django.db.models import Case, IntegerField, Value, When
 from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 from django.utils.translation import gettext as _
 
 from .. import permissions as perms
 from ..erasure import ErasureRequestError, erase, preview, purge_now
 from ..erasure.selection import batches
-from ..models import MemoryEvent, ReviewItem, ReviewStatus, SessionSummary
+from ..models import Memory, MemoryEvent, ReviewItem, ReviewStatus, SessionSummary
 from ..services import review, summaries
 from .common import (
     InputFilter,
@@ -29,6 +29,7 @@ from .common import (
     count_rows,
     db_for,
     forbidden,
+    namespace_cell,
     namespace_label,
     plural,
     refusals,
@@ -55,6 +56,39 @@ def receipt_link(receipt) -> str:
     """A link to a receipt's page, for messages."""
     url = reverse("admin:memoryapp_erasurereceipt_change", args=[receipt.pk])
     return format_html('<a href="{}">receipt {}</a>', url, receipt.pk[:12])
+
+
+SHOWN_APPROVED = 5
+"""The new memories an approval message links by name; more are counted."""
+
+
+def _approved_message(approved: int, item_ids) -> str:
+    """ "Approved 1 review item; it is a memory now: <link to the memory>." (links for a few)."""
+    made = review.approved_memories(item_ids)
+    # The memory's title is its key (as Agentao titles an approved item): shown as it is.
+    titles = dict(
+        Memory.objects.filter(pk__in=list(made.values())[:SHOWN_APPROVED]).values_list(
+            "pk", "title"
+        )
+    )
+    links = [
+        format_html(
+            '<a href="{}">{}</a>',
+            reverse("admin:memoryapp_memory_change", args=[pk]),
+            Truncator(titles.get(pk) or pk).chars(60),
+        )
+        for pk in list(made.values())[:SHOWN_APPROVED]
+    ]
+    head = f"Approved {plural(approved, 'review item', 'review items')}; "
+    if not links:
+        return head + ("it is a memory now." if approved == 1 else "they are memories now.")
+    more = approved - len(links)
+    shown = format_html_join(", ", "{}", ((link,) for link in links))
+    if approved == 1:
+        return format_html("{}it is a memory now: {}.", head, shown)
+    if more > 0:
+        return format_html("{}they are memories now: {} and {} more.", head, shown, f"{more:,}")
+    return format_html("{}they are memories now: {}.", head, shown)
 
 
 # -------------------------------------------------------------- review queue
@@ -152,7 +186,7 @@ class ReviewItemAdmin(StyledAdmin):
     # ---------------------------------------------------------------- lists
     @admin.display(description="namespace", ordering="namespace")
     def namespace_display(self, obj):
-        return namespace_label(obj.namespace)
+        return namespace_cell(obj.namespace)
 
     @admin.display(description="tags")
     def tags_display(self, obj):
@@ -217,7 +251,7 @@ class ReviewItemAdmin(StyledAdmin):
                     "same guard as every other write; the agent will recall it.",
                     "Items that are not pending are left as they are.",
                 ],
-                submit="Yes, approve them",
+                submit=("Yes, approve it", "Yes, approve them"),
             )
         ids = list(pending.values_list("pk", flat=True))
         if selection_changed(self, request, ids):
@@ -226,12 +260,7 @@ class ReviewItemAdmin(StyledAdmin):
         # scope and subject, the review_approve events logged with the decisions.
         approved, failed = review.approve_many(item_ids=ids, actor=actor(request))
         if approved:
-            self.message_user(
-                request,
-                f"Approved {plural(approved, 'review item', 'review items')}; "
-                + ("it is a memory now." if approved == 1 else "they are memories now."),
-                messages.SUCCESS,
-            )
+            self.message_user(request, _approved_message(approved, ids), messages.SUCCESS)
         refusals(self, request, failed, "approved")
         return None
 
@@ -249,7 +278,7 @@ class ReviewItemAdmin(StyledAdmin):
                     "Each pending item is marked rejected: it never becomes a memory. The "
                     "item and its evidence stay in the queue until purged.",
                 ],
-                submit="Yes, reject them",
+                submit=("Yes, reject it", "Yes, reject them"),
             )
         ids = list(pending.values_list("pk", flat=True))
         if selection_changed(self, request, ids):
@@ -285,7 +314,7 @@ class ReviewItemAdmin(StyledAdmin):
                 warning="This cannot be undone.",
                 # What erase(rows=...) below removes, counted by the erasure itself.
                 counts=count_rows(preview(rows=rows)["counts"]) if ids else None,
-                submit="Yes, purge them permanently",
+                submit=("Yes, purge it permanently", "Yes, purge them permanently"),
                 danger=True,
             )
         if selection_changed(self, request, ids):
@@ -317,7 +346,7 @@ class ReviewItemAdmin(StyledAdmin):
     def purge_view(self, request):
         """Purge every review item of a status (optionally of one namespace), confirmed."""
         if not self.has_purge_permission(request):
-            return forbidden(self, request, perms.PURGE_REVIEWITEM, "Purge the review queue")
+            return forbidden(self, request, perms.PURGE_REVIEWITEM, "Purge review items")
         namespaces = list(
             ReviewItem.objects.order_by("namespace").values_list("namespace", flat=True).distinct()
         )
@@ -325,7 +354,7 @@ class ReviewItemAdmin(StyledAdmin):
         context = {
             **self.admin_site.each_context(request),
             "opts": self.model._meta,
-            "title": "Purge the review queue",
+            "title": "Purge review items",
             "form": form,
         }
         if request.method == "POST" and form.is_valid():
@@ -367,15 +396,9 @@ class SessionFilter(InputFilter):
 class SessionSummaryAdmin(StyledAdmin):
     """Summaries written after complete compactions; deleting one is a hard delete."""
 
-    list_display = (
-        "created",
-        "namespace_display",
-        "session_id",
-        "subject",
-        "messages",
-        "tokens",
-        "excerpt",
-    )
+    # Two values per cell where they belong together (session and subject, messages and
+    # tokens): seven narrow columns left the summary ~10 lines tall at 1,280 px.
+    list_display = ("created", "namespace_display", "session", "size", "excerpt")
     list_filter = (NamespaceFilter, SessionFilter)
     search_fields = ("session_id", "summary_text", "subject", "=id")
     search_help_text = "Searches the session id, the summary text and the subject."
@@ -403,23 +426,29 @@ class SessionSummaryAdmin(StyledAdmin):
 
     @admin.display(description="namespace", ordering="namespace")
     def namespace_display(self, obj):
-        return namespace_label(obj.namespace)
+        return namespace_cell(obj.namespace)
 
     @admin.display(description="created", ordering="created_at")
     def created(self, obj):
         return admin_time(obj.created_at)
 
-    @admin.display(description="messages", ordering="messages_summarized")
-    def messages(self, obj):
-        return obj.messages_summarized
+    @admin.display(description="session, subject", ordering="session_id")
+    def session(self, obj):
+        return two_lines(obj.session_id, obj.subject or "no subject")
 
-    @admin.display(description="tokens", ordering="tokens_before")
-    def tokens(self, obj):
-        return obj.tokens_before
+    @admin.display(description="size", ordering="tokens_before")
+    def size(self, obj):
+        return two_lines(
+            plural(obj.messages_summarized, "message", "messages"),
+            plural(obj.tokens_before, "token", "tokens"),
+        )
 
     @admin.display(description="summary")
     def excerpt(self, obj):
-        return Truncator(obj.summary_text).chars(100)
+        # The list's wide column: three lines at most (the stylesheet clamps them).
+        return format_html(
+            '<span class="mem-clamp">{}</span>', Truncator(obj.summary_text).chars(300)
+        )
 
     @admin.action(description="Delete selected session summaries", permissions=["delete"])
     def delete_selected(self, request, queryset):
@@ -446,7 +475,7 @@ class SessionSummaryAdmin(StyledAdmin):
                         reverse("admin:memoryapp_erase_subject"),
                     )
                 ],
-                submit="Yes, delete them",
+                submit=("Yes, delete it", "Yes, delete them"),
                 danger=True,
             )
         ids = list(queryset.values_list("pk", flat=True))

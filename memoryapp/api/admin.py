@@ -17,17 +17,40 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.cache import add_never_cache_headers
 
+from ..admin.common import StyledAdmin, admin_time, namespace_cell
 from .models import ApiClient, ApiToken, ErasureRequest, NamespaceGrant
 
 
 @admin.register(NamespaceGrant)
-class NamespaceGrantAdmin(admin.ModelAdmin):
+class NamespaceGrantAdmin(StyledAdmin):
     """Which namespaces each API client may read, write or erase."""
 
-    list_display = ("user", "namespace", "can_read", "can_write", "can_erase", "created_at")
+    # Short column heads and a cut namespace: at 1,280 px beside both sidebars the
+    # "can …" heads and a long prefix pushed "created at" out of the list.
+    list_display = ("user", "prefix", "read", "write", "erase", "created")
     list_filter = ("can_read", "can_write", "can_erase")
     search_fields = ("user__username", "namespace")
     autocomplete_fields = ("user",)
+
+    @admin.display(description="namespace prefix", ordering="namespace")
+    def prefix(self, obj):
+        return namespace_cell(obj.namespace)
+
+    @admin.display(description="read", boolean=True, ordering="can_read")
+    def read(self, obj):
+        return obj.can_read
+
+    @admin.display(description="write", boolean=True, ordering="can_write")
+    def write(self, obj):
+        return obj.can_write
+
+    @admin.display(description="erase", boolean=True, ordering="can_erase")
+    def erase(self, obj):
+        return obj.can_erase
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, obj):
+        return admin_time(obj.created_at)
 
 
 class GrantInline(admin.TabularInline):

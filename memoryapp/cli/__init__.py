@@ -16,6 +16,7 @@ VERB_MODULES = [
     "memoryapp.cli.clients",
     "memoryapp.cli.compliance",
     "memoryapp.cli.indexes",
+    "memoryapp.cli.demo",
 ]
 
 
@@ -27,3 +28,16 @@ def cli_actor(options) -> str:
         return f"cli:{getpass.getuser()}"
     except Exception:  # no login name in some containers
         return "cli"
+
+
+def namespace_label(namespace: str) -> str:
+    """A namespace as the CLI prints it: quoted, ``''`` named as the default."""
+    return repr(namespace) if namespace else "'' (default)"
+
+
+def bound_to(options) -> str:
+    """The namespaces a verb read, in words: "project 'acme/web' and user 'acme/bob'"."""
+    words = f"project {namespace_label(options['project'])}"
+    if options.get("user"):
+        words += f" and user {namespace_label(options['user'])}"
+    return words

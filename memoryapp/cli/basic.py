@@ -1,4 +1,4 @@
-"""The seed's ``/memory`` verbs: list, search, tag, delete, clear, wipe, session, stats."""
+"""The seed's ``/memory`` verbs: list, search, tag, delete, clear, wipe, session, stats; add."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections import Counter
 from django.core.management.base import CommandError
 
 from memoryapp import search, validation
-from memoryapp.cli import cli_actor, progress
+from memoryapp.cli import bound_to, cli_actor, namespace_label, progress
 from memoryapp.guards import SCOPES
 from memoryapp.models import Memory, ReviewItem, SchemaMeta
 from memoryapp.wording import plural
@@ -35,7 +35,22 @@ def register(verbs, common) -> dict:
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     p = verbs.add_parser("session", parents=[common], help="session summaries")
     p.add_argument("session_id", nargs="?", help="one session (all when omitted)")
-    verbs.add_parser("stats", parents=[common], help="counts, change counter, store problems")
+    p = verbs.add_parser(
+        "stats",
+        parents=[common],
+        help="counts, change counter, store problems (of --project/--user, else every namespace)",
+    )
+    p = verbs.add_parser(
+        "add",
+        parents=[common],
+        help="save one memory (a known title updates it) through the guard, as an agent would",
+    )
+    p.add_argument("title", help="the memory's key and title")
+    p.add_argument("content")
+    p.add_argument("--tag", action="append", default=[], help="a tag (repeat for several)")
+    p.add_argument("--scope", choices=SCOPES, help="default: classified from the content")
+    p.add_argument("--type", choices=validation.TYPES, help="default: classified")
+    p.add_argument("--actor", help="who writes, on the audit event (default cli:<login>)")
     p = verbs.add_parser("import", parents=[common], help="bulk-import memories from JSON lines")
     p.add_argument(
         "file", help='one {"key", "value", "tags"?, "scope"?, "type"?} per line ("-" = stdin)'
@@ -51,6 +66,7 @@ def register(verbs, common) -> dict:
         "wipe": do_wipe,
         "session": do_session,
         "stats": do_stats,
+        "add": do_add,
         "import": do_import,
     }
 
@@ -79,11 +95,32 @@ def _everywhere(options, keep=None, narrow=None) -> list[Memory]:
     return [m for m in rows.iterator(chunk_size=2000) if keep is None or keep(m)]
 
 
+def _elsewhere(cmd, options, rows) -> None:
+    """After an empty read of the bound namespaces: say where live memories are, if anywhere.
+
+    A first ``memory list`` without ``--project`` reads the default namespace
+    (``''``), which is often empty while the agents' namespaces are not.
+    """
+    if rows:
+        return
+    bound = {options["project"], *([options["user"]] if options["user"] else [])}
+    others = Memory.objects.using(options["database"]).live().exclude(namespace__in=bound)
+    spaces = others.values("namespace").distinct().count()
+    if spaces:
+        cmd.stdout.write(
+            f"{plural(others.count(), 'live memory is', 'live memories are')} in "
+            f"{plural(spaces, 'other namespace', 'other namespaces')}: name one with "
+            "--project (and --user), or read them all with --all-namespaces."
+        )
+
+
 def do_list(cmd, options) -> None:
     """Print the live memories of a scope."""
     if options["all_namespaces"]:
         return cmd.print_memories(_everywhere(options), options, everywhere=True)
-    cmd.print_memories(cmd.manager(options).get_all_entries(options["scope"]), options)
+    rows = cmd.manager(options).get_all_entries(options["scope"])
+    cmd.print_memories(rows, options)
+    _elsewhere(cmd, options, rows)
 
 
 def do_search(cmd, options) -> None:
@@ -98,6 +135,7 @@ def do_search(cmd, options) -> None:
         return cmd.print_memories(rows, options, everywhere=True)
     rows = cmd.manager(options).search(options["query"], options["scope"])
     cmd.print_memories(rows, options)
+    _elsewhere(cmd, options, rows)
 
 
 def do_tag(cmd, options) -> None:
@@ -110,9 +148,9 @@ def do_tag(cmd, options) -> None:
             search.sql_narrowing("tagged_prefilter", wanted),
         )
         return cmd.print_memories(rows, options, everywhere=True)
-    cmd.print_memories(
-        cmd.manager(options).filter_by_tag(options["tag"], options["scope"]), options
-    )
+    rows = cmd.manager(options).filter_by_tag(options["tag"], options["scope"])
+    cmd.print_memories(rows, options)
+    _elsewhere(cmd, options, rows)
 
 
 def do_delete(cmd, options) -> None:
@@ -167,20 +205,32 @@ def do_session(cmd, options) -> None:
 
 
 def do_stats(cmd, options) -> None:
-    """Counts per namespace/scope/type, the change counter and store problems."""
+    """Counts per namespace/scope/type, the change counter and store problems.
+
+    With ``--project`` (and ``--user``) the counts are of those namespaces;
+    without either, of every namespace.
+    """
     using = options["database"]
-    counts = Counter(Memory.objects.using(using).live().values_list("namespace", "scope", "type"))
-    cmd.stdout.write("live memories by namespace / scope / type:")
+    memories = Memory.objects.using(using)
+    items = ReviewItem.objects.using(using)
+    if options["project"] or options["user"]:
+        bound = [options["project"], *([options["user"]] if options["user"] else [])]
+        memories = memories.filter(namespace__in=bound)
+        items = items.filter(namespace__in=bound)
+        where = bound_to(options)
+    else:
+        where = "every namespace (--project NS for one)"
+    counts = Counter(memories.live().values_list("namespace", "scope", "type"))
+    cmd.stdout.write(f"live memories by namespace / scope / type, {where}:")
     for (ns, scope, mem_type), n in sorted(counts.items()):
-        cmd.stdout.write(f"  {ns or '(default)'}  {scope}  {mem_type}: {n}")
+        cmd.stdout.write(f"  {ns or '(default)'}  {scope}  {mem_type}: {n:,}")
     if not counts:
         cmd.stdout.write("  (none)")
-    deleted = Memory.objects.using(using).deleted().count()
-    pending = ReviewItem.objects.using(using).pending().count()
-    cmd.stdout.write(f"soft-deleted memories: {deleted}")
-    cmd.stdout.write(f"pending review items: {pending}")
+    cmd.stdout.write(f"soft-deleted memories: {memories.deleted().count():,}")
+    cmd.stdout.write(f"pending review items: {items.pending().count():,}")
     meta = dict(SchemaMeta.objects.using(using).values_list("key", "value"))
-    cmd.stdout.write(f"memories_change: {meta.get('memories_change', '0')}")
+    # One counter for the whole store: it moves with a write to any namespace.
+    cmd.stdout.write(f"memories_change (every namespace): {meta.get('memories_change', '0')}")
     cmd.stdout.write(f"schema version: {meta.get('version', '?')}")
     mm = cmd.manager(options)
     mm.get_all_entries()
@@ -224,7 +274,12 @@ def do_import(cmd, options) -> None:
         cmd.stdout.write(f"... and {len(report.invalid) - 50} more invalid lines")
     if not report.written:
         if options["dry_run"] and not report.invalid:
-            cmd.stdout.write("Dry run: every line is valid; nothing was written.")
+            cmd.stdout.write(
+                f"Dry run: every line is valid; it would import "
+                f"{plural(report.total, 'memory', 'memories')} "
+                f"({report.created:,} new, {report.updated:,} updated)"
+                f"{_merged(report)}. Nothing was written."
+            )
             return
         raise CommandError(
             f"{plural(len(report.invalid), 'invalid line', 'invalid lines')}; nothing was written "
@@ -235,9 +290,43 @@ def do_import(cmd, options) -> None:
     cmd.stdout.write(
         f"Imported {plural(report.total, 'memory', 'memories')} "
         f"({report.created:,} new, {report.updated:,} updated)"
+        + _merged(report)
         + (
             f"; skipped {plural(len(report.invalid), 'invalid line', 'invalid lines')}."
             if report.invalid
             else "."
         )
     )
+
+
+def _merged(report) -> str:
+    """ " from 160 lines: 59 of them gave way to a later line with the same key", or ""."""
+    if not report.merged:
+        return ""
+    return (
+        f" from {plural(report.lines, 'line', 'lines')}: "
+        f"{report.merged:,} of them gave way to a later line with the same key "
+        "(the last line of a key wins)"
+    )
+
+
+def do_add(cmd, options) -> None:
+    """Save one memory through the facade and its guard (the same write as ``upsert``)."""
+    result = cmd.manager(options).upsert_result(
+        options["title"],
+        options["content"],
+        options["tag"],
+        scope=options["scope"],
+        type=options["type"],
+        actor=cli_actor(options),
+    )
+    m = result.memory
+    verb = "Saved new memory" if result.created else "Updated memory"
+    cmd.stdout.write(
+        f"{verb} {m.id}  [{m.scope}/{m.type}]  {m.title}  in {namespace_label(m.namespace)}."
+    )
+    for warning in result.warnings:
+        cmd.stdout.write(f"note: {warning}")
+    if result.capped:
+        older = plural(len(result.capped), "older memory", "older memories")
+        cmd.stdout.write(f"note: the auto cap soft-deleted {older}.")

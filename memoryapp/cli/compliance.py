@@ -14,6 +14,7 @@ from memoryapp import erasure
 from memoryapp.cli import cli_actor, progress
 from memoryapp.db.lookups import prefix_q
 from memoryapp.db.purge import for_connection
+from memoryapp.erasure.selection import ADMIN_LOG
 from memoryapp.models import ErasureReceipt, ReviewItem, ReviewStatus
 from memoryapp.services import review
 from memoryapp.wording import plural
@@ -123,8 +124,12 @@ def _actor(options) -> str:
 
 
 def _counts(counts: dict) -> str:
-    parts = [f"{table} {n}" for table, n in counts.items() if n]
-    return ", ".join(parts) or "nothing"
+    """Rows per table; the admin history's entries are kept (titles replaced), so said apart."""
+    parts = [f"{table} {n}" for table, n in counts.items() if n and table != ADMIN_LOG]
+    text = ", ".join(parts) or "nothing"
+    if counts.get(ADMIN_LOG):
+        text += f" (and {ADMIN_LOG} {counts[ADMIN_LOG]} titles replaced)"
+    return text
 
 
 def _print_receipt(cmd, r: ErasureReceipt) -> None:
@@ -380,7 +385,7 @@ def _list(cmd, using) -> None:
     n = 0
     for r in rows:
         n += 1
-        total = sum(v for v in (r.counts or {}).values() if isinstance(v, int))
+        total = erasure.rows_removed(r.counts)  # the admin's "removed" column, same rows
         cmd.stdout.write(
             f"{r.pk}  {r.created_at:%Y-%m-%d %H:%M:%S}  {r.target_kind:<12} rows {total:<6} "
             f"{'verified' if r.verified else 'unverified'}  {r.purge_status}"

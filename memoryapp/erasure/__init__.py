@@ -16,6 +16,7 @@ from .export import export, retention_statement
 from .receipts import as_dict as receipt_as_dict
 from .receipts import subject_hmac
 from .replay import ReplayReport, replay
+from .selection import rows_removed
 from .service import (
     ErasureRequestError,
     authored_count,
@@ -52,5 +53,6 @@ __all__ = [
     "retention_cutoffs",
     "retention_statement",
     "retry_purge",
+    "rows_removed",
     "subject_hmac",
 ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeAlias, cast
 
@@ -45,6 +45,21 @@ SLICES = SliceChange._meta.db_table
 SNAPSHOTS = RecallSnapshot._meta.db_table
 """Persisted recall indexes (tokens of memory text): a trigger deletes a slice's snapshot
 with any row of the slice, so every purge of ``memories`` purges this table too."""
+
+
+def rows_removed(counts: Mapping[str, object] | None) -> int:
+    """How many rows an erasure removed: the one total the admin, the CLI and the API show.
+
+    Every table of the receipt's ``counts`` but the admin history: its entries
+    are kept with their titles replaced by "[erased]", so they are reported
+    beside the total, never in it. Non-integer values (none are written) are
+    ignored rather than trusted.
+    """
+    return sum(
+        n
+        for table, n in (counts or {}).items()
+        if table != ADMIN_LOG and isinstance(n, int) and not isinstance(n, bool)
+    )
 
 
 def purged_with(tables) -> list[str]:

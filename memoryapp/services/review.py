@@ -181,6 +181,32 @@ def approve_many(
     return approved, refused
 
 
+def approved_memories(item_ids: Iterable[str], *, using: str = DEFAULT_DB_ALIAS) -> dict[str, str]:
+    """Item id → the id of the memory its approval wrote, read from the ``review_approve`` events.
+
+    For telling an operator where an approval went (the admin links each new
+    memory). Items never approved are absent; an item approved twice (never
+    the case: a decided item is not pending) would answer its latest approval.
+    """
+    ids = list(dict.fromkeys(item_ids))
+    found: dict[str, str] = {}
+    events = MemoryEvent.objects.using(using).filter(event_type="review_approve")
+    for start in range(0, len(ids), DECISION_CHUNK):
+        chunk = ids[start : start + DECISION_CHUNK]
+        for item_id, detail in (
+            events.filter(memory_id__in=chunk)
+            .order_by("timestamp", "id")
+            .values_list("memory_id", "detail")
+        ):
+            try:
+                memory_id = json.loads(detail or "{}").get("memory")
+            except (ValueError, AttributeError):
+                continue
+            if isinstance(memory_id, str) and memory_id:
+                found[item_id] = memory_id
+    return found
+
+
 def _by_namespace(item_ids: Iterable[str], namespace: str | None, using: str):
     """``item_ids`` by the namespace of their pending items (all of ``namespace`` if given)."""
     ids = list(dict.fromkeys(item_ids))

@@ -11,6 +11,9 @@ The app's own index (``/admin/memoryapp/``) shows it without any override.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from django import template
 
 register = template.Library()
@@ -39,3 +42,55 @@ def memoryapp_overview(context):
     if user is None or not user.is_staff or not user.has_module_perms("memoryapp"):
         return {"hidden": True}
     return {"request": request, **overview(user)}
+
+
+@dataclass(frozen=True)
+class RecentAction:
+    """One entry of "Recent actions": Django's log entry, and whether its row is gone."""
+
+    entry: Any  # django.contrib.admin.models.LogEntry
+    gone: bool
+
+
+@register.simple_tag(takes_context=True)
+def memoryapp_recent_actions(context, limit: int = 10) -> list[RecentAction]:
+    """The signed-in user's last admin actions, each marked ``gone`` when its row no longer exists.
+
+    What Django's ``{% get_admin_log %}`` gives, for the index's "Recent actions":
+    Django links every entry but a deletion, so an erased memory ("[erased]") or a
+    hard-deleted summary led to "does not exist". One query per content type.
+    """
+    from django.contrib.admin.models import LogEntry
+
+    user = context.get("user")
+    if user is None or not user.is_authenticated:
+        return []
+    entries = list(
+        LogEntry.objects.filter(user__pk=user.pk).select_related("content_type", "user")[:limit]
+    )
+    wanted: dict[int, set[str]] = {}
+    for entry in entries:
+        if entry.content_type_id is not None and entry.object_id and not entry.is_deletion():
+            wanted.setdefault(entry.content_type_id, set()).add(entry.object_id)
+    present: dict[int, set[str]] = {}
+    for entry in entries:
+        kind = entry.content_type
+        if kind is None or kind.pk not in wanted or kind.pk in present:
+            continue
+        model = kind.model_class()
+        found: set[str] = set()
+        if model is not None:
+            try:
+                ids = model._base_manager.filter(pk__in=list(wanted[kind.pk]))
+                found = {str(pk) for pk in ids.values_list("pk", flat=True)}
+            except (ValueError, TypeError):  # an object id the model's key cannot take
+                found = set()
+        present[kind.pk] = found
+    return [
+        RecentAction(
+            entry=entry,
+            gone=entry.is_deletion()
+            or entry.object_id not in present.get(entry.content_type_id or 0, set()),
+        )
+        for entry in entries
+    ]

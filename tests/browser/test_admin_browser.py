@@ -95,7 +95,7 @@ def test_soft_delete_and_restore_one(page, root, log_in, shot):
     expect(page.locator("h1")).to_have_text("Soft-delete memories")
     expect(page.locator("#content-main")).to_contain_text("not erasure")
     shot("confirm-soft-delete")
-    page.click("input[value='Yes, soft-delete them']")
+    page.click("input[value='Yes, soft-delete it']")
     expect(page.locator(".messagelist")).to_contain_text("Soft-deleted 1 memory")
     expect(_row(page, "Alice edits in vim")).to_have_count(0)
     assert Memory.objects.get(pk=editor.id).deleted_at is not None
@@ -104,7 +104,7 @@ def test_soft_delete_and_restore_one(page, root, log_in, shot):
     _row(page, "Alice edits in vim").locator("input.action-select").check()
     _run_action(page, "restore_selected")
     expect(page.locator("h1")).to_have_text("Restore memories")
-    page.click("input[value='Yes, restore them']")
+    page.click("input[value='Yes, restore it']")
     expect(page.locator(".messagelist")).to_contain_text("Restored 1 memory")
     page.locator("#changelist-filter a", has_text="Live").click()
     expect(_row(page, "Alice edits in vim")).to_be_visible()
@@ -189,7 +189,7 @@ def test_approve_and_purge_review_items(page, root, log_in, shot):
     _row(page, "Constraint: use tabs").locator("input.action-select").check()
     _run_action(page, "approve_selected")
     expect(page.locator("h1")).to_have_text("Approve review items")
-    page.click("input[value='Yes, approve them']")
+    page.click("input[value='Yes, approve it']")
     expect(page.locator(".messagelist")).to_contain_text("Approved 1 review item")
     # The queue opens on pending items: the approved one has left it ...
     expect(page.locator("#result_list tbody tr")).to_have_count(1)
@@ -204,7 +204,7 @@ def test_approve_and_purge_review_items(page, root, log_in, shot):
     expect(page.locator("h1")).to_have_text("Purge review items permanently")
     expect(page.locator("table.mem-counts")).to_contain_text("memory_review_queue")
     shot("confirm-purge")
-    page.click("input[value='Yes, purge them permanently']")
+    page.click("input[value='Yes, purge it permanently']")
     expect(page.locator(".messagelist")).to_contain_text("Purged 1 review item permanently")
     expect(page.locator("#result_list tbody tr")).to_have_count(1)
     assert list(ReviewItem.objects.values_list("status", flat=True)) == ["approved"]

@@ -12,7 +12,7 @@ from importlib import import_module
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DEFAULT_DB_ALIAS, DatabaseError
 
-from memoryapp.cli import VERB_MODULES
+from memoryapp.cli import VERB_MODULES, bound_to, namespace_label
 from memoryapp.manager import MemoryManager
 from memoryapp.wording import plural
 
@@ -91,19 +91,6 @@ class Command(BaseCommand):
             )
         else:
             self.stdout.write(f"{plural(len(rows), 'memory', 'memories')} in {bound_to(options)}.")
-
-
-def namespace_label(namespace: str) -> str:
-    """A namespace as the CLI prints it: quoted, ``''`` named as the default."""
-    return repr(namespace) if namespace else "'' (default)"
-
-
-def bound_to(options) -> str:
-    """The namespaces a verb read, in words: "project 'acme/web' and user 'acme/bob'"."""
-    words = f"project {namespace_label(options['project'])}"
-    if options.get("user"):
-        words += f" and user {namespace_label(options['user'])}"
-    return words
 
 
 def cut(text: str, limit: int = 200) -> str:
