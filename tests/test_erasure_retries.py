@@ -422,8 +422,14 @@ def test_the_receipt_page_guides_and_retry_now_is_permission_gated_and_confirmed
     assert receipt.state == ReceiptState.NEEDS_ATTENTION and receipt.attempts == 2
 
     residue.undo()
-    r = eraser.post(retry, {"post": "yes", "method": "rewrite"}, follow=True)
-    assert any("complete: purged and verified" in m for m in messages_of(r)), messages_of(r)
+    for _ in range(3):
+        r = eraser.post(retry, {"post": "yes", "method": "rewrite"}, follow=True)
+        said = messages_of(r)
+        # PostgreSQL: a session (autovacuum's, another test's) still open from before the
+        # purge's ANALYZE makes it say "not purged: session … retry when it has finished".
+        if not any("not purged: session" in m for m in said):
+            break
+    assert any("complete: purged and verified" in m for m in said), said
     receipt.refresh_from_db()
     assert receipt.state == ReceiptState.COMPLETE and receipt.verified
     assert 'id="receipt-attention"' not in eraser.get(change).content.decode()
