@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 # Where `make run` serves (`make run RUN_ADDR=127.0.0.1:8011`); the printed login URL follows.
 RUN_ADDR ?= 127.0.0.1:8000
 
-.PHONY: run serve demo test test-sqlite test-postgres lint typecheck install bench bench-api bench-linear bench-tenants bench-erasure clean
+.PHONY: run serve demo test test-sqlite test-postgres lint typecheck install system-deps bench bench-api bench-linear bench-tenants bench-erasure clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -39,8 +39,14 @@ demo: $(STAMP)
 serve: $(STAMP)
 	scripts/serve.sh
 
-## Lint and typecheck, then the whole suite on SQLite and again on PostgreSQL.
-test: $(STAMP) lint typecheck test-sqlite test-postgres
+## System packages the tests need (chromium, pg_repack), then lint and typecheck, then
+## the whole suite on SQLite and again on PostgreSQL.
+test: $(STAMP) system-deps lint typecheck test-sqlite test-postgres
+
+## chromium and pg_repack for the cluster's version: installed when missing (as root,
+## apt-get), else what to install is printed (scripts/system_deps.sh; .ci/run too).
+system-deps:
+	scripts/system_deps.sh
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

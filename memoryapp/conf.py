@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
@@ -176,7 +178,64 @@ def erasure_worker_lease() -> float:
     return float(getattr(settings, "MEMORYAPP_ERASURE_WORKER_LEASE", default))
 
 
+def erasure_max_attempts() -> int:
+    """``MEMORYAPP_ERASURE_MAX_ATTEMPTS``: automatic attempts at an erasure before it waits for
+    a person.
+
+    Each attempt that does not end verified (a purge that failed, residue the byte
+    scan found, an unexpected error) counts. After this many the receipt's state
+    becomes ``needs_attention``: the worker stops retrying it, ``/healthz`` says
+    ``degraded`` and the admin shows what to do (``memory erase --retry <id>``, or
+    the receipt's "Retry now"). Default 8 (about 10 minutes of backoff).
+    """
+    return max(1, int(getattr(settings, "MEMORYAPP_ERASURE_MAX_ATTEMPTS", 8)))
+
+
+def erasure_retry_delay() -> float:
+    """``MEMORYAPP_ERASURE_RETRY_DELAY``: seconds of the first backoff after a failed attempt.
+
+    Each further failure doubles it, up to ``MEMORYAPP_ERASURE_RETRY_MAX_DELAY``;
+    the actual wait is drawn between half and all of it (jitter). Default 5.
+    """
+    return max(0.0, float(getattr(settings, "MEMORYAPP_ERASURE_RETRY_DELAY", 5.0)))
+
+
+def erasure_retry_max_delay() -> float:
+    """``MEMORYAPP_ERASURE_RETRY_MAX_DELAY``: the longest backoff between two attempts, in
+    seconds. Default 600."""
+    return max(0.0, float(getattr(settings, "MEMORYAPP_ERASURE_RETRY_MAX_DELAY", 600.0)))
+
+
+def erasure_stale_after() -> float:
+    """``MEMORYAPP_ERASURE_STALE_AFTER``: seconds after which an unfinished erasure is reported.
+
+    A receipt still ``requested`` or ``deleted`` this long after it was asked for
+    (no worker runs, or its retries keep failing) makes ``/healthz`` say
+    ``degraded`` and the admin overview show a banner, as one needing attention
+    does. Default 3600 (1 hour).
+    """
+    return max(1.0, float(getattr(settings, "MEMORYAPP_ERASURE_STALE_AFTER", 3600.0)))
+
+
 PURGE_METHODS = ("auto", "online", "rewrite")
+
+# ``memory erase --retry --method rewrite``: one retry run with another purge method,
+# without changing the settings of the process (a context variable, not a global).
+_purge_method_override: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "memoryapp_purge_method_override", default=None
+)
+
+
+@contextlib.contextmanager
+def purge_method(method: str):
+    """Within the block, :func:`erasure_purge_method` answers ``method`` (one of PURGE_METHODS)."""
+    if method not in PURGE_METHODS:
+        raise ValueError(f"the purge method must be one of {', '.join(PURGE_METHODS)}")
+    token = _purge_method_override.set(method)
+    try:
+        yield
+    finally:
+        _purge_method_override.reset(token)
 
 
 def erasure_purge_method() -> str:
@@ -197,6 +256,9 @@ def erasure_purge_method() -> str:
 
     See docs/compliance.md §3 and bench/ERASURE.md.
     """
+    override = _purge_method_override.get()
+    if override is not None:
+        return override
     value = str(getattr(settings, "MEMORYAPP_ERASURE_PURGE_METHOD", "auto") or "auto").lower()
     if value not in PURGE_METHODS:
         from django.core.exceptions import ImproperlyConfigured

@@ -33,7 +33,8 @@ class ReceiptStates:
     def collect(self):
         gauge = GaugeMetricFamily(
             "memoryapp_erasure_receipts",
-            "Erasure receipts by state (requested, deleted, complete) and verification.",
+            "Erasure receipts by state (requested, deleted, complete, needs_attention) "
+            "and verification.",
             labels=["state", "verified"],
         )
         counts = {(s.value, v): 0 for s in ReceiptState for v in ("yes", "no")}
@@ -47,6 +48,41 @@ class ReceiptStates:
         for (state, verified), n in sorted(counts.items()):
             gauge.add_metric([state, verified], n)
         yield gauge
+
+
+class UnfinishedErasures:
+    """Erasures still to finish: pending, needing attention, and the oldest pending's age.
+
+    Read from the database at each scrape (one aggregate query), so an alert on
+    ``memoryapp_erasure_needing_attention > 0`` or on the age fires whatever worker
+    is scraped.
+    """
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        from .erasure import attention
+
+        try:
+            found = attention.status()
+        except Exception:  # a scrape must answer even when the database does not
+            return
+        yield GaugeMetricFamily(
+            "memoryapp_erasure_pending",
+            "Erasures the worker still completes by itself (requested or deleted).",
+            found.pending,
+        )
+        yield GaugeMetricFamily(
+            "memoryapp_erasure_needing_attention",
+            "Erasures whose automatic attempts are exhausted: a person must retry them.",
+            found.needs_attention,
+        )
+        yield GaugeMetricFamily(
+            "memoryapp_erasure_oldest_pending_age_seconds",
+            "Seconds since the oldest pending erasure was asked for (0 when none is).",
+            found.oldest_pending_age(),
+        )
 
 
 class IndexCache:
@@ -65,7 +101,7 @@ class IndexCache:
         )
 
 
-_DATABASE_COLLECTORS = (ReceiptStates(), IndexCache())
+_DATABASE_COLLECTORS = (ReceiptStates(), UnfinishedErasures(), IndexCache())
 _registered = False
 _register_lock = threading.Lock()
 

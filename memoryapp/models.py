@@ -393,14 +393,19 @@ class ErasureTarget(models.TextChoices):
 
 
 class ReceiptState(models.TextChoices):
-    """How far an erasure has gone: recorded, rows deleted, or purged and verified."""
+    """How far an erasure has gone: recorded, rows deleted, or purged and verified — or
+    stopped after its automatic attempts, waiting for a person (``needs_attention``)."""
 
     REQUESTED = "requested", "requested (no row deleted yet)"
     DELETED = "deleted", "deleted (purge or verification to come)"
     COMPLETE = "complete", "complete (purged and verified)"
+    NEEDS_ATTENTION = "needs_attention", "needs attention (automatic attempts exhausted)"
 
 
-UNFINISHED_STATES = (ReceiptState.REQUESTED, ReceiptState.DELETED)
+# The states the worker retries by itself; a receipt needing attention is retried
+# only when a person asks (``memory erase --retry``, the admin's "Retry now").
+RETRIED_STATES = (ReceiptState.REQUESTED, ReceiptState.DELETED)
+UNFINISHED_STATES = (*RETRIED_STATES, ReceiptState.NEEDS_ATTENTION)
 
 
 class ErasureReceipt(models.Model):

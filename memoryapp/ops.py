@@ -1,4 +1,5 @@
-"""Operations endpoints: ``/healthz`` for load balancers, ``/metrics`` for Prometheus.
+"""Operations endpoints: ``/healthz`` for load balancers, ``/livez`` for process supervisors,
+``/metrics`` for Prometheus.
 
 ``/healthz`` needs no authentication and shows no data: only whether each
 check passed and, when one failed, a reason without any row's content.
@@ -80,17 +81,61 @@ def _is_real(alias: str) -> bool:
     return "mode=memory" not in name and name != ":memory:"
 
 
+def erasure_health() -> dict | None:
+    """Unfinished erasures a person must look at, as counts (None when they cannot be read).
+
+    Not a failure of this process: ``/healthz`` stays 200 and says ``degraded``, so
+    a load balancer keeps a healthy worker while a person is told.
+    """
+    from .erasure import attention
+
+    try:
+        found = attention.status()
+    except DatabaseError:
+        return None  # the database checks already say why
+    return {
+        "needs_attention": found.needs_attention,
+        "stale": found.stale,
+        "stale_after_seconds": int(found.stale_after),
+        "pending": found.pending,
+    }
+
+
 @never_cache
 @require_GET
 def healthz(request) -> JsonResponse:
-    """200 ``{"status": "ok"}`` when every check passes, else 503 with the failed ones."""
+    """Readiness: 200 ``{"status": "ok"}`` when every check passes, else 503 with the failed ones.
+
+    200 ``"degraded"`` when the checks pass but erasures need a person (``erasures``:
+    how many need attention, how many are unfinished past
+    ``MEMORYAPP_ERASURE_STALE_AFTER``). ``?live`` (or ``/livez``) is liveness only.
+    """
+    if "live" in request.GET:
+        return livez(request)
     results = health_checks()
     failed = {name: reason for name, reason in results.items() if reason}
-    body = {
+    body: dict = {
         "status": "fail" if failed else "ok",
         "checks": {name: reason or "ok" for name, reason in results.items()},
     }
+    if not failed:
+        erasures = erasure_health()
+        if erasures is not None:
+            body["erasures"] = erasures
+            if erasures["needs_attention"] or erasures["stale"]:
+                body["status"] = "degraded"
     return JsonResponse(body, status=503 if failed else 200)
+
+
+@never_cache
+@require_GET
+def livez(request) -> JsonResponse:
+    """Liveness: 200 while this process serves requests; it reads no database.
+
+    For a process supervisor's restart check (restarting cures nothing a database
+    or an erasure needs); ``/healthz`` is readiness, for a load balancer.
+    """
+    return JsonResponse({"status": "alive"})
 
 
 @never_cache

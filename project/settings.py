@@ -298,6 +298,15 @@ MEMORYAPP_RECALL_SNAPSHOTS = env.bool("MEMORYAPP_RECALL_SNAPSHOTS", default=True
 MEMORYAPP_ERASURE_KEY = env("MEMORYAPP_ERASURE_KEY", default=None)
 MEMORYAPP_ERASURE_LEDGER = env("MEMORYAPP_ERASURE_LEDGER", default=None)
 MEMORYAPP_ERASURE_PURGE_TIMEOUT = env.float("MEMORYAPP_ERASURE_PURGE_TIMEOUT", default=10.0)
+# auto | online | rewrite (memoryapp/conf.py): "rewrite" is the way out of a purge that
+# keeps leaving residue, settable here without a settings module of one's own.
+MEMORYAPP_ERASURE_PURGE_METHOD = env("MEMORYAPP_ERASURE_PURGE_METHOD", default="auto")
+# Automatic attempts before a receipt "needs attention", the backoff between them, and
+# the age past which an unfinished erasure is reported (/healthz, the admin overview).
+MEMORYAPP_ERASURE_MAX_ATTEMPTS = env.int("MEMORYAPP_ERASURE_MAX_ATTEMPTS", default=8)
+MEMORYAPP_ERASURE_RETRY_DELAY = env.float("MEMORYAPP_ERASURE_RETRY_DELAY", default=5.0)
+MEMORYAPP_ERASURE_RETRY_MAX_DELAY = env.float("MEMORYAPP_ERASURE_RETRY_MAX_DELAY", default=600.0)
+MEMORYAPP_ERASURE_STALE_AFTER = env.float("MEMORYAPP_ERASURE_STALE_AFTER", default=3600.0)
 # /metrics answers only "Authorization: Bearer <token>"; unset, it is off (404).
 MEMORYAPP_METRICS_TOKEN = env("MEMORYAPP_METRICS_TOKEN", default=None)
 # HTTP/admin erasures answer once rows are deleted; `manage.py memory worker` purges.

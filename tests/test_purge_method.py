@@ -408,6 +408,26 @@ def no_repack_extension():
             cursor.execute("CREATE EXTENSION IF NOT EXISTS pg_repack")
 
 
+@pytest.fixture
+def repack_program(tmp_path, monkeypatch):
+    """A ``pg_repack`` program first on the PATH, whatever the machine has installed.
+
+    It only answers ``--version``: enough for the purge to look further (at the
+    extension) when the test database lacks the extension, so that path is tested
+    on a machine without pg_repack as on one with it.
+    """
+    program = tmp_path / "bin" / "pg_repack"
+    program.parent.mkdir()
+    program.write_text(
+        '#!/bin/sh\n[ "$1" = --version ] && echo "pg_repack 1.5.0" && exit 0\nexit 1\n'
+    )
+    program.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{program.parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    vendor_purge._repack_version_of.cache_clear()
+    yield program
+    vendor_purge._repack_version_of.cache_clear()
+
+
 def _relfilenodes() -> dict[str, int]:
     """The files of the content tables' leaves (every partition), by relation name."""
     with connection.cursor() as cursor:
@@ -457,7 +477,7 @@ def test_postgres_repack_purge_is_clean_and_verified(two_subjects, repack):
 
 @pytest.mark.postgres_only
 def test_postgres_auto_without_the_extension_falls_back_and_says_so(
-    two_subjects, no_repack_extension
+    two_subjects, no_repack_extension, repack_program
 ):
     alice, _ = two_subjects
     receipt = erase(subject=ALICE)

@@ -153,6 +153,9 @@ class SchemaMetaAdmin(ReadOnlyAdmin):
     def meaning(self, obj):
         return MEANINGS.get(obj.key, "")
 
+    def retry_receipt(self, request, object_id):
+        return compliance.retry_receipt_view(self, request, object_id)
+
     def changelist_view(self, request, extra_context=None):
         using = db_for(SchemaMeta)
         version = SchemaMeta.objects.using(using).filter(key=VERSION_KEY).first()
@@ -243,6 +246,11 @@ class ErasureReceiptAdmin(ReadOnlyAdmin):
             path("erase-subject/", view(self.erase_subject), name="memoryapp_erase_subject"),
             path("wipe-namespace/", view(self.wipe_namespace), name="memoryapp_wipe_namespace"),
             path("export/", view(self.export), name="memoryapp_export"),
+            path(
+                "<path:object_id>/retry/",
+                view(self.retry_receipt),
+                name="memoryapp_erasurereceipt_retry",
+            ),
         ]
         return urls + super().get_urls()
 
@@ -255,6 +263,9 @@ class ErasureReceiptAdmin(ReadOnlyAdmin):
     def export(self, request):
         return compliance.export_view(self, request)
 
+    def retry_receipt(self, request, object_id):
+        return compliance.retry_receipt_view(self, request, object_id)
+
     def changelist_view(self, request, extra_context=None):
         extra = {**compliance.links(request.user), **(extra_context or {})}
         return super().changelist_view(request, extra)
@@ -266,6 +277,7 @@ class ErasureReceiptAdmin(ReadOnlyAdmin):
             extra["receipt_counts"] = count_rows(obj.counts or {})
             extra["receipt_total"] = rows_removed(obj.counts)
             extra["receipt_refresh"] = RECEIPT_REFRESH_SECONDS if in_progress(obj) else None
+            extra["attention"] = compliance.attention_guidance(obj, request.user)
         return super().change_view(request, object_id, form_url, extra)
 
     @admin.display(description="created", ordering="created_at")

@@ -6,16 +6,28 @@ import functools
 import secrets
 
 from django.contrib import messages
-from django.http import HttpResponseRedirect
+from django.http import Http404, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.text import slugify
 
+from .. import conf
 from .. import permissions as perms
-from ..erasure import ErasureRequestError, authored_count, erase, export, preview, purge_now
+from ..conf import PURGE_METHODS
+from ..erasure import (
+    ErasureRequestError,
+    attention,
+    authored_count,
+    erase,
+    export,
+    preview,
+    purge_now,
+    retry_purge,
+)
 from ..fields import now
 from ..manager import MemoryManager
-from ..models import Memory, ReceiptState, ReviewItem, SessionSummary
+from ..models import ErasureReceipt, Memory, ReceiptState, ReviewItem, SessionSummary
+from ..wording import plural
 from .common import (
     actor,
     confirmed,
@@ -139,6 +151,104 @@ def erased_message(receipt) -> str:
             "see the receipt's purge status."
         )
     return "The subject was erased. This receipt is the proof; it holds no erased text."
+
+
+# ------------------------------------------------------------ needs attention
+def retry_command(receipt_id: str, method: str | None = None) -> str:
+    """The exact command that retries one receipt in the foreground."""
+    extra = f" --method {method}" if method else ""
+    return f"python manage.py memory erase --retry {receipt_id}{extra}"
+
+
+def attention_summary(user) -> dict | None:
+    """The overview's banner: erasures a person must look at (None when there are none)."""
+    found = attention.status()
+    if not found.problems:
+        return None
+    receipts = list(attention.needing_attention()[:5])
+    return {
+        "needs_attention": found.needs_attention,
+        "stale": found.stale,
+        "stale_after": _duration(found.stale_after),
+        "receipts": receipts,
+        "more": max(found.problems - len(receipts), 0),
+        "command": retry_command("<id>"),
+        "can_see_receipts": links(user)["can_see_receipts"],
+    }
+
+
+def attention_guidance(receipt: ErasureReceipt, user) -> dict | None:
+    """The receipt page's banner: what happened, what was tried, what to do next."""
+    stuck = receipt.state == ReceiptState.NEEDS_ATTENTION
+    stale = attention.is_stale(receipt)
+    if not (stuck or stale):
+        return None
+    details = receipt.details if isinstance(receipt.details, dict) else {}
+    episode = details.get("attention") or {}
+    residue = receipt.purged and not receipt.verified
+    return {
+        "needs_attention": stuck,
+        "stale": stale,
+        "stale_after": _duration(conf.erasure_stale_after()),
+        "attempts": plural(receipt.attempts, "attempt", "attempts"),
+        "since": episode.get("since"),
+        "next_attempt": details.get("next_attempt"),
+        "phase": episode.get("phase") or str(receipt.state),
+        "residue": residue,
+        "command": retry_command(receipt.pk),
+        "rewrite_command": retry_command(receipt.pk, "rewrite"),
+        "can_retry": user.has_perm(ERASE_PERM),
+        "retry_url": reverse("admin:memoryapp_erasurereceipt_retry", args=[receipt.pk]),
+    }
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return plural(int(seconds // 3600), "hour", "hours")
+    if seconds >= 60 and seconds % 60 == 0:
+        return plural(int(seconds // 60), "minute", "minutes")
+    return plural(int(seconds), "second", "seconds")
+
+
+def retry_receipt_view(modeladmin, request, object_id: str):
+    """ "Retry now" on one receipt: a confirmation, then the retry in this request."""
+    if not request.user.has_perm(ERASE_PERM):
+        return forbidden(modeladmin, request, ERASE_PERM, "Retry an erasure")
+    receipt = modeladmin.get_object(request, object_id)
+    if receipt is None:
+        raise Http404("no such erasure receipt")
+    change = reverse("admin:memoryapp_erasurereceipt_change", args=[receipt.pk])
+    if receipt.state == ReceiptState.COMPLETE:
+        modeladmin.message_user(request, "This erasure is already complete.", messages.INFO)
+        return HttpResponseRedirect(change)
+    method = request.POST.get("method") or None
+    if method not in (None, *PURGE_METHODS):
+        method = None
+    if request.method == "POST" and confirmed(request):
+        before = receipt.attempts
+        (done,) = retry_purge(receipt, method=method) or [receipt]
+        if done.state == ReceiptState.COMPLETE:
+            text, level = "The erasure is complete: purged and verified.", messages.SUCCESS
+        else:
+            why = done.purge_status if not done.purged else "the verification still fails"
+            text = (
+                f"The retry (attempt {done.attempts}) did not complete the erasure: {why}. "
+                "See the verification below"
+                + ("" if method == "rewrite" else "; retrying with the full rewrite may help")
+                + "."
+            )
+            level = messages.WARNING if done.attempts > before else messages.ERROR
+        modeladmin.message_user(request, text, level)
+        return HttpResponseRedirect(change)
+    return _page(
+        modeladmin,
+        request,
+        "memoryapp/admin/retry_receipt.html",
+        title="Retry an erasure",
+        receipt=receipt,
+        change_url=change,
+        guidance=attention_guidance(receipt, request.user),
+    )
 
 
 # ------------------------------------------------------------ wipe a namespace

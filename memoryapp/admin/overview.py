@@ -61,8 +61,13 @@ def overview(user) -> dict:
     except DatabaseError as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         problems.append(f"The overview could not be counted: {first}")
-    from .compliance import links
+    from .compliance import attention_summary, links
 
+    try:
+        data["erasures"] = attention_summary(user)
+    except DatabaseError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        problems.append(f"The unfinished erasures could not be counted: {first}")
     data.update(links(user))
     return data
 

@@ -12,10 +12,11 @@ from django.db import DEFAULT_DB_ALIAS, connections
 
 from memoryapp import erasure
 from memoryapp.cli import cli_actor, progress
+from memoryapp.conf import PURGE_METHODS, purge_method
 from memoryapp.db.lookups import prefix_q
 from memoryapp.db.purge import for_connection
 from memoryapp.erasure.selection import ADMIN_LOG
-from memoryapp.models import ErasureReceipt, ReviewItem, ReviewStatus
+from memoryapp.models import ErasureReceipt, ReceiptState, ReviewItem, ReviewStatus
 from memoryapp.services import review
 from memoryapp.wording import plural
 
@@ -59,7 +60,8 @@ def register(verbs, common) -> dict:
         nargs="?",
         const="*",
         metavar="RECEIPT_ID",
-        help="re-run unfinished purges (all, or one receipt: its id or a unique 8+ prefix)",
+        help="complete unfinished erasures now, in the foreground (all, or one receipt: its id "
+        "or a unique 8+ prefix; those needing attention too)",
     )
     other.add_argument(
         "--show",
@@ -69,6 +71,12 @@ def register(verbs, common) -> dict:
     other.add_argument("--list", action="store_true", dest="list_receipts", help="list receipts")
     other.add_argument("--write-ledger", metavar="FILE", help="append every receipt to FILE")
     p.add_argument("--no-purge", action="store_true", help="delete now, purge later (--retry)")
+    p.add_argument(
+        "--method",
+        choices=PURGE_METHODS,
+        help="the purge method of this run (default MEMORYAPP_ERASURE_PURGE_METHOD); "
+        "'rewrite' rewrites whole files/tables: the way out of residue the usual purge leaves",
+    )
     p.add_argument("--dry-run", action="store_true", help="show what would be removed")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     p.add_argument("--actor", help="who asks (default cli:<login>)")
@@ -151,12 +159,43 @@ def _print_receipt(cmd, r: ErasureReceipt) -> None:
 
 def _fail_unless_purged(receipts) -> None:
     unfinished = [r for r in receipts if not (r.purged and r.verified)]
-    if unfinished:
-        ids = ", ".join(r.pk for r in unfinished)
-        raise CommandError(
-            f"the rows are deleted but the purge is not complete for {ids}; "
-            "run 'manage.py memory erase --retry' later"
-        )
+    if not unfinished:
+        return
+    ids = ", ".join(r.pk for r in unfinished)
+    if any(r.state == ReceiptState.NEEDS_ATTENTION for r in unfinished):
+        after = "automatic retries have stopped"
+    else:
+        after = "a running 'manage.py memory worker' retries it with backoff"
+    one = unfinished[0].pk if len(unfinished) == 1 else "<id>"
+    raise CommandError(
+        f"the erasure is not complete for {ids} (see above why); {after}. Next: "
+        f"'manage.py memory erase --retry {one}' now, or with '--method rewrite' when the "
+        "byte scan keeps finding residue (docs/compliance.md)"
+    )
+
+
+def _print_retry(cmd, r: ErasureReceipt, before: str) -> None:
+    """What the retry of one receipt did, in a line above its receipt."""
+    attempt = f"attempt {r.attempts}"
+    if r.state == ReceiptState.COMPLETE:
+        cmd.stdout.write(f"Retried {r.pk} ({before}, {attempt}): complete, purged and verified.")
+    elif not r.purged:
+        cmd.stdout.write(f"Retried {r.pk} ({before}, {attempt}): {r.purge_status}.")
+    else:
+        cmd.stdout.write(f"Retried {r.pk} ({before}, {attempt}): purged, NOT verified.")
+
+
+def _method(options):
+    """``--method``: this run's purge method (the settings are left as they are)."""
+    method = options.get("method")
+    return purge_method(method) if method else contextlib.nullcontext()
+
+
+def _states(target: str | None, using) -> dict[str, str]:
+    """The receipts' states before a retry, to say what it changed."""
+    qs = ErasureReceipt.objects.using(using or DEFAULT_DB_ALIAS)
+    qs = qs.filter(pk=target) if target is not None else qs.exclude(state=ReceiptState.COMPLETE)
+    return {pk: str(state) for pk, state in qs.values_list("pk", "state")}
 
 
 @contextlib.contextmanager
@@ -182,10 +221,10 @@ def do_worker(cmd, options) -> None:
     stop = threading.Event()
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGTERM, signal.SIGINT)}
 
-    def report(r: ErasureReceipt) -> None:
-        if not options["quiet"]:
-            verdict = "verified" if r.verified else "not verified"
-            cmd.stdout.write(f"receipt {r.pk}: {r.state}, {r.purge_status}, {verdict}")
+    def report(change: worker.Change) -> None:
+        # One line per change of a receipt; --quiet keeps only those a person must act on.
+        if not options["quiet"] or change.needs_attention:
+            cmd.stdout.write(change.line())
 
     if not options["quiet"]:
         cmd.stdout.write(f"Erasure worker {worker.worker_name()} started (Ctrl-C stops it).")
@@ -221,13 +260,17 @@ def do_erase(cmd, options) -> None:
         return None
     if options["retry"] is not None:
         target = None if options["retry"] == "*" else receipt_id(options["retry"], using)
+        before = _states(target, using)
         try:
-            with _erasure_progress(cmd, options):
+            with _erasure_progress(cmd, options), _method(options):
                 done = erasure.retry_purge(target, using=using)
         except ErasureReceipt.DoesNotExist:
             raise CommandError(f"no erasure receipt {target!r}") from None
         for r in done:
+            _print_retry(cmd, r, before.get(r.pk, "unfinished"))
             _print_receipt(cmd, r)
+        if target is not None and not done:
+            cmd.stdout.write(f"Receipt {target} is already complete: nothing to retry.")
         cmd.stdout.write(f"{plural(len(done), 'receipt', 'receipts')} retried.")
         return _fail_unless_purged(done)
     if options["replay"]:
@@ -257,7 +300,7 @@ def do_erase(cmd, options) -> None:
         return None
     if not cmd.confirm(question, options):
         return None
-    with _erasure_progress(cmd, options):
+    with _erasure_progress(cmd, options), _method(options):
         receipt = erasure.erase(
             **request, actor=_actor(options), using=using, purge=not options["no_purge"]
         )

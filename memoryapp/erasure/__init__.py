@@ -5,13 +5,14 @@
 cannot reach. The package: ``selection`` (which rows), ``engine`` (delete,
 purge, verify), ``service`` (the requests), ``replay``, ``export``,
 ``receipts`` (HMACs, JSON form, ledger file), ``sealed`` (what an unfinished
-erasure needs, encrypted), ``worker`` (completes receipts off the request); vendor SQL lives in
+erasure needs, encrypted), ``worker`` (completes receipts off the request), ``attention``
+(bounded retries; receipts a person must look at); vendor SQL lives in
 :mod:`memoryapp.db.purge`.
 """
 
 from __future__ import annotations
 
-from . import phases
+from . import attention, phases
 from .export import export, retention_statement
 from .receipts import as_dict as receipt_as_dict
 from .receipts import subject_hmac
@@ -35,6 +36,7 @@ from .service import (
 
 __all__ = [
     "ErasureRequestError",
+    "attention",
     "phases",
     "authored_count",
     "build_target",

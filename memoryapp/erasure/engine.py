@@ -32,7 +32,7 @@ from ..models import (
     ReceiptState,
     SliceChange,
 )
-from . import phases, probes, sealed
+from . import attention, phases, probes, sealed
 from .purging import caveats, finish, finish_after_commit, unfinished
 from .receipts import append_ledger, key_id, keyed_hmac, safe_actor
 from .selection import (
@@ -366,8 +366,9 @@ def resume(receipt: ErasureReceipt, *, purge: bool = True) -> ErasureReceipt:
 
 
 def retry(receipt: ErasureReceipt | str | None = None, *, using: str | None = None):
-    """Complete one receipt, or every unfinished one: delete (if a crash left it
-    ``requested``), then purge and verify — one vendor purge per database for all."""
+    """Complete one receipt, or every unfinished one — those needing attention too (a
+    person asks): delete (if a crash left it ``requested``), then purge and verify —
+    one vendor purge per database for all."""
     alias = using or DEFAULT_DB_ALIAS
     if receipt is None:
         pending = list(unfinished(alias))
@@ -376,9 +377,15 @@ def retry(receipt: ErasureReceipt | str | None = None, *, using: str | None = No
         pending = [ErasureReceipt.objects.using(alias).get(pk=rid)]
     pending = [r for r in pending if r.target_kind and r.databases]
     for r in pending:
+        attention.reopen(r)
         if r.state == ReceiptState.REQUESTED:
             resume(r, purge=False)
-    return finish(pending, using=alias)
+            if r.state == ReceiptState.REQUESTED:  # the request could not be read back
+                attention.schedule(r, now())
+                r.save(using=alias)
+    finished = {id(r) for r in finish(pending, using=alias)}
+    # Those purged now, and those still unfinished (with why); complete ones are skipped.
+    return [r for r in pending if id(r) in finished or r.state != ReceiptState.COMPLETE]
 
 
 def delete(receipt: ErasureReceipt, targets: Sequence[Target]) -> list[dict[str, int]]:

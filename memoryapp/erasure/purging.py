@@ -13,8 +13,14 @@ from .. import conf, metrics
 from ..db import partitioning
 from ..db import purge as vendor_purge
 from ..fields import now
-from ..models import UNFINISHED_STATES, ErasureReceipt, MemoryEvent, ReceiptState
-from . import phases, probes, sealed
+from ..models import (
+    RETRIED_STATES,
+    UNFINISHED_STATES,
+    ErasureReceipt,
+    MemoryEvent,
+    ReceiptState,
+)
+from . import attention, phases, probes, sealed
 from .kept import explained as explained_by_kept_rows
 from .receipts import append_ledger
 from .selection import (
@@ -154,7 +160,6 @@ def _record(r: ErasureReceipt, results, vendors, stamp) -> None:
     phases["verified" if r.verified else "checked"] = stamp.isoformat()
     r.details = details
     r.updated_at = stamp
-    r.claimed_by, r.claimed_until = "", None
     if not statuses:
         r.purged_at = stamp
         phases["purged"] = stamp.isoformat()
@@ -162,6 +167,14 @@ def _record(r: ErasureReceipt, results, vendors, stamp) -> None:
         # Nothing is left to finish: the sealed request and fragments go now.
         r.state = ReceiptState.COMPLETE
         r.sealed = None
+        r.claimed_by, r.claimed_until = "", None
+        details.pop("next_attempt", None)
+    else:
+        # The retry is scheduled with the outcome, whoever made the attempt (the
+        # worker, a request, `erase --retry`): backed off, or needing attention
+        # once the automatic attempts are spent. Clearing the claim without a
+        # due time would make the receipt due again at once.
+        attention.schedule(r, stamp)
 
 
 def _verify(alias: str, r: ErasureReceipt, vendor, tables: list[str]) -> tuple[bool, str, dict]:
@@ -256,9 +269,10 @@ def _in_kept_rows(
     return {order[j] for j in explained_by_kept_rows(alias, [pieces[i] for i in order], leaves)}
 
 
-def unfinished(using: str | None = None):
-    """The receipts an erasure has not completed: requested, or deleted but not verified."""
+def unfinished(using: str | None = None, *, automatic: bool = False):
+    """The receipts an erasure has not completed: requested, deleted but not verified, or
+    needing attention. ``automatic``: only those the worker retries by itself (not the
+    ones needing attention, which wait for a person)."""
     qs = ErasureReceipt.objects.using(using or DEFAULT_DB_ALIAS)
-    return (
-        qs.filter(state__in=UNFINISHED_STATES).exclude(target_kind="").order_by("created_at", "id")
-    )
+    states = RETRIED_STATES if automatic else UNFINISHED_STATES
+    return qs.filter(state__in=states).exclude(target_kind="").order_by("created_at", "id")

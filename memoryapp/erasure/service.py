@@ -472,14 +472,22 @@ def purge_expired(
 
 
 def retry_purge(
-    receipt: ErasureReceipt | str | None = None, *, using: str | None = None
+    receipt: ErasureReceipt | str | None = None,
+    *,
+    using: str | None = None,
+    method: str | None = None,
 ) -> list[ErasureReceipt]:
-    """Re-run the purge and verification of a receipt, or of every unfinished one.
+    """Complete a receipt now, or every unfinished one — those needing attention too.
 
-    One vendor purge per database serves all of them. Returns the receipts
-    retried (already purged and verified ones are skipped).
+    One vendor purge per database serves all of them. ``method`` (``"auto"``,
+    ``"online"``, ``"rewrite"``) overrides ``MEMORYAPP_ERASURE_PURGE_METHOD`` for
+    this retry. Returns the receipts retried (complete ones are skipped), each
+    saying how it ended.
     """
-    return engine.retry(receipt, using=using)
+    if method is None:
+        return engine.retry(receipt, using=using)
+    with conf.purge_method(method):
+        return engine.retry(receipt, using=using)
 
 
 def receipts_for(
