@@ -20,7 +20,7 @@ from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.models import Q, QuerySet
 
 from .. import conf
-from ..db import partitioning
+from ..db import locks, partitioning
 from ..db import purge as vendor_purge
 from ..db.vendor import of as vendor_of
 from ..fields import now
@@ -409,6 +409,9 @@ def delete(receipt: ErasureReceipt, targets: Sequence[Target]) -> list[dict[str,
         connection = connections[alias]
         try:
             with transaction.atomic(using=alias):
+                # Before selecting: a write of these namespaces or subjects commits
+                # wholly before this erasure or waits for it (docs/behaviour.md §9).
+                _lock_targets(alias, targets, truncate=truncate)
                 vendors[alias].prepare(connection)
                 with vendors[alias].by_index(connection):
                     works = [apply(alias, t, delete=True, truncate=truncate) for t in targets]
@@ -463,6 +466,37 @@ def delete(receipt: ErasureReceipt, targets: Sequence[Target]) -> list[dict[str,
             receipt.save(using=primary)  # this database's part is committed: say so
     probes.remember(receipt.id, pieces)
     return [dict(c) for c in per_target]
+
+
+def _lock_targets(alias: str, targets: Sequence[Target], *, truncate: bool) -> None:
+    """Hold the erasure locks of what ``targets`` erase on ``alias`` (:mod:`..db.locks`).
+
+    A subject's lock covers its rows anywhere, and its user namespace (its key) too;
+    an id's, the namespace holding it. Retention and a review purge of every namespace
+    take none: they erase old or decided rows, which no write in flight brings back.
+    """
+    namespaces: set[str] = set()
+    subjects: set[str] = set()
+    everything = truncate
+    for t in targets:
+        if t.kind == ErasureTarget.EVERYTHING:
+            everything = True
+        elif t.kind == ErasureTarget.SUBJECT:
+            subjects.add(t.subject_key)
+            namespaces.add(t.subject_key)
+        elif t.kind == ErasureTarget.REVIEW_ITEMS:
+            if t.namespace is not None:
+                namespaces.add(t.namespace)
+            if t.subject is not None:
+                subjects.add(t.subject)
+        elif t.kind in (ErasureTarget.NAMESPACE, ErasureTarget.IDS) and t.namespace is not None:
+            namespaces.add(t.namespace)
+        if t.kind == ErasureTarget.IDS and t.namespace is None:
+            for table, model in ROW_MODELS.items():
+                for batch in batches(id_list(table, t)):
+                    rows = model.objects.using(alias).filter(pk__in=batch).order_by()
+                    namespaces.update(rows.values_list("namespace", flat=True).distinct())
+    locks.for_erasure(alias, namespaces=namespaces, subjects=subjects, everything=everything)
 
 
 def after_delete(receipt: ErasureReceipt, *, purge: bool) -> ErasureReceipt:
