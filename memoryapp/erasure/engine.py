@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, connections, transaction
 from django.db.models import Q, QuerySet
 
 from .. import conf
@@ -64,6 +64,11 @@ DEFERRED = (
     "not purged: deferred to the erasure worker ('manage.py memory worker', "
     "or 'manage.py memory erase --retry')"
 )
+
+
+class ReceiptTaken(Exception):
+    """A receipt of the id an erasure was asked to record under exists already: another
+    process ran this request (an ``Idempotency-Key`` retry racing a slow first try)."""
 
 
 def worker_name() -> str:
@@ -303,6 +308,7 @@ def execute(
     criteria: dict | None = None,
     purge: bool = True,
     truncate: bool = False,
+    receipt_id: str | None = None,
 ) -> tuple[ErasureReceipt, list[dict[str, int]]]:
     """Run an erasure: record it, delete, then purge and verify (after commit).
 
@@ -311,12 +317,16 @@ def execute(
     deletion commits still leaves the request for :func:`resume` to complete.
     ``purge=False`` stops after the deletion: the worker (``memory worker``) or
     ``memory erase --retry`` purges later, one vendor purge for many receipts.
+    ``receipt_id`` records the receipt under an id the caller chose beforehand (the
+    API binds an ``Idempotency-Key`` to it): a receipt of that id already recorded
+    raises :class:`ReceiptTaken` before anything is deleted.
 
     Returns the receipt and, per target, the counts it removed.
     """
     primary = aliases[0]
     stamp = now()
     receipt = ErasureReceipt(
+        **({"id": receipt_id} if receipt_id else {}),
         actor=safe_actor(actor, subject),
         target_kind=kind,
         subject_hmac=keyed_hmac(subject) if subject is not None else None,
@@ -338,7 +348,13 @@ def execute(
     vendors = {a: vendor_purge.for_connection(connections[a]) for a in aliases}
     receipt.purge_method = "; ".join(dict.fromkeys(v.method for v in vendors.values()))
     receipt.caveats = caveats(aliases, vendors)
-    receipt.save(using=primary, force_insert=True)
+    try:
+        with transaction.atomic(using=primary):
+            receipt.save(using=primary, force_insert=True)
+    except IntegrityError:
+        if receipt_id and ErasureReceipt.objects.using(primary).filter(pk=receipt_id).exists():
+            raise ReceiptTaken(receipt_id) from None
+        raise
     phases.report("deleting")
     per_target = delete(receipt, targets)
     return after_delete(receipt, purge=purge), per_target
