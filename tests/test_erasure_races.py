@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
+import time
 
 import pytest
 from django.db import connections
@@ -24,7 +25,14 @@ from django.test import Client
 from memoryapp import erasure
 from memoryapp.api.testing import token_client
 from memoryapp.erasure import engine
-from memoryapp.models import ErasureReceipt, Memory, ReceiptState, ReviewItem, Scope
+from memoryapp.models import (
+    ErasureReceipt,
+    Memory,
+    ReceiptState,
+    ReviewItem,
+    Scope,
+    SessionSummary,
+)
 
 from ._admin_support import make_staff
 
@@ -34,14 +42,20 @@ ROUNDS = 24
 PROJECT = "acme/web"
 
 
-def _together(*calls):
-    """Run ``calls`` at the same instant, one thread each; their results (or exceptions)."""
+def _together(*calls, lag: float = 0.0):
+    """Run ``calls`` at the same instant, one thread each; their results (or exceptions).
+
+    The calls after the first start ``lag`` seconds after it: the rounds sweep it, so
+    that the write lands at every point of the erasure's transaction in some round.
+    """
     barrier = threading.Barrier(len(calls))
     results: list[object] = [None] * len(calls)
 
     def run(i: int) -> None:
         try:
             barrier.wait(30)
+            if i and lag:
+                time.sleep(lag)
             results[i] = calls[i]()
         except BaseException as exc:  # reported by the test, not lost in the thread
             results[i] = exc
@@ -88,6 +102,11 @@ def _all_receipts_verify(receipts: list[ErasureReceipt]) -> None:
         assert r.state == ReceiptState.COMPLETE and r.verified, (r.state, r.purge_status)
 
 
+def _lag(n: int) -> float:
+    """Round ``n``'s head start of the erasure: 0 to 42 ms."""
+    return (n % 8) * 0.006
+
+
 def _text(kind: str, n: int) -> str:
     return f"racemarker {kind} {n} qzv{n:03d}{kind[:2]}x"
 
@@ -117,6 +136,7 @@ def test_erase_racing_approve_leaves_no_approved_memory_of_the_subject():
         erased, approved = _together(
             _erase_subject(eraser, subject),
             lambda item=item: approver.post(f"/api/review-items/{item.pk}/approve/"),
+            lag=_lag(n),
         )
         receipt = _receipt_of(erased)
         receipts.append(receipt)
@@ -156,6 +176,7 @@ def test_erase_racing_a_write_for_the_subject():
                 },
                 content_type="application/json",
             ),
+            lag=_lag(n),
         )
         receipt = _receipt_of(erased)
         receipts.append(receipt)
@@ -186,6 +207,7 @@ def test_erase_of_a_namespace_racing_a_write_into_it():
                 {"project": namespace, "key": f"new {n}", "value": _text("nsnew", n)},
                 content_type="application/json",
             ),
+            lag=_lag(n),
         )
         receipt = _receipt_of(erased)
         receipts.append(receipt)
@@ -216,6 +238,7 @@ def test_erase_racing_an_admin_edit_of_the_row():
                 f"/admin/memoryapp/memory/{row.pk}/change/",
                 {"key": f"editor {n}", "content": _text("edited", n), "tags": "", "type": ""},
             ),
+            lag=_lag(n),
         )
         receipts.append(_receipt_of(erased))
         assert not isinstance(edited, BaseException), edited
@@ -253,3 +276,44 @@ def test_approve_or_reject_of_an_erased_item_is_404_not_500():
             r = client.post(f"/api/review-items/{item.pk}/{action}/")
         assert r.status_code == 404, r.content
         assert "no longer exists" in r.json()["detail"]
+
+
+def test_erase_racing_a_crystallize_and_a_summary_of_the_subject():
+    """Review items and session summaries written for the subject while it is erased: the
+    same rule as memories (erased with it, or written after it committed)."""
+    eraser, writer = _clients()
+    summarizer = Client(HTTP_AUTHORIZATION=writer.defaults["HTTP_AUTHORIZATION"])
+    receipts = []
+    for n in range(ROUNDS):
+        subject = f"acme/dee{n}"
+        Memory.objects.upsert(
+            namespace=subject, key=f"old {n}", value=_text("dold", n), scope="user"
+        )
+        erased, queued, summed = _together(
+            _erase_subject(eraser, subject),
+            lambda n=n, subject=subject: writer.post(
+                "/api/crystallize/",
+                {
+                    "project": PROJECT,
+                    "user": subject,
+                    "messages": [{"role": "user", "content": f"I prefer qzv{n} tabs"}],
+                },
+                content_type="application/json",
+            ),
+            lambda n=n, subject=subject: summarizer.post(
+                "/api/session-summaries/",
+                {"project": PROJECT, "user": subject, "summary": f"summary {n}", "session_id": "s"},
+                content_type="application/json",
+            ),
+            lag=_lag(n),
+        )
+        receipt = _receipt_of(erased)
+        receipts.append(receipt)
+        assert queued.status_code == 200, queued.content
+        assert summed.status_code in (200, 201), summed.content
+        deleted_at = _deleted_at(receipt)
+        for model in (ReviewItem, SessionSummary):
+            for row in model.objects.filter(subject=subject):
+                assert row.created_at >= deleted_at, (model.__name__, n)
+                row.delete()
+    _all_receipts_verify(receipts)
