@@ -488,7 +488,7 @@ def _lock_targets(alias: str, targets: Sequence[Target], *, truncate: bool) -> N
     """Hold the erasure locks of what ``targets`` erase on ``alias`` (:mod:`..db.locks`).
 
     A subject's lock covers its rows anywhere, and its user namespace (its key) too;
-    an id's, the namespace holding it. Retention and a review purge of every namespace
+    an id's, the namespace it was resolved in. Retention and a review purge of every namespace
     take none: they erase old or decided rows, which no write in flight brings back.
     """
     namespaces: set[str] = set()
@@ -507,11 +507,8 @@ def _lock_targets(alias: str, targets: Sequence[Target], *, truncate: bool) -> N
                 subjects.add(t.subject)
         elif t.kind in (ErasureTarget.NAMESPACE, ErasureTarget.IDS) and t.namespace is not None:
             namespaces.add(t.namespace)
-        if t.kind == ErasureTarget.IDS and t.namespace is None:
-            for table, model in ROW_MODELS.items():
-                for batch in batches(id_list(table, t)):
-                    rows = model.objects.using(alias).filter(pk__in=batch).order_by()
-                    namespaces.update(rows.values_list("namespace", flat=True).distinct())
+        if t.kind == ErasureTarget.IDS:  # its exact (namespace, id) rows
+            namespaces.update(ns for pairs in t.rows.values() for ns, _ in pairs)
     locks.for_erasure(alias, namespaces=namespaces, subjects=subjects, everything=everything)
 
 
