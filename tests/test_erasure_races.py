@@ -22,7 +22,7 @@ import pytest
 from django.db import connections
 from django.test import Client
 
-from memoryapp import erasure
+from memoryapp import MemoryManager, erasure
 from memoryapp.api.testing import token_client
 from memoryapp.erasure import engine
 from memoryapp.models import (
@@ -289,6 +289,9 @@ def test_erase_racing_a_crystallize_and_a_summary_of_the_subject():
         Memory.objects.upsert(
             namespace=subject, key=f"old {n}", value=_text("dold", n), scope="user"
         )
+        # A client's subject erasure acts in the namespaces holding the subject's rows
+        # when it is authorised (and the subject's own): give it one in the project.
+        MemoryManager(project=PROJECT, user=subject).save_session_summary(f"earlier {n}")
         erased, queued, summed = _together(
             _erase_subject(eraser, subject),
             lambda n=n, subject=subject: writer.post(

@@ -124,7 +124,12 @@ def subject_scope(
     if access.is_global(rule):
         return None
     target = erasure.build_target(subject=subject, include_authored=include_authored)
-    return tuple(sorted(ns for ns in erasure.namespaces_of(target) if access.allows(ns, rule)))
+    found = {ns for ns in erasure.namespaces_of(target) if access.allows(ns, rule)}
+    # The subject's own (user) namespace always: it is granted (checked above), and an
+    # approval or a user-scope write committed after this check but before the erasure
+    # lands there (docs/behaviour.md §9, writes racing an erasure).
+    found.add(subject)
+    return tuple(sorted(found))
 
 
 def rows_of_ids(
