@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from django.db import connections, transaction
 
 from . import guards, store
-from .db import partitioning, vendor
+from .db import locks, partitioning, vendor
 from .fields import now
 from .models import Memory, Source, new_id
 
@@ -114,6 +114,8 @@ def import_records(
         by_store.setdefault((using, namespace), []).append(prepared)
     for (using, namespace), rows in by_store.items():
         with transaction.atomic(using=using):
+            # An erasure of the namespace or the subject runs wholly before or after.
+            locks.for_write(using, namespaces=[namespace], subjects=[subject])
             for start in range(0, len(rows), CHUNK):
                 created, updated = _write_chunk(
                     rows[start : start + CHUNK], using, namespace, subject, actor

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from django.db import transaction
 
-from .db import vendor
+from .db import locks, vendor
 from .db.meta import SliceKey, read_change_counter, read_slice_counters
 
 __all__ = ["ChangeWindow", "change_window"]
@@ -31,8 +31,12 @@ class ChangeWindow:
 
 
 @contextmanager
-def change_window(using: str, slices: Iterable[SliceKey]):
+def change_window(using: str, slices: Iterable[SliceKey], *, subjects: Iterable[str | None] = ()):
     """A transaction that owns the change counters from start to end.
+
+    It first shares the erasure locks of the slices' namespaces and of ``subjects``
+    (the subject the write names): an erasure of either waits for this write, or this
+    write for it (:mod:`memoryapp.db.locks`).
 
     On PostgreSQL the ``memories_change`` row is locked first (every writer's
     trigger updates it before any slice row, so nobody else can move a counter
@@ -43,6 +47,7 @@ def change_window(using: str, slices: Iterable[SliceKey]):
     window = ChangeWindow(using)
     slices = list(slices)
     with transaction.atomic(using=using):
+        locks.for_write(using, namespaces={ns for ns, _ in slices}, subjects=subjects)
         if vendor.of(using).lock_counter_first:
             read_change_counter(using, lock=True)
         window.before = read_slice_counters(using, slices)

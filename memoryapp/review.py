@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from django.db import transaction
 
 from .crystallizer import Proposal
+from .db import locks
 from .fields import now
 from .models import Confidence, ReviewItem, ReviewStatus, dump_list
 
@@ -34,6 +35,8 @@ def queue_proposals(
     """
     written: list[ReviewItem] = []
     with transaction.atomic(using=using):
+        # An erasure of the namespace or the subject runs wholly before or after.
+        locks.for_write(using, namespaces=[namespace], subjects=[subject])
         for p in proposals:
             written.append(_fold_one(p, using, namespace, subject, session_id))
     return written

@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 from django.contrib.auth import get_user_model
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from memoryapp import MemoryManager
 from memoryapp.api.models import ErasureRequest
 from memoryapp.api.testing import token_client
-from memoryapp.models import ErasureReceipt, Memory, MemoryEvent, ReviewItem, SessionSummary
+from memoryapp.erasure.engine import worker_name
+from memoryapp.models import (
+    ErasureReceipt,
+    Memory,
+    MemoryEvent,
+    ReviewItem,
+    SessionSummary,
+    new_request_id,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -202,8 +213,20 @@ def test_a_running_erasure_with_the_same_key_is_409(acme, alice):
     body = {"namespace": "acme/web"}
     erase(acme, body, HTTP_IDEMPOTENCY_KEY="done")  # learn the fingerprint of this body
     fingerprint = ErasureRequest.objects.get(idempotency_key="done").fingerprint
-    ErasureRequest.objects.create(user=user, idempotency_key="busy", fingerprint=fingerprint)
+    running = ErasureRequest.objects.create(
+        user=user,
+        idempotency_key="busy",
+        fingerprint=fingerprint,
+        receipt_id=new_request_id(),
+        holder=worker_name(),  # this process: alive
+        held_until=timezone.now() + dt.timedelta(minutes=5),
+    )
     assert erase(acme, body, HTTP_IDEMPOTENCY_KEY="busy").status_code == 409
+    # Once its lease has run out, the request is taken over under the same receipt id.
+    running.held_until = timezone.now() - dt.timedelta(seconds=1)
+    running.save()
+    r = erase(acme, body, HTTP_IDEMPOTENCY_KEY="busy")
+    assert r.status_code == 201 and r.json()["id"] == running.receipt_id
 
 
 def test_erasure_rights(alice):

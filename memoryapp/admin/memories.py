@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 from django.contrib.admin.models import CHANGE, LogEntry
-from django.http import HttpResponseRedirect
+from django.http import Http404, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
@@ -259,7 +259,12 @@ class MemoryAdmin(StyledAdmin):
         using = db_for(Memory)
         who = actor(request)
         if change:
-            result = memories.edit(memory_id=obj.pk, prepared=form.prepared, using=using, actor=who)
+            try:
+                result = memories.edit(
+                    memory_id=obj.pk, prepared=form.prepared, using=using, actor=who
+                )
+            except Memory.DoesNotExist:  # erased while the form was open
+                raise Http404("This memory no longer exists (it was erased).") from None
         else:
             result = memories.write(
                 prepared=form.prepared,

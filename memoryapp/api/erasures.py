@@ -7,11 +7,13 @@ and makes a retried request return the receipt of the first one.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Callable
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.urls import reverse
 from django.utils.crypto import salted_hmac
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
@@ -19,10 +21,13 @@ from rest_framework import status
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.response import Response
 
-from memoryapp import erasure
-from memoryapp.erasure import erase
+from memoryapp import conf, erasure
+from memoryapp.erasure import engine as erasure_engine
+from memoryapp.erasure import erase, worker
+from memoryapp.erasure.engine import worker_name
 from memoryapp.erasure.selection import ROW_MODELS
-from memoryapp.models import ErasureReceipt, ReceiptState
+from memoryapp.fields import now
+from memoryapp.models import ErasureReceipt, ReceiptState, new_request_id
 
 from . import permissions
 from .exceptions import Conflict, Unprocessable
@@ -119,7 +124,12 @@ def subject_scope(
     if access.is_global(rule):
         return None
     target = erasure.build_target(subject=subject, include_authored=include_authored)
-    return tuple(sorted(ns for ns in erasure.namespaces_of(target) if access.allows(ns, rule)))
+    found = {ns for ns in erasure.namespaces_of(target) if access.allows(ns, rule)}
+    # The subject's own (user) namespace always: it is granted (checked above), and an
+    # approval or a user-scope write committed after this check but before the erasure
+    # lands there (docs/behaviour.md §9, writes racing an erasure).
+    found.add(subject)
+    return tuple(sorted(found))
 
 
 def rows_of_ids(
@@ -229,14 +239,14 @@ def preview_body(data: dict) -> dict:
 
 
 # ------------------------------------------------------------ erase, replay
-def _erase(data: dict, actor: str) -> ErasureReceipt:
+def _erase(data: dict, actor: str, receipt_id: str) -> ErasureReceipt:
     names = ("subject", "namespace", "ids", "rows", "within")
     targets = {k: data[k] for k in names if data.get(k) is not None}
     if data.get("everything"):
         targets["everything"] = True
     if data.get("include_authored"):
         targets["include_authored"] = True
-    return erase(**targets, actor=actor, purge=erasure.purge_now())
+    return erase(**targets, actor=actor, purge=erasure.purge_now(), receipt_id=receipt_id)
 
 
 def _fingerprint(request, data: dict) -> str:
@@ -256,50 +266,139 @@ def _idempotency_key(request) -> str | None:
     return key
 
 
-def run_once(request, data: dict, actor: str, check: Callable[[], object]):
-    """Erase, or replay: ``(receipt, replayed)``.
+def _lease_end() -> dt.datetime:
+    return now() + dt.timedelta(seconds=conf.erasure_worker_lease())
 
-    With an ``Idempotency-Key``, the first request claims the key, runs
-    ``check`` (the authorization, which raises 404/403) and erases; a retry with
-    the same key and body gets the first receipt — even though its target is
-    gone by now — one with another body a 422, and one while the first still
-    runs a 409. A refused or failed request releases the key.
+
+def _holder_alive(claim: ErasureRequest) -> bool:
+    """Whether the process that claimed the request may still be running it: its lease
+    holds and it is not a process of this host that has died (``kill -9``, a crash)."""
+    if not claim.holder or claim.held_until is None or claim.held_until <= now():
+        return False
+    return not worker.holder_gone(claim.holder)
+
+
+def _claim(request, key: str | None, fingerprint: str):
+    """Claim the request: ``(claim, earlier receipt or None)``.
+
+    The claim names the receipt id its erasure will record. A retry whose receipt
+    was recorded gets that receipt (completing its deletion if the process that
+    recorded it died first); one whose receipt was never recorded waits (409) while
+    the first process lives, else takes the request over, under the same receipt id.
     """
-    key = _idempotency_key(request)
-    fingerprint = _fingerprint(request, data)
-    if key is None:
-        check()
-        receipt = _erase(data, actor)
-        ErasureRequest.objects.create(
-            user=request.user, fingerprint=fingerprint, receipt_id=str(receipt.pk)
-        )
-        return receipt, False
+    fresh = ErasureRequest(
+        user=request.user,
+        idempotency_key=key,
+        fingerprint=fingerprint,
+        receipt_id=new_request_id(),
+        holder=worker_name(),
+        held_until=_lease_end(),
+    )
     try:
         with transaction.atomic():
-            claim = ErasureRequest.objects.create(
-                user=request.user, idempotency_key=key, fingerprint=fingerprint
-            )
+            fresh.save(force_insert=True)
+        return fresh, None
     except IntegrityError:
-        claim = ErasureRequest.objects.get(user=request.user, idempotency_key=key)
+        if key is None:
+            raise
+    with transaction.atomic():
+        claim = ErasureRequest.objects.select_for_update().get(
+            user=request.user, idempotency_key=key
+        )
         if claim.fingerprint != fingerprint:
             raise Unprocessable(
                 "This Idempotency-Key was already used for a different erasure request."
-            ) from None
-        if not claim.receipt_id:
-            raise Conflict("An erasure with this Idempotency-Key is still running.") from None
-        earlier = ErasureReceipt.objects.filter(pk=claim.receipt_id).first()
-        if earlier is not None:
-            return earlier, True
-        # The receipt itself is gone: run the erasure again under the same key.
+            )
+        earlier = None
+        if claim.receipt_id:
+            earlier = ErasureReceipt.objects.filter(pk=claim.receipt_id).first()
+        alive = _holder_alive(claim)
+        if earlier is None and alive:
+            raise Conflict("An erasure with this Idempotency-Key is still running.")
+        if earlier is not None and (alive or not _unfinished_here(earlier)):
+            return claim, earlier
+        # The process that held the request is gone: this retry carries it on.
+        claim.holder, claim.held_until = worker_name(), _lease_end()
+        claim.receipt_id = claim.receipt_id or new_request_id()
+        claim.save(update_fields=["holder", "held_until", "receipt_id"])
+    if earlier is None:
+        return claim, None
+    try:  # recorded, but its process died before finishing it: finish it now
+        return claim, _complete(earlier)
+    finally:
+        _release(claim)
+
+
+def _unfinished_here(receipt: ErasureReceipt) -> bool:
+    """Whether the request itself had more to do on ``receipt``: delete (``requested``),
+    or purge and verify when requests purge (no erasure worker)."""
+    if receipt.state == ReceiptState.REQUESTED:
+        return True
+    return receipt.state == ReceiptState.DELETED and erasure.purge_now()
+
+
+def _complete(receipt: ErasureReceipt) -> ErasureReceipt:
+    """Finish what a dead process left of ``receipt``: the deletion, then (without an
+    erasure worker) the purge — unless someone else has leased it meanwhile (the
+    worker, ``memory erase --retry``), who finishes it then."""
+    free = Q(claimed_until__isnull=True) | Q(claimed_until__lte=now())
+    if receipt.claimed_by and worker.holder_gone(receipt.claimed_by):
+        free |= Q(claimed_by=receipt.claimed_by)
+    me = worker_name()
+    leased = ErasureReceipt.objects.filter(free, pk=receipt.pk, state=receipt.state)
+    if not leased.update(claimed_by=me, claimed_until=_lease_end()):
+        return ErasureReceipt.objects.get(pk=receipt.pk)
+    receipt.refresh_from_db()
+    try:
+        if erasure.purge_now():
+            erasure_engine.retry(receipt)
+        else:
+            erasure_engine.resume(receipt, purge=False)
+    finally:
+        # Deleted and left to the worker, or failed: the lease must not hold it back.
+        ErasureReceipt.objects.filter(pk=receipt.pk, claimed_by=me).update(
+            claimed_by="", claimed_until=None
+        )
+    return ErasureReceipt.objects.get(pk=receipt.pk)
+
+
+def _release(claim: ErasureRequest) -> None:
+    """This process no longer runs the request (done, or failed after its receipt)."""
+    ErasureRequest.objects.filter(pk=claim.pk, holder=claim.holder).update(
+        holder="", held_until=None
+    )
+
+
+def run_once(request, data: dict, actor: str, check: Callable[[], object]):
+    """Erase, or replay: ``(receipt, replayed)``.
+
+    The request is claimed first, naming the id its receipt will be recorded
+    under, so the client may read that receipt whatever happens next. With an
+    ``Idempotency-Key``, a retry with the same key and body gets the first
+    receipt — even though its target is gone by now, and even after the first
+    request's process died (its deletion is completed then) —, one with another
+    body a 422, and one while the first still runs and has recorded nothing a 409.
+    A refused request, or one that failed before recording its receipt, releases
+    the key; a crashed one is taken over by the next retry once its process is gone.
+    """
+    key = _idempotency_key(request)
+    claim, earlier = _claim(request, key, _fingerprint(request, data))
+    if earlier is not None:
+        return earlier, True
     try:
         check()
-        receipt = _erase(data, actor)
+        receipt = _erase(data, actor, claim.receipt_id)
+    except erasure_engine.ReceiptTaken:
+        # Another process recorded this receipt first (it held the request, and was
+        # only slow): this retry replays it.
+        return ErasureReceipt.objects.get(pk=claim.receipt_id), True
     except BaseException:
-        if not claim.receipt_id:
+        if ErasureReceipt.objects.filter(pk=claim.receipt_id).exists():
+            _release(claim)  # recorded: a retry returns it and completes the deletion
+        else:
             claim.delete()
         raise
-    claim.receipt_id = str(receipt.pk)
-    claim.save(update_fields=["receipt_id"])
+    _release(claim)
     return receipt, False
 
 

@@ -94,7 +94,13 @@ class ErasureRequest(models.Model):
 
     ``fingerprint`` is a keyed HMAC of the request (it names a subject, which is
     personal data): never the request in clear, never an unkeyed hash of it.
-    ``receipt_id`` stays empty while the erasure runs.
+
+    ``receipt_id`` is chosen when the request is claimed, before the erasure
+    records its receipt under that id: a crash at any later point leaves the key
+    bound to the one receipt its erasure records (or will record), never to none.
+    ``holder`` (``host:pid``) and ``held_until`` say which process runs the request
+    and until when its claim holds; a retry finding the receipt missing waits (409)
+    only while that process lives, and takes the request over once it is gone.
     """
 
     user = models.ForeignKey(
@@ -103,6 +109,8 @@ class ErasureRequest(models.Model):
     idempotency_key = models.CharField(max_length=255, null=True, blank=True)
     fingerprint = models.CharField(max_length=128)
     receipt_id = models.CharField(max_length=64, blank=True, default="")
+    holder = models.CharField(max_length=255, blank=True, default="")
+    held_until = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -119,7 +127,7 @@ class ErasureRequest(models.Model):
         indexes = [models.Index(fields=["receipt_id"], name="ix_erasure_request_receipt")]
 
     def __str__(self) -> str:
-        return f"erasure by {self.user} → receipt {self.receipt_id or '(running)'}"
+        return f"erasure by {self.user} → receipt {self.receipt_id or '(none)'}"
 
 
 class ApiClient(get_user_model()):  # type: ignore[misc]

@@ -32,7 +32,14 @@ from rest_framework.views import APIView
 from memoryapp.erasure import purge_now
 from memoryapp.interop.store import RowStore
 from memoryapp.manager import MemoryManager
-from memoryapp.models import Memory, MemoryEvent, ReviewItem, Scope, SessionSummary
+from memoryapp.models import (
+    Memory,
+    MemoryEvent,
+    ReviewItem,
+    ReviewStatus,
+    Scope,
+    SessionSummary,
+)
 from memoryapp.services import review
 
 from . import erasures, permissions, query_params, serializers
@@ -476,6 +483,23 @@ def _writes_to(user_ns: str | None, access, rule: permissions.Rule) -> None:
         )
 
 
+def _reread(item: ReviewItem, *, decided: str | None) -> ReviewItem:
+    """``item`` as stored now, after a decision on it (``decided``: the status it was
+    given, None when it was not pending).
+
+    An erasure may have removed it meanwhile: undecided, that is a 404 (it no longer
+    exists); decided, the decision stands (its memory was written, or erased with it
+    by an erasure that ran after it) and the answer shows the item as decided.
+    """
+    current = ReviewItem.objects.filter(pk=item.pk, namespace=item.namespace).first()
+    if current is not None:
+        return current
+    if decided is None:
+        raise NotFound("This review item no longer exists (it was erased).")
+    item.status = decided
+    return item
+
+
 @extend_schema(tags=["review queue"])
 class CrystallizeView(MemoryAPIMixin, APIView):
     """``POST /api/crystallize/``: queue the crystallizer's proposals (never memories)."""
@@ -544,7 +568,7 @@ class ReviewItemViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Namesp
         user_ns = item.subject if item.scope == Scope.USER else None
         self.check_target_permissions(request, partial(_writes_to, user_ns))
         memory = review.approve(item_id=item.id, namespace=item.namespace, actor=actor_of(request))
-        item.refresh_from_db()
+        item = _reread(item, decided=ReviewStatus.APPROVED if memory is not None else None)
         if memory is None:
             raise Conflict(
                 f"Only a pending review item can be approved; this one is {item.status}."
@@ -564,7 +588,7 @@ class ReviewItemViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Namesp
     def reject(self, request, *args, **kwargs):
         item = self.get_object()
         rejected = review.reject(item_id=item.id, namespace=item.namespace, actor=actor_of(request))
-        item.refresh_from_db()
+        item = _reread(item, decided=ReviewStatus.REJECTED if rejected else None)
         if not rejected:
             raise Conflict(
                 f"Only a pending review item can be rejected; this one is {item.status}."
@@ -628,7 +652,7 @@ class ReviewItemViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Namesp
         store = RowStore(item.namespace, actor=actor_of(request))
         if not store.update_review_status(item.id, data["status"]):
             raise NotFound()  # erased meanwhile
-        item.refresh_from_db()
+        item = _reread(item, decided=data["status"])
         return Response(serializers.ReviewItemSerializer(item).data)
 
 

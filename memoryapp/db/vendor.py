@@ -55,6 +55,13 @@ class Vendor:
     arrays, in its order (``"[]"`` for none). Fields: ``{rows}`` (the subquery, aliased
     ``g``), ``{columns}`` (of ``g``), ``{order}`` (its ``ORDER BY`` terms over ``g``).
     One statement can then bring a row and its few children (a token and its grants)."""
+    advisory_locks: bool
+    """Writers and erasures serialise on transaction-scoped advisory locks, one per
+    namespace and per subject (:mod:`.locks`): PostgreSQL's transactions run side by
+    side under READ COMMITTED, so an erasure's selection could miss a row a concurrent
+    write commits a moment later. SQLite needs none: its IMMEDIATE transactions take
+    the one write lock at ``BEGIN``, so a write transaction runs wholly before or
+    wholly after an erasure's."""
 
 
 SQLITE = Vendor(
@@ -73,6 +80,7 @@ SQLITE = Vendor(
     # json_group_array follows the subquery's order (SQLite 3.40 has no ORDER BY in
     # aggregates).
     json_rows="SELECT json_group_array(json_array({columns})) FROM ({rows}) g",
+    advisory_locks=False,
 )
 POSTGRESQL = Vendor(
     name="postgresql",
@@ -91,6 +99,7 @@ POSTGRESQL = Vendor(
         "SELECT COALESCE(json_agg(json_build_array({columns}) ORDER BY {order}), '[]')::text"
         " FROM ({rows}) g"
     ),
+    advisory_locks=True,
 )
 _BY_NAME = {v.name: v for v in (SQLITE, POSTGRESQL)}
 

@@ -16,11 +16,11 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, connections, transaction
 from django.db.models import Q, QuerySet
 
 from .. import conf
-from ..db import partitioning
+from ..db import locks, partitioning
 from ..db import purge as vendor_purge
 from ..db.vendor import of as vendor_of
 from ..fields import now
@@ -64,6 +64,11 @@ DEFERRED = (
     "not purged: deferred to the erasure worker ('manage.py memory worker', "
     "or 'manage.py memory erase --retry')"
 )
+
+
+class ReceiptTaken(Exception):
+    """A receipt of the id an erasure was asked to record under exists already: another
+    process ran this request (an ``Idempotency-Key`` retry racing a slow first try)."""
 
 
 def worker_name() -> str:
@@ -303,6 +308,7 @@ def execute(
     criteria: dict | None = None,
     purge: bool = True,
     truncate: bool = False,
+    receipt_id: str | None = None,
 ) -> tuple[ErasureReceipt, list[dict[str, int]]]:
     """Run an erasure: record it, delete, then purge and verify (after commit).
 
@@ -311,12 +317,16 @@ def execute(
     deletion commits still leaves the request for :func:`resume` to complete.
     ``purge=False`` stops after the deletion: the worker (``memory worker``) or
     ``memory erase --retry`` purges later, one vendor purge for many receipts.
+    ``receipt_id`` records the receipt under an id the caller chose beforehand (the
+    API binds an ``Idempotency-Key`` to it): a receipt of that id already recorded
+    raises :class:`ReceiptTaken` before anything is deleted.
 
     Returns the receipt and, per target, the counts it removed.
     """
     primary = aliases[0]
     stamp = now()
     receipt = ErasureReceipt(
+        **({"id": receipt_id} if receipt_id else {}),
         actor=safe_actor(actor, subject),
         target_kind=kind,
         subject_hmac=keyed_hmac(subject) if subject is not None else None,
@@ -338,7 +348,13 @@ def execute(
     vendors = {a: vendor_purge.for_connection(connections[a]) for a in aliases}
     receipt.purge_method = "; ".join(dict.fromkeys(v.method for v in vendors.values()))
     receipt.caveats = caveats(aliases, vendors)
-    receipt.save(using=primary, force_insert=True)
+    try:
+        with transaction.atomic(using=primary):
+            receipt.save(using=primary, force_insert=True)
+    except IntegrityError:
+        if receipt_id and ErasureReceipt.objects.using(primary).filter(pk=receipt_id).exists():
+            raise ReceiptTaken(receipt_id) from None
+        raise
     phases.report("deleting")
     per_target = delete(receipt, targets)
     return after_delete(receipt, purge=purge), per_target
@@ -416,6 +432,9 @@ def delete(receipt: ErasureReceipt, targets: Sequence[Target]) -> list[dict[str,
         connection = connections[alias]
         try:
             with transaction.atomic(using=alias):
+                # Before selecting: a write of these namespaces or subjects commits
+                # wholly before this erasure or waits for it (docs/behaviour.md §9).
+                _lock_targets(alias, targets, truncate=truncate)
                 vendors[alias].prepare(connection)
                 with vendors[alias].by_index(connection):
                     works = [apply(alias, t, delete=True, truncate=truncate) for t in targets]
@@ -470,6 +489,34 @@ def delete(receipt: ErasureReceipt, targets: Sequence[Target]) -> list[dict[str,
             receipt.save(using=primary)  # this database's part is committed: say so
     probes.remember(receipt.id, pieces)
     return [dict(c) for c in per_target]
+
+
+def _lock_targets(alias: str, targets: Sequence[Target], *, truncate: bool) -> None:
+    """Hold the erasure locks of what ``targets`` erase on ``alias`` (:mod:`..db.locks`).
+
+    A subject's lock covers its rows anywhere, and its user namespace (its key) too;
+    an id's, the namespace it was resolved in. Retention and a review purge of every namespace
+    take none: they erase old or decided rows, which no write in flight brings back.
+    """
+    namespaces: set[str] = set()
+    subjects: set[str] = set()
+    everything = truncate
+    for t in targets:
+        if t.kind == ErasureTarget.EVERYTHING:
+            everything = True
+        elif t.kind == ErasureTarget.SUBJECT:
+            subjects.add(t.subject_key)
+            namespaces.add(t.subject_key)
+        elif t.kind == ErasureTarget.REVIEW_ITEMS:
+            if t.namespace is not None:
+                namespaces.add(t.namespace)
+            if t.subject is not None:
+                subjects.add(t.subject)
+        elif t.kind in (ErasureTarget.NAMESPACE, ErasureTarget.IDS) and t.namespace is not None:
+            namespaces.add(t.namespace)
+        if t.kind == ErasureTarget.IDS:  # its exact (namespace, id) rows
+            namespaces.update(ns for pairs in t.rows.values() for ns, _ in pairs)
+    locks.for_erasure(alias, namespaces=namespaces, subjects=subjects, everything=everything)
 
 
 def after_delete(receipt: ErasureReceipt, *, purge: bool) -> ErasureReceipt:

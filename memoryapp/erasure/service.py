@@ -240,6 +240,7 @@ def erase(
     purge: bool = True,
     rows: RowsByTable | None = None,
     within: Iterable[str] | None = None,
+    receipt_id: str | None = None,
 ) -> ErasureReceipt:
     """Erase for real (docs/behaviour.md §9): hard-delete, purge the bytes, verify, write a receipt.
 
@@ -273,6 +274,9 @@ def erase(
             caller (the admin's selection, the API's ids within a client's grants).
         within: restrict a ``subject`` (or ``ids``) erasure to these namespaces
             (the API: those a client may erase in).
+        receipt_id: the id to record the receipt under (chosen by the caller
+            beforehand, as the API does for an ``Idempotency-Key``); an id already
+            recorded raises ``engine.ReceiptTaken`` and erases nothing.
 
     Returns:
         The saved :class:`~memoryapp.models.ErasureReceipt`. Called inside a
@@ -311,6 +315,7 @@ def erase(
         criteria=criteria,
         purge=purge,
         truncate=target.kind == ErasureTarget.EVERYTHING,
+        receipt_id=receipt_id,
     )
     return receipt
 

@@ -56,7 +56,7 @@ def _write_in_window(
 ) -> store.UpsertResult:
     """The write (after renaming ``rename_id`` to its key, if given) in the slice's change
     window, then folded into a cached index of the slice."""
-    with change_window(using, [(namespace, prepared.scope)]) as window:
+    with change_window(using, [(namespace, prepared.scope)], subjects=[subject]) as window:
         if rename_id is not None:
             subject = _rename(using, rename_id, prepared, actor)
         result = store.write(

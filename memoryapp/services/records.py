@@ -31,7 +31,7 @@ from typing import Any
 from django.db import IntegrityError, connections, transaction
 
 from .. import store
-from ..db import partitioning, vendor
+from ..db import locks, partitioning, vendor
 from ..fields import now
 from ..indexes import INDEXES, change_window
 from ..models import Memory, ReviewItem, SessionSummary, new_id
@@ -152,7 +152,7 @@ def upsert_memory(
     def live_match():
         return live.select_for_update().first()
 
-    with change_window(using, [(namespace, record.scope)]) as window:
+    with change_window(using, [(namespace, record.scope)], subjects=[subject]) as window:
         existing = live_match()
         if existing is None:
             row = Memory(
@@ -263,6 +263,7 @@ def save_session_summary(
         subject=subject,
     )
     with transaction.atomic(using=using):
+        locks.for_write(using, namespaces=[namespace], subjects=[subject])
         _insert(row, using=using, live_match=lambda: None)
     return row
 
@@ -314,6 +315,7 @@ def upsert_review_item(
         return pending.select_for_update().first()
 
     with transaction.atomic(using=using):
+        locks.for_write(using, namespaces=[namespace], subjects=[subject])
         existing = pending_match()
         if existing is None:
             row = ReviewItem(

@@ -18,6 +18,7 @@ from django.db import DEFAULT_DB_ALIAS, transaction
 
 from .. import bulk, crystallizer, guards, review, store, validation
 from ..conf import get_guard, user_database
+from ..db import locks
 from ..fields import now
 from ..models import Memory, MemoryEvent, ReviewItem, ReviewStatus, Source
 from . import memories
@@ -97,6 +98,7 @@ def approve(
     as the decision.
     """
     with transaction.atomic(using=using):
+        _lock_for_approval(using, ReviewItem.objects.filter(namespace=namespace, pk=item_id))
         item = review.decide(using, namespace, item_id, ReviewStatus.APPROVED)
         if item is None:
             return None
@@ -120,6 +122,25 @@ def approve(
             memory=memory.pk,
         )
         return memory
+
+
+def _lock_for_approval(using: str, items) -> None:
+    """Share the erasure locks of what approving ``items`` writes, before any row lock.
+
+    An approved memory lands in the item's namespace or its subject's user namespace
+    (the subject's key), written for the subject: an erasure of any of them then runs
+    wholly before the approval (and the item is gone: nothing to approve) or wholly
+    after it (and erases the new memory). Locked before the items themselves, in the
+    order every writer and erasure locks, so the two never deadlock. A subject read
+    here that a concurrent fold changes before the item's row lock is still covered
+    by the write's own change window.
+    """
+    if not locks.needed(using):
+        return
+    found = items.using(using).order_by().values_list("namespace", "subject").distinct()
+    namespaces = {ns for ns, _ in found}
+    subjects = {subject for _, subject in found if subject is not None}
+    locks.for_write(using, namespaces=namespaces | subjects, subjects=subjects)
 
 
 def approve_many(
@@ -150,6 +171,7 @@ def approve_many(
         done_here = 0
         for pending in _pending_chunks(ids, ns, using):
             with transaction.atomic(using=using):
+                _lock_for_approval(using, pending)
                 items = list(pending.select_for_update().order_by("created_at", "id"))
                 by_subject: dict[str | None, list[ReviewItem]] = {}
                 for item in items:

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from django.db import transaction
 
 from .. import guards, validation
-from ..db import compiled
+from ..db import compiled, locks
 from ..models import MemoryEvent, SessionSummary
 from .slices import Binding
 
@@ -53,15 +53,21 @@ def save(
     except guards.MemoryValidationError as exc:
         logger.warning("save_session_summary refused: %s", exc)  # the reason, never the text
         return None
+    using = binding.project_store.using
     try:
-        return SessionSummary.objects.using(binding.project_store.using).create(
-            session_id=session_id,
-            summary_text=summary,
-            tokens_before=max(int(tokens_before or 0), 0),
-            messages_summarized=max(int(messages_summarized or 0), 0),
-            namespace=binding.project_store.namespace,
-            subject=binding.subject,
-        )
+        with transaction.atomic(using=using):
+            # An erasure of the namespace or the subject runs wholly before or after.
+            locks.for_write(
+                using, namespaces=[binding.project_store.namespace], subjects=[binding.subject]
+            )
+            return SessionSummary.objects.using(using).create(
+                session_id=session_id,
+                summary_text=summary,
+                tokens_before=max(int(tokens_before or 0), 0),
+                messages_summarized=max(int(messages_summarized or 0), 0),
+                namespace=binding.project_store.namespace,
+                subject=binding.subject,
+            )
     except Exception:
         logger.warning("save_session_summary failed", exc_info=True)
         return None
