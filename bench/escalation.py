@@ -14,8 +14,16 @@ SQLite file (bench/out/escalation.sqlite3) is seeded with plain SQL and converte
      the index rebuild (``REINDEX`` of the erased tables, then the incremental purge)
      and the full rewrite (``VACUUM``); each step on the file the step before left.
 
-Raw results: bench/out/escalation.json; the table between the ``results`` markers of
-bench/ESCALATION.md is rewritten (``--quick``: bench/out/ESCALATION-quick.md).
+``--residue N`` measures instead how often each step is needed: N deterministic layouts
+(seeds 0…N-1) of two kinds, each erased once on a fresh small file with the whole ladder:
+"one namespace" (issue 27: 1,501 memories of ``acme/telemetry`` erased beside three
+namespaces of the same size) and "alternate namespaces" (tests/test_escalation.py: 40
+namespaces of 50 memories with long keys, every other one erased by ids); per layout,
+which steps its receipt records.
+
+Raw results: bench/out/escalation.json (residue.json); the table between the ``results``
+(``residue``) markers of bench/ESCALATION.md is rewritten (``--quick``:
+bench/out/ESCALATION-quick.md).
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "out"
 REPORT = ROOT / "bench" / "ESCALATION.md"
 BEGIN, END = "<!-- results -->", "<!-- /results -->"
+RESIDUE_BEGIN, RESIDUE_END = "<!-- residue -->", "<!-- /residue -->"
 SUBJECT_ROWS = 100
 
 
@@ -42,8 +51,11 @@ def log(message: str) -> None:
     print(message, flush=True)
 
 
+FILE = {"name": "escalation.sqlite3"}  # residue.sqlite3 under --residue
+
+
 def path() -> Path:
-    return OUT / "escalation.sqlite3"
+    return OUT / FILE["name"]
 
 
 def remove_files() -> None:
@@ -106,7 +118,9 @@ def common_case(namespace: str) -> dict:
 
 
 def each_step(namespace: str) -> list[dict]:
-    """Every step of the ladder, timed alone, after a deferred erasure of ``namespace``."""
+    """Every step of the ladder, and the index rebuild measured beside them (not kept),
+    timed alone after a deferred erasure of ``namespace``, each on the file the one
+    before left."""
     from django.db import connection
 
     from memoryapp import conf
@@ -117,24 +131,37 @@ def each_step(namespace: str) -> list[dict]:
 
     receipt = erase(namespace=namespace, purge=False)
     vendor = for_connection(connection)
-    tables = purged_with(
-        t
-        for t in (*CONTENT_TABLES, ADMIN_LOG)
-        if t in receipt.details["aliases"]["default"]["tables"]
-    )
+    erased = receipt.details["aliases"]["default"]["tables"]
+    tables = purged_with(t for t in (*CONTENT_TABLES, ADMIN_LOG) if t in erased)
+    first, *stronger = ladder.ladder("sqlite", conf.erasure_purge_method())
+
+    def reindex_then_purge(**kwargs):
+        with connection.cursor() as cursor:
+            for table in tables:
+                cursor.execute(f"REINDEX {connection.ops.quote_name(table)}")
+        return ladder.run(first, vendor, connection, tables, **kwargs)
+
+    runs = [
+        (first.name, lambda **kw: ladder.run(first, vendor, connection, tables, **kw)),
+        ("index rebuild (REINDEX) and incremental purge (not kept)", reindex_then_purge),
+        *(
+            (s.name, lambda s=s, **kw: ladder.run(s, vendor, connection, tables, **kw))
+            for s in stronger
+        ),
+    ]
     out = []
-    for step in ladder.ladder("sqlite", conf.erasure_purge_method()):
+    for name, step in runs:
         began = time.perf_counter()
-        outcome = ladder.run(step, vendor, connection, tables, token={}, timeout=600)
+        outcome = step(token={}, timeout=600)
         out.append(
             {
-                "step": step.name,
+                "step": name,
                 "ok": outcome.ok,
                 "seconds": round(time.perf_counter() - began, 2),
                 "file_bytes": file_bytes(),
             }
         )
-        log(f"    {step.name}: {out[-1]['seconds']} s ({outcome.status})")
+        log(f"    {name}: {out[-1]['seconds']} s ({outcome.status})")
     return out
 
 
@@ -193,6 +220,89 @@ def markdown(runs: list[dict]) -> list[str]:
     return lines
 
 
+# ----------------------------------------------------------------- how often
+def _layout(kind: str, seed: int) -> list[str]:
+    """Rows of one layout (ids and key lengths from ``seed``); the ids to erase."""
+    import random
+
+    from memoryapp.fields import now
+    from memoryapp.models import Memory
+
+    rng = random.Random(seed)
+    stamp = now()
+    if kind == "one namespace":
+        groups = [(f"acme/telemetry{s}", 1501, s == "") for s in ("", "project", "s", "x")]
+    else:
+        groups = [(f"acme/telemetry{k:02d}", 50, k % 2 == 0) for k in range(40)]
+    rows, erased = [], []
+    for g, (name, n, gone) in enumerate(groups):
+        for i in range(n):
+            pad = "p" * rng.randrange(200) if kind != "one namespace" else ""
+            key = f"{'telemetry' if gone else 'kept'}_event_{g}_{i}{pad}"
+            row = Memory(
+                id=f"{rng.getrandbits(128):032x}",
+                namespace=name,
+                scope="project",
+                key_normalized=key,
+                title=f"Telemetry event {g} {i}",
+                content=f"event {g} {i} payload",
+                created_at=stamp,
+                updated_at=stamp,
+            )
+            rows.append(row)
+            if gone:
+                erased.append(row.id)
+    Memory.objects.bulk_create(rows, batch_size=500)
+    return erased
+
+
+def residue_runs(seeds: int) -> list[dict]:
+    """Per layout kind, the steps each seed's erasure needed."""
+    from django.db import connection
+
+    from memoryapp.erasure import erase
+    from memoryapp.models import ErasureReceipt, Memory
+
+    out = []
+    for kind in ("one namespace", "alternate namespaces"):
+        needed: dict[str, int] = {}
+        for number in range(seeds):
+            Memory.objects.all().delete()
+            ErasureReceipt.objects.all().delete()
+            with connection.cursor() as cursor:
+                cursor.execute("VACUUM")
+                cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            ids = _layout(kind, number)
+            receipt = erase(ids=ids)
+            steps = receipt.details["aliases"]["default"]["purge_steps"]
+            last = steps[-1]["step"] if receipt.verified else "none verified"
+            needed[last] = needed.get(last, 0) + 1
+            found = [s.get("found", 0) for s in steps if s["outcome"] == "residue"]
+            log(f"  {kind}, seed {number}: {len(steps)} step(s), residue found {found}")
+        out.append({"layout": kind, "seeds": seeds, "verified_by": needed})
+    return out
+
+
+def write_residue(runs: list[dict]) -> Path:
+    lines = [
+        RESIDUE_BEGIN,
+        f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, SQLite "
+        f"{sqlite3.sqlite_version}: the step that verified each erasure",
+        "",
+        "| layout | seeds | verified by |",
+        "|---|---|---|",
+    ]
+    for run in runs:
+        said = ", ".join(f"{step}: {n}" for step, n in run["verified_by"].items())
+        lines.append(f"| {run['layout']} | {run['seeds']} | {said} |")
+    lines.append(RESIDUE_END)
+    text = REPORT.read_text()
+    head, _, rest = text.partition(RESIDUE_BEGIN)
+    _, _, tail = rest.partition(RESIDUE_END)
+    REPORT.write_text(head + "\n".join(lines) + tail)
+    return REPORT
+
+
 def write_report(runs: list[dict], quick: bool) -> Path:
     block = [
         BEGIN,
@@ -216,7 +326,22 @@ def main() -> None:
     parser.add_argument("--sizes", default="100,1000", help="namespaces per run, comma-separated")
     parser.add_argument("--per", type=int, default=1000)
     parser.add_argument("--quick", action="store_true", help="10 × 100 memories: a smoke run")
+    parser.add_argument("--residue", type=int, default=0, help="seeds per residue layout")
     args = parser.parse_args()
+    if args.residue:
+        FILE["name"] = "residue.sqlite3"
+        remove_files()
+        OUT.mkdir(parents=True, exist_ok=True)
+        migrated_django(f"sqlite:///{path()}")
+        from django.db import connection
+
+        connection.close()  # the conversion needs the file to itself
+        convert()
+        runs = residue_runs(args.residue)
+        (OUT / "residue.json").write_text(json.dumps(runs, indent=2))
+        log(f"wrote {write_residue(runs)}")
+        remove_files()
+        return
     sizes = [10] if args.quick else [int(s) for s in args.sizes.split(",")]
     per = 100 if args.quick else args.per
     os.environ.setdefault("MEMORYAPP_ERASURE_PURGE_TIMEOUT", "600")
