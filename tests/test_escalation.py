@@ -372,3 +372,24 @@ def test_a_worker_killed_during_the_stronger_purge_is_completed_after_restart(tm
     assert receipt.verification.startswith("purge steps: ")
     assert receipt.sealed is None and receipt.claimed_by == ""
     assert not any(s.encode() in stored_bytes() for s in secrets)
+
+
+# ------------------------------------------------------- the operator's path (issue 27)
+def test_admin_erase_selected_ends_verified_by_escalation_and_the_receipt_page_says_how(
+    monkeypatch,
+):
+    """Admin → Memories → select → "Erase selected memories permanently" → confirm."""
+    from ._admin_support import MEMORIES, act, client_for, make_staff
+
+    _seed()
+    _residue_at(monkeypatch, {0})
+    ids = list(Memory.objects.filter(namespace=GONE).values_list("pk", flat=True))
+    admin = client_for(make_staff("root", superuser=True))
+    r = act(admin, MEMORIES, "erase_selected", ids, confirm=True)
+    assert r.status_code == 302, r.content
+    receipt = ErasureReceipt.objects.get()
+    assert receipt.verified and receipt.state == ReceiptState.COMPLETE, receipt.verification
+    page = admin.get(r["Location"]).content.decode()
+    first, last = _steps(receipt)
+    assert f"purge steps: {first['step']} at {first['at'][:19]}: 6 fragment(s)" in page
+    assert f"{last['step']} at {last['at'][:19]}: verified" in page

@@ -72,12 +72,10 @@ def purge(
         tables, partitions = vendor.storage_tables(connection, logical, remain)
         at = now()
         entries = [_entry(r, alias, run_id, level, step, at) for r in pending]
-        if previous is None:
-            phases.report("purging")
-        else:
-            # Written before it runs: a process killed during a long rewrite leaves
-            # the receipt saying so, and the next attempt starts here.
-            phases.report("escalating")
+        phases.report("purging" if previous is None else "escalating")
+        if level > 0:
+            # A stronger step is written before it runs: a process killed during a
+            # long rewrite leaves the receipt saying so, and the next attempt starts here.
             for r in pending:
                 r.save(using=using, update_fields=["details"])
         began = time.monotonic()

@@ -1,4 +1,5 @@
-"""After the commit: run the vendor purge once per database, verify each receipt, record it."""
+"""After the commit: run the vendor purge once per database (stronger ones while residue is
+found), verify each receipt, record it."""
 
 from __future__ import annotations
 
@@ -48,7 +49,9 @@ def finish_after_commit(receipt_id: str, using: str) -> None:
 def finish(receipts: Sequence[ErasureReceipt], *, using: str) -> list[ErasureReceipt]:
     """Purge each database the receipts cover (once per database), verify, record.
 
-    Receipts already purged and verified are left as they are.
+    A receipt whose verification finds erased bytes gets the next stronger purge
+    at once (:mod:`.escalation`), and its steps are recorded on it. Receipts
+    already purged and verified are left as they are.
     """
     receipts = [
         r for r in receipts if r.state == ReceiptState.DELETED or (r.purged and not r.verified)
