@@ -141,8 +141,14 @@ class _Vendor:
             for table in tables:
                 cursor.execute(f"DELETE FROM {qn(table)}")
 
-    def purge(self, connection, tables: Sequence[str], *, token: dict, timeout: float):
-        """Make the deleted rows' bytes unrecoverable; returns a :class:`PurgeOutcome`."""
+    def purge(
+        self, connection, tables: Sequence[str], *, token: dict, timeout: float, method: str = ""
+    ):
+        """Make the deleted rows' bytes unrecoverable; returns a :class:`PurgeOutcome`.
+
+        ``method`` overrides ``MEMORYAPP_ERASURE_PURGE_METHOD`` for this purge (a
+        stronger purge after a failed verification: :mod:`.ladder`).
+        """
         raise NotImplementedError
 
     def structure(self, connection) -> Structure:
@@ -189,7 +195,7 @@ class SQLitePurge(_Vendor):
         with connection.cursor() as cursor:
             cursor.execute("PRAGMA secure_delete = ON")
 
-    def purge(self, connection, tables, *, token, timeout) -> PurgeOutcome:
+    def purge(self, connection, tables, *, token, timeout, method="") -> PurgeOutcome:
         if connection.in_atomic_block:
             return _not_purged("called inside a transaction (VACUUM cannot run there)")
         started = time.monotonic()
@@ -212,7 +218,7 @@ class SQLitePurge(_Vendor):
                     cursor.execute("ANALYZE")  # stat4 keeps sampled index keys
                     notes.append("sqlite_stat4 refreshed")
                 try:
-                    self._reclaim(connection, cursor, started + timeout, notes, details)
+                    self._reclaim(connection, cursor, started + timeout, notes, details, method)
                 except DatabaseError as exc:
                     step = details.get("reclaim", "VACUUM").split(" (")[0]
                     return _not_purged(f"{step} failed: {_first_line(exc)}", notes=notes)
@@ -243,7 +249,9 @@ class SQLitePurge(_Vendor):
         details["seconds"] = round(time.monotonic() - started, 3)
         return PurgeOutcome("purged", vacuumed=True, notes=notes, caveats=caveats, details=details)
 
-    def _reclaim(self, connection, cursor, deadline: float, notes: list[str], details) -> None:
+    def _reclaim(
+        self, connection, cursor, deadline: float, notes: list[str], details, method: str = ""
+    ) -> None:
         """Take the erased rows' freed pages out of the file; ``details["reclaim"]`` says how.
 
         The DELETE ran with ``secure_delete=ON`` (:meth:`prepare`), which
@@ -257,7 +265,7 @@ class SQLitePurge(_Vendor):
         ``VACUUM`` can switch on for a file that has tables: the first purge
         does that once. With ``auto_vacuum=FULL`` every commit already did it.
         """
-        if conf.erasure_purge_method() == "rewrite":
+        if (method or conf.erasure_purge_method()) == "rewrite":
             details["reclaim"] = "VACUUM"
             self._retry(cursor, "VACUUM", deadline)
             return
@@ -583,7 +591,7 @@ class PostgresPurge(_Vendor):
             finally:
                 cursor.execute("SELECT set_config('enable_seqscan', %s, true)", [old])
 
-    def purge(self, connection, tables, *, token, timeout) -> PurgeOutcome:
+    def purge(self, connection, tables, *, token, timeout, method="") -> PurgeOutcome:
         if connection.in_atomic_block:
             return _not_purged("called inside a transaction (VACUUM cannot run there)")
         started = time.monotonic()
@@ -609,7 +617,7 @@ class PostgresPurge(_Vendor):
             cursor.execute("SELECT set_config('lock_timeout', %s, false)", [f"{lock_ms}ms"])
             try:
                 failed = self._rewrite(
-                    connection, cursor, tables, lock_ms / 1000, notes, caveats, details
+                    connection, cursor, tables, lock_ms / 1000, notes, caveats, details, method
                 )
                 if failed is not None:
                     return failed
@@ -685,7 +693,7 @@ class PostgresPurge(_Vendor):
         return PurgeOutcome("purged", vacuumed=True, notes=notes, caveats=caveats, details=details)
 
     # ------------------------------------------------------------ the rewrite
-    def _rewrite(self, connection, cursor, tables, timeout, notes, caveats, details):
+    def _rewrite(self, connection, cursor, tables, timeout, notes, caveats, details, method=""):
         """Rewrite ``tables`` without the erased rows; a not-purged outcome, or None when done.
 
         ``details["rewrite"]`` names what ran. Under ``auto`` a missing
@@ -694,7 +702,7 @@ class PostgresPurge(_Vendor):
         under ``online`` it is a failure, so that no rewrite locks the tables.
         """
         started = time.monotonic()
-        choice = conf.erasure_purge_method()
+        choice = method or conf.erasure_purge_method()
         if choice != "rewrite":
             missing = self._repack_missing(connection, cursor)
             if not missing:

@@ -1,15 +1,15 @@
-"""After the commit: run the vendor purge once per database, verify each receipt, record it."""
+"""After the commit: run the vendor purge once per database (stronger ones while residue is
+found), verify each receipt, record it."""
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterable, Sequence
 
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.utils.dateparse import parse_datetime
 
-from .. import conf, metrics
+from .. import conf
 from ..db import partitioning
 from ..db import purge as vendor_purge
 from ..fields import now
@@ -20,7 +20,7 @@ from ..models import (
     MemoryEvent,
     ReceiptState,
 )
-from . import attention, phases, probes, sealed
+from . import attention, escalation, probes, sealed
 from .kept import explained as explained_by_kept_rows
 from .receipts import append_ledger
 from .selection import (
@@ -55,7 +55,9 @@ def finish_after_commit(receipt_id: str, using: str) -> None:
 def finish(receipts: Sequence[ErasureReceipt], *, using: str) -> list[ErasureReceipt]:
     """Purge each database the receipts cover (once per database), verify, record.
 
-    Receipts already purged and verified are left as they are.
+    A receipt whose verification finds erased bytes gets the next stronger purge
+    at once (:mod:`.escalation`), and its steps are recorded on it. Receipts
+    already purged and verified are left as they are.
     """
     receipts = [
         r for r in receipts if r.state == ReceiptState.DELETED or (r.purged and not r.verified)
@@ -75,35 +77,40 @@ def finish(receipts: Sequence[ErasureReceipt], *, using: str) -> list[ErasureRec
         connection = connections[alias]
         covered = [r for r in receipts if alias in r.databases]
         infos = [(r.details or {}).get("aliases", {}).get(alias, {}) for r in covered]
-        tables = purged_with(
+        logical = purged_with(
             t for t in (*CONTENT_TABLES, ADMIN_LOG) if any(t in i.get("tables", ()) for i in infos)
         )
         token = _newest_token([i.get("token") or {} for i in infos])
-        tables, partitions = vendors[alias].storage_tables(
-            connection, tables, _partitions([i for i in infos if i.get("tables")])
-        )
+        remainders = _partitions([i for i in infos if i.get("tables")])
+        tables, _ = vendors[alias].storage_tables(connection, logical, remainders)
         if tables:
-            phases.report("purging")
-            began = time.monotonic()
-            outcome = vendors[alias].purge(connection, tables, token=token, timeout=timeout)
-            metrics.purge_done(vendors[alias].name, time.monotonic() - began, ok=outcome.ok)
-            if partitions:
-                outcome.details["partitions"] = partitions
-        else:
-            outcome = vendor_purge.PurgeOutcome("purged", notes=["nothing to purge"])
+            # The configured purge, and stronger ones while verification finds residue.
+            results.update(
+                escalation.purge(
+                    alias,
+                    covered,
+                    vendors[alias],
+                    logical=logical,
+                    remainders=remainders,
+                    token=token,
+                    timeout=timeout,
+                    verify=_verify,
+                    using=using,
+                )
+            )
+            continue
+        outcome = vendor_purge.PurgeOutcome("purged", notes=["nothing to purge"])
         for r in covered:
-            check: tuple[bool, str, dict] | None
-            if not tables:
-                check = (True, "nothing was deleted, so nothing needed purging", {})
-            elif outcome.ok:
-                phases.report("verifying")
-                check = _verify(alias, r, vendors[alias], tables)
-            else:
-                check = None
+            check: tuple[bool, str, dict] = (
+                True,
+                "nothing was deleted, so nothing needed purging",
+                {},
+            )
             results[(r.id, alias)] = (outcome, check)
     stamp = now()
     for r in receipts:
         _record(r, results, vendors, stamp)
+        escalation.describe(r)
         r.save(using=using)
     for alias in aliases:
         vendors[alias].settle(connections[alias])
@@ -196,6 +203,7 @@ def _verify(alias: str, r: ErasureReceipt, vendor, tables: list[str]) -> tuple[b
     if scan_facts:
         facts["scan"] = scan_facts
     ok = remaining == 0 and structure_ok and scan_ok
+    facts["remaining"] = remaining  # rows still there: no stronger purge removes them
     return ok, "; ".join(parts), facts
 
 
