@@ -20,8 +20,15 @@ from django.db import connection
 
 from memoryapp import conf
 from memoryapp.db import ladder
+from memoryapp.db import purge as vendor_purge
 from memoryapp.erasure import erase, probes, purging, retry_purge, worker
-from memoryapp.erasure.escalation import INTERRUPTED, RESIDUE, STARTED, VERIFIED
+from memoryapp.erasure.escalation import (
+    INTERRUPTED,
+    NOT_VERIFIED,
+    RESIDUE,
+    STARTED,
+    VERIFIED,
+)
 from memoryapp.fields import now
 from memoryapp.models import ErasureReceipt, Memory, ReceiptState
 
@@ -97,6 +104,31 @@ def test_a_verification_that_fails_once_passes_after_the_stronger_purge(monkeypa
     assert said.endswith(f"{steps[1]['step']} at {steps[1]['at'][:19]}: verified")
     assert f"escalated to {steps[1]['step']}" in receipt.purge_method
     assert not any(s.encode() in stored_bytes() for s in secrets)
+
+
+def test_a_byte_scan_that_cannot_run_now_is_not_taken_as_verified(monkeypatch):
+    """Files changing under the scan (another session rewriting them) leave the receipt
+    unverified for the worker's next attempt, with no stronger purge; where no scan can
+    ever run (a remote server) the receipt says so and completes, as before."""
+    _seed()
+    vendor_class = type(vendor_purge.for_connection(connection))
+    busy = vendor_purge.ScanFiles([], "relation files do not match the server's sizes", True)
+    monkeypatch.setattr(vendor_class, "scan_files", lambda self, conn, tables: busy)
+    receipt = erase(namespace=GONE)
+    assert not receipt.verified and receipt.state == ReceiptState.DELETED, receipt.verification
+    assert "byte scan: could not run now" in receipt.verification
+    assert [s["outcome"] for s in _steps(receipt)] == [NOT_VERIFIED]
+
+    monkeypatch.undo()
+    done = retry_purge(receipt.pk)
+    assert done and done[0].verified and done[0].state == ReceiptState.COMPLETE
+
+    _seed()
+    remote = vendor_purge.ScanFiles([], "database server 'db.internal' is not on this machine")
+    monkeypatch.setattr(vendor_class, "scan_files", lambda self, conn, tables: remote)
+    receipt = erase(namespace=GONE)
+    assert receipt.verified, receipt.verification
+    assert "byte scan: not possible (database server" in receipt.verification
 
 
 def test_the_common_case_is_one_purge_and_says_nothing_more():
@@ -315,6 +347,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 import django; django.setup()
 from django.db import connection, transaction
 from memoryapp.db import ladder
+from memoryapp.db import purge as vendor_purge
 from memoryapp.erasure import purging, worker
 real_verify, real_run = purging._verify, ladder.run
 def verify(alias, r, vendor, tables):          # the first verification finds residue

@@ -93,10 +93,17 @@ class Structure:
 
 @dataclass
 class ScanFiles:
-    """The files a byte scan reads, or why there are none."""
+    """The files a byte scan reads, or why there are none.
+
+    ``transient`` marks a reason that may pass (the files changed under the scan:
+    another session is rewriting them): the erasure is then not verified yet and is
+    checked again later, instead of being taken as verified without a scan, as it is
+    where no scan can ever run here (a database server on another machine).
+    """
 
     paths: list[str]
     note: str = ""
+    transient: bool = False
 
     @property
     def possible(self) -> bool:
@@ -860,7 +867,10 @@ class PostgresPurge(_Vendor):
                     full = os.path.join(data_dir, rel_path)
                     segments = _segments(full)
                     if sum(_size(p) for p in segments) < size:
-                        return ScanFiles([], "relation files do not match the server's sizes")
+                        # A rewrite (pg_repack, VACUUM FULL) by another session in flight.
+                        return ScanFiles(
+                            [], "relation files do not match the server's sizes", transient=True
+                        )
                     paths.extend(segments)
         return ScanFiles(paths)
 

@@ -144,7 +144,12 @@ def _result(outcome: PurgeOutcome, check: Check | None) -> dict:
     if remaining:
         # A stronger purge cannot remove rows that are still there.
         return {"outcome": NOT_VERIFIED, "result": f"{remaining} erased row(s) remain"}
-    found = int((facts.get("scan") or {}).get("found", 0))
+    scan = facts.get("scan") or {}
+    if scan.get("unavailable"):
+        # The files changed under the scan (another rewrite): a stronger purge proves
+        # nothing more; the worker checks again at its next attempt.
+        return {"outcome": NOT_VERIFIED, "result": "the byte scan could not run now"}
+    found = int(scan.get("found", 0))
     if found:
         return {
             "outcome": RESIDUE,

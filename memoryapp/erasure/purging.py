@@ -223,6 +223,10 @@ def _byte_scan(alias: str, r: ErasureReceipt, vendor, tables, read: dict[str, in
     if not pieces:
         return True, f"byte scan: no erased value of {probes.MIN_PROBE_BYTES}+ bytes to probe", None
     files = vendor.scan_files(connections[alias], tables)
+    if not files.possible and files.transient:
+        # Not a limit of this deployment but a moment: never taken as verified.
+        text = f"byte scan: could not run now ({files.note}); checked again at the next attempt"
+        return False, text, {"unavailable": files.note}
     if not files.possible:
         return True, f"byte scan: not possible ({files.note})", None
     found, scanned = vendor_purge.scan(files.paths, pieces, read=read)
