@@ -64,6 +64,22 @@ def test_erase_subject_asks_then_erases(two_subjects, monkeypatch, tmp_path):
     assert "0 receipts retried." in out
 
 
+def test_write_ledger_to_an_unwritable_path_fails_before_any_work(two_subjects, tmp_path):
+    """A ledger copy that cannot be written is a CommandError, never "Wrote n receipts"."""
+    run("erase", "--subject", ALICE, "--yes")
+    missing_dir = tmp_path / "nonexistent" / "dir" / "x.jsonl"
+    with pytest.raises(CommandError, match="cannot write the ledger .*directory does not exist"):
+        run("erase", "--write-ledger", str(missing_dir))
+    assert not missing_dir.parent.exists()
+    a_file = tmp_path / "plain-file"
+    a_file.write_text("")
+    with pytest.raises(CommandError, match="cannot write the ledger"):
+        run("erase", "--write-ledger", str(a_file / "x.jsonl"))
+    with pytest.raises(CommandError, match="cannot write the ledger"):
+        run("erase", "--write-ledger", str(tmp_path))  # a directory, not a file
+    assert a_file.read_text() == ""
+
+
 @pytest.mark.django_db
 def test_erase_refuses_unclear_requests(two_subjects):
     with pytest.raises(CommandError, match="--subject"):

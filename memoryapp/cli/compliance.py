@@ -255,7 +255,12 @@ def do_erase(cmd, options) -> None:
         return _list(cmd, using)
     if options["write_ledger"]:
         qs = ErasureReceipt.objects.using(using or DEFAULT_DB_ALIAS).order_by("created_at")
-        n = erasure.receipts.write_ledger(options["write_ledger"], qs)
+        try:
+            n = erasure.receipts.write_ledger(options["write_ledger"], qs)
+        except OSError as exc:
+            raise CommandError(
+                f"cannot write the ledger {options['write_ledger']}: {exc.strerror or exc}"
+            ) from None
         cmd.stdout.write(f"Wrote {plural(n, 'receipt', 'receipts')} to {options['write_ledger']}.")
         return None
     if options["retry"] is not None:

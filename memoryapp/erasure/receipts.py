@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import hashlib
 import hmac
 import json
@@ -133,11 +134,29 @@ def read_ledger(path: str) -> list[dict]:
 
 
 def write_ledger(path: str, receipts) -> int:
-    """Write receipts to a (new or existing) ledger file; the number written."""
+    """Append receipts to a (new or existing) ledger file; the number written.
+
+    The file is opened before ``receipts`` is read, so a path that cannot be
+    written fails before any work, and every failure raises instead of being
+    counted as written (an operator copying the ledger must know it did not happen).
+
+    Raises:
+        OSError: the directory does not exist, or the file cannot be opened or written.
+    """
+    if not Path(path).parent.is_dir():
+        raise FileNotFoundError(
+            errno.ENOENT, "the directory does not exist", str(Path(path).parent)
+        )
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     n = 0
-    for receipt in receipts:
-        if append_ledger(receipt, path):
+    try:
+        for receipt in receipts:
+            line = json.dumps(as_dict(receipt), sort_keys=True, ensure_ascii=True) + "\n"
+            os.write(fd, line.encode("ascii"))
             n += 1
+        os.fsync(fd)
+    finally:
+        os.close(fd)
     return n
 
 
