@@ -263,10 +263,17 @@ SPECTACULAR_SETTINGS = {
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("DATA_UPLOAD_MAX_MEMORY_SIZE", default=2 * 1024 * 1024)
 
 # LOG_FORMAT=json: one JSON object per line (python-json-logger), for log shippers.
+# Nothing logged carries a value (docs/compliance.md §10): the console handler's
+# filter redacts query strings and writes an exception as its class and frames,
+# without its message. A server error (500) is logged there with that traceback
+# (django.request at ERROR), and runserver's request lines (django.server)
+# go through the same handler and format; gunicorn's access log through
+# project/gunicorn_logging.py.
 LOG_FORMAT = env("LOG_FORMAT", default="text")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    "filters": {"without_values": {"()": "memoryapp.logs.WithoutValues"}},
     "formatters": {
         "text": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
         "json": {
@@ -278,10 +285,15 @@ LOGGING = {
         "console": {
             "class": "logging.StreamHandler",
             "formatter": "json" if LOG_FORMAT == "json" else "text",
+            "filters": ["without_values"],
         }
     },
     "loggers": {
-        "memoryapp": {"handlers": ["console"], "level": env("MEMORYAPP_LOG_LEVEL", default="INFO")}
+        "memoryapp": {"handlers": ["console"], "level": env("MEMORYAPP_LOG_LEVEL", default="INFO")},
+        # 5xx only (4xx are in the access log); Django's default sends them nowhere
+        # with DEBUG off.
+        "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
+        "django.server": {"handlers": ["console"], "level": "INFO", "propagate": False},
     },
 }
 
