@@ -6,6 +6,7 @@ Pure Python over plain values; every refusal is a
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 import unicodedata
 from collections.abc import Iterable
@@ -20,6 +21,7 @@ __all__ = [
     "SCOPES",
     "TYPES",
     "check_id",
+    "check_stamp",
     "check_query",
     "check_stored_key",
     "check_summary",
@@ -41,6 +43,9 @@ MAX_TAG_CHARS = 100
 MAX_SUMMARY_CHARS = 64_000
 MAX_QUERY_CHARS = 4_000  # a search longer than the longest stored field cannot match
 MAX_ID_CHARS = 64
+# A caller's timestamp is converted between UTC and local time (up to a day apart):
+# years 1 and 9999 can leave datetime's range on the way ("year 0 is out of range").
+MIN_STAMP_YEAR, MAX_STAMP_YEAR = 2, 9998
 
 SCOPES = ("user", "project")
 TYPES = ("preference", "profile", "project_fact", "workflow", "decision", "constraint", "note")
@@ -305,3 +310,13 @@ def check_id(value: object, what: str = "Memory id") -> str:
     if len(text) > MAX_ID_CHARS:
         raise MemoryValidationError(f"{what} is too long ({len(text)} > {MAX_ID_CHARS})")
     return text
+
+
+def check_stamp(value: dt.datetime, what: str = "created_at") -> dt.datetime:
+    """``value`` when its year is within 2–9998, where every time-zone conversion is defined."""
+    if not MIN_STAMP_YEAR <= value.year <= MAX_STAMP_YEAR:
+        raise MemoryValidationError(
+            f"{what} must be between the years {MIN_STAMP_YEAR} and {MAX_STAMP_YEAR}",
+            field=what,
+        )
+    return value

@@ -37,6 +37,18 @@ class NamespacedFilterSet(django_filters.FilterSet):
         label="Exact namespace ('' = the single-tenant namespace).",
     )
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # Django's message quotes the refused value ("Select a valid choice. <value> is
+        # not one of …"); a refusal never echoes one (docs/behaviour.md §13).
+        for f in self.filters.values():
+            if isinstance(f, django_filters.ChoiceFilter):
+                choices = f.extra.get("choices", ())
+                choices = choices() if callable(choices) else choices
+                accepted = ", ".join(str(value) for value, _ in choices)
+                message = f"The value is not a valid choice; expected one of: {accepted}."
+                f.extra["error_messages"] = {"invalid_choice": message}
+
     def is_valid(self) -> bool:
         """Also refuse an empty choice (``?status=``): the schema's enum has no ``""``."""
         valid = super().is_valid()

@@ -8,6 +8,7 @@ A refused value is never echoed: messages are fixed sentences.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 from drf_spectacular.types import OpenApiTypes
@@ -89,6 +90,27 @@ class StrictBooleanField(serializers.BooleanField):
         return data
 
 
+class StrictChoiceField(serializers.ChoiceField):
+    """A choice that takes only a JSON string among its choices; every ChoiceField of the API.
+
+    DRF's own message quotes the refused value (``"password=hunter2…" is not a
+    valid choice``), against docs/behaviour.md §13, and a value holding a lone
+    surrogate then made the JSON renderer fail (an HTML 500). The refusal names the
+    accepted choices instead; non-strings are refused rather than coerced.
+    """
+
+    default_error_messages = {
+        "invalid_choice": "The value is not a valid choice; expected one of: {choices}."
+    }
+
+    def to_internal_value(self, data):
+        if data == "" and self.allow_blank:
+            return ""
+        if not isinstance(data, str) or data not in self.choice_strings_to_values:
+            self.fail("invalid_choice", choices=", ".join(self.choice_strings_to_values))
+        return self.choice_strings_to_values[data]
+
+
 _NAMED = {
     "project": "project namespace",
     "user": "user namespace",
@@ -167,14 +189,14 @@ class MemoryWriteSerializer(BoundInput):
         required=False,
         default=list,
     )
-    scope = serializers.ChoiceField(
+    scope = StrictChoiceField(
         choices=Scope.choices,
         required=False,
         allow_null=True,
         default=None,
         help_text="Explicit scope; inferred from the key and tags when omitted.",
     )
-    type = serializers.ChoiceField(
+    type = StrictChoiceField(
         choices=MemoryType.choices,
         required=False,
         allow_null=True,
@@ -343,8 +365,8 @@ class RecallCandidateSerializer(serializers.Serializer):
     """A ``RecallCandidate`` (docs/behaviour.md §5)."""
 
     memory_id = serializers.CharField()
-    scope = serializers.ChoiceField(choices=Scope.choices)
-    type = serializers.ChoiceField(choices=MemoryType.choices)
+    scope = StrictChoiceField(choices=Scope.choices)
+    type = StrictChoiceField(choices=MemoryType.choices)
     title = serializers.CharField()
     excerpt = serializers.CharField(allow_blank=True)
     score = serializers.FloatField()
@@ -486,7 +508,7 @@ class PurgeInputSerializer(serializers.Serializer):
     """``POST /api/review-items/purge/``: every filter is optional."""
 
     namespace = namespace_field(lookup=True, required=False, allow_null=True, default=None)
-    status = serializers.ChoiceField(
+    status = StrictChoiceField(
         choices=ReviewStatus.values, required=False, allow_null=True, default=None
     )
     subject = namespace_field(lookup=True, required=False, allow_null=True, default=None)
@@ -732,7 +754,7 @@ MAX_STAMP_CHARS = 64
 
 
 def _choice(choices, default, **kwargs) -> serializers.ChoiceField:
-    return serializers.ChoiceField(choices=choices, required=False, default=default, **kwargs)
+    return StrictChoiceField(choices=choices, required=False, default=default, **kwargs)
 
 
 def _text_list(max_items: int, **kwargs) -> serializers.ListField:
@@ -767,8 +789,8 @@ class StoreRecordInput(StoreInput):
         default="",
         help_text="The id Agentao's manager chose ('' = the server picks one).",
     )
-    scope = serializers.ChoiceField(choices=Scope.choices)
-    type = serializers.ChoiceField(choices=MemoryType.choices)
+    scope = StrictChoiceField(choices=Scope.choices)
+    type = StrictChoiceField(choices=MemoryType.choices)
     key_normalized = StrictCharField(
         max_length=validation.MAX_KEY_CHARS,
         trim_whitespace=False,
@@ -787,6 +809,18 @@ class StoreRecordInput(StoreInput):
         default="",
         help_text="ISO 8601 (naive = UTC); '' or an unreadable stamp means now.",
     )
+
+    def validate_created_at(self, value: str) -> str:
+        """A readable stamp within the years 2–9998 (an unreadable one means now)."""
+        try:
+            stamp = dt.datetime.fromisoformat(value.strip())
+        except ValueError:
+            return value
+        try:
+            validation.check_stamp(stamp)
+        except MemoryValidationError as exc:
+            raise serializers.ValidationError(str(exc)) from None
+        return value
 
     def validate_key_normalized(self, value: str) -> str:
         try:
@@ -882,7 +916,7 @@ class ChangeVersionQuery(StoreInput):
 class ClearMemoriesInput(StoreInput):
     """``POST /api/memories/clear/``: Agentao's ``clear_memories(scope)``."""
 
-    scope = serializers.ChoiceField(
+    scope = StrictChoiceField(
         choices=Scope.choices,
         required=False,
         allow_null=True,
@@ -921,7 +955,7 @@ class ChangeVersionSerializer(serializers.Serializer):
 class ReviewStatusInput(serializers.Serializer):
     """``POST /api/review-items/{id}/status/``: Agentao's ``update_review_status``."""
 
-    status = serializers.ChoiceField(choices=ReviewStatus.choices)
+    status = StrictChoiceField(choices=ReviewStatus.choices)
 
 
 # ------------------------------------------------------------------- errors

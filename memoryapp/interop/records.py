@@ -12,6 +12,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from ..models import Memory, ReviewItem, SessionSummary
+from ..validation import check_stamp
 
 if TYPE_CHECKING:
     from agentao.memory.models import MemoryRecord, MemoryReviewItem, SessionSummaryRecord
@@ -55,6 +56,10 @@ def iso(value: dt.datetime | None) -> str | None:
 def parse_iso(text: str | None, clock: dt.datetime) -> dt.datetime:
     """An Agentao timestamp as a datetime; ``clock`` when empty, unparsable or "now".
 
+    Raises:
+        MemoryValidationError: a readable stamp outside the years 2–9998, which a
+            time-zone conversion could carry out of datetime's range.
+
     Naive values are UTC (as Agentao's retriever reads them). A naive,
     whole-second value within two seconds of ``clock`` — read as UTC or as
     local time, which is what Agentao's ``datetime.now()`` writes — is the
@@ -69,6 +74,7 @@ def parse_iso(text: str | None, clock: dt.datetime) -> dt.datetime:
     except ValueError:
         logger.debug("unparsable timestamp from an Agentao record; using the clock")
         return clock
+    check_stamp(value)  # a readable stamp out of range is refused, not taken as "now"
     aware_clock = clock if clock.tzinfo is not None else clock.replace(tzinfo=dt.UTC)
     if value.tzinfo is None:
         as_utc = value.replace(tzinfo=dt.UTC)

@@ -1,0 +1,46 @@
+"""Small edges of the API an attacker found: each a 4xx, never a 500 (issue #26, Low)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.django_db
+
+NS = "acme/web"
+RECORD = {
+    "namespace": NS,
+    "scope": "project",
+    "type": "note",
+    "key_normalized": "stamp_probe",
+    "title": "stamp probe",
+    "content": "a probe of created_at",
+}
+RECORD_PATHS = ["/api/memories/records/", "/api/review-items/records/"]
+
+
+@pytest.mark.parametrize("path", RECORD_PATHS)
+@pytest.mark.parametrize(
+    "stamp",
+    [
+        "0001-01-01T00:00:00",
+        "0001-01-01T00:00:00+01:00",
+        "0001-01-01",
+        "9999-12-31T23:59:59",
+        "9999-12-31T23:59:59-01:00",
+    ],
+)
+def test_a_created_at_out_of_range_is_a_400(acme, path, stamp):
+    acme.raise_request_exception = False
+    r = acme.post(path, {**RECORD, "created_at": stamp}, format="json")
+    assert r.status_code == 400, r.content
+    assert list(r.json()) == ["created_at"]
+    assert "between the years 2 and 9998" in r.json()["created_at"][0]
+
+
+@pytest.mark.parametrize("path", RECORD_PATHS)
+def test_a_created_at_in_range_or_unreadable_still_passes(acme, path):
+    r = acme.post(path, {**RECORD, "created_at": "0002-01-02T00:00:00"}, format="json")
+    assert r.status_code == 200, r.content
+    assert r.json()["created_at"].startswith("0002-01-02")
+    r = acme.post(path, {**RECORD, "key_normalized": "other", "created_at": "soon"}, format="json")
+    assert r.status_code == 200, r.content  # unreadable: now, as documented
