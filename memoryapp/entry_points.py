@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from . import querysets, store
+from . import querysets, store, validation
 from .conf import get_guard
 from .models import Memory
 from .services import memories, prompt
@@ -37,6 +37,11 @@ def upsert(
         MemoryValidationError: invalid input.
         SensitiveMemoryError: the content looks like a credential.
     """
+    # Memory.objects.upsert is an entry point of its own (no facade in front of it):
+    # the same namespace rule as every other one, before any statement.
+    namespace = validation.check_namespace(namespace, "namespace")
+    if subject is not None:
+        subject = validation.check_namespace(subject, "subject")
     prepared = store.prepare(guard or get_guard(), key, value, tags, scope, type, source)
     result = memories.write(
         prepared=prepared, using=using, namespace=namespace, subject=subject, actor=actor

@@ -7,9 +7,11 @@ Pure Python over plain values; every refusal is a
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import ParamSpec, TypeVar
 
 from .errors import MemoryValidationError
 
@@ -20,7 +22,10 @@ __all__ = [
     "MAX_TITLE_CHARS",
     "SCOPES",
     "TYPES",
+    "check_actor",
+    "check_counter",
     "check_id",
+    "checked_arguments",
     "check_stamp",
     "check_query",
     "check_stored_key",
@@ -43,6 +48,8 @@ MAX_TAG_CHARS = 100
 MAX_SUMMARY_CHARS = 64_000
 MAX_QUERY_CHARS = 4_000  # a search longer than the longest stored field cannot match
 MAX_ID_CHARS = 64
+MAX_ACTOR_CHARS = 255  # the events' and receipts' actor columns
+MAX_COUNTER = 2**31 - 1  # the summary counters are 32-bit integer columns
 # A caller's timestamp is converted between UTC and local time (up to a day apart):
 # years 1 and 9999 can leave datetime's range on the way ("year 0 is out of range").
 MIN_STAMP_YEAR, MAX_STAMP_YEAR = 2, 9998
@@ -320,3 +327,62 @@ def check_stamp(value: dt.datetime, what: str = "created_at") -> dt.datetime:
             field=what,
         )
     return value
+
+
+def check_actor(value: object) -> str:
+    """Who asks, as events and receipts record it: text of at most 255 characters ('' allowed)."""
+    text = require_str(value, "actor")
+    if len(text) > MAX_ACTOR_CHARS:
+        raise MemoryValidationError(f"actor is too long ({len(text)} > {MAX_ACTOR_CHARS})")
+    return text
+
+
+def check_counter(value: object, what: str) -> int:
+    """A count a caller reports (a summary's ``tokens_before``): an int up to 2**31-1.
+
+    ``None`` and negative values are 0 (docs/behaviour.md §4). Booleans and other
+    types are refused rather than coerced, and a value the integer column cannot
+    hold is refused before it reaches it.
+    """
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise MemoryValidationError(f"{what} must be an integer")
+    if value > MAX_COUNTER:
+        raise MemoryValidationError(f"{what} must be at most {MAX_COUNTER}")
+    return max(value, 0)
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+_ID_ARGUMENTS = {"item_id": "Review item id", "memory_id": "Memory id"}
+_ID_LIST_ARGUMENTS = {"item_ids": "Review item id", "ids": "id"}
+
+
+def checked_arguments(func: Callable[_P, _R]) -> Callable[_P, _R]:
+    """A service function whose caller-given ``actor`` and ids are checked before it runs.
+
+    Services are keyword-only, and name these arguments alike: ``actor``
+    (:func:`check_actor`), ``item_id``/``memory_id`` (:func:`check_id`), and
+    ``item_ids``/``ids`` (each id checked; the iterable becomes a list). A value
+    the driver cannot send (a lone surrogate, a NUL, an over-long or non-string
+    value) is refused here as a :class:`MemoryValidationError` on both vendors,
+    before any statement could carry it into the database's log.
+    """
+
+    @functools.wraps(func)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        if "actor" in kwargs:
+            kwargs["actor"] = check_actor(kwargs["actor"])
+        for name, what in _ID_ARGUMENTS.items():
+            if name in kwargs:
+                kwargs[name] = check_id(kwargs[name], what)
+        for name, what in _ID_LIST_ARGUMENTS.items():
+            if name in kwargs:
+                ids = kwargs[name]
+                if isinstance(ids, str) or not isinstance(ids, Iterable):
+                    raise MemoryValidationError(f"{what}s must be a list of strings")
+                kwargs[name] = [check_id(i, what) for i in ids]
+        return func(*args, **kwargs)
+
+    return wrapper

@@ -27,6 +27,7 @@ SCOPE_DOWNGRADE_WARNING = (
 )
 
 
+@validation.checked_arguments
 def write(
     *,
     prepared: store.Prepared,
@@ -102,6 +103,7 @@ def downgrade(prepared: store.Prepared, binding: Binding) -> store.Prepared:
     return replace(prepared, scope=Scope.PROJECT)
 
 
+@validation.checked_arguments
 def upsert(
     *,
     binding: Binding,
@@ -141,6 +143,7 @@ def upsert(
     return replace(result, warnings=tuple(warnings)) if warnings else result
 
 
+@validation.checked_arguments
 def edit(
     *, memory_id: str, prepared: store.Prepared, using: str, actor: str = ""
 ) -> store.UpsertResult:
@@ -158,6 +161,7 @@ def edit(
     )
 
 
+@validation.checked_arguments
 def soft_delete(
     *, store_slice: StoreSlice, ids: list[str], actor: str = "", reason: str = ""
 ) -> list[str]:
@@ -170,6 +174,7 @@ def soft_delete(
     )
 
 
+@validation.checked_arguments
 def soft_delete_selection(*, using: str, ids: Iterable[str], actor: str = "") -> list[str]:
     """Soft-delete an operator's selection, of any namespaces; the ids deleted, in order.
 
@@ -180,6 +185,7 @@ def soft_delete_selection(*, using: str, ids: Iterable[str], actor: str = "") ->
     return store.soft_delete_ids(using, None, ids, actor=actor, reason="admin")
 
 
+@validation.checked_arguments
 def restore_selection(
     *, using: str, ids: Iterable[str], actor: str = ""
 ) -> tuple[list[str], list[tuple[str, str, str]]]:
@@ -191,6 +197,7 @@ def restore_selection(
     return store.restore_ids(using, ids, actor=actor)
 
 
+@validation.checked_arguments
 def clear(*, store_slice: StoreSlice, actor: str = "") -> list[str]:
     """Soft-delete every live memory of one slice; their ids, oldest first."""
     s = store_slice
@@ -206,6 +213,7 @@ def _removing(s: StoreSlice, soft_delete) -> list[str]:
     return removed
 
 
+@validation.checked_arguments
 def import_records(
     *,
     binding: Binding,

@@ -30,7 +30,7 @@ from typing import Any
 
 from django.db import IntegrityError, connections, transaction
 
-from .. import store
+from .. import store, validation
 from ..db import locks, partitioning, vendor
 from ..fields import now
 from ..indexes import INDEXES, change_window
@@ -102,6 +102,7 @@ def new_row_id(wanted: str | None, keep: bool) -> str:
 
 
 # ---------------------------------------------------------------- memories
+@validation.checked_arguments
 def upsert_memory(
     *,
     record,
@@ -186,6 +187,7 @@ def upsert_memory(
     return row
 
 
+@validation.checked_arguments
 def soft_delete_memory(*, memory_id: str, using: str, namespace: str, actor: str = "") -> bool:
     """Soft-delete one live memory of ``namespace`` (``deleted_at`` and ``updated_at`` set,
     a ``soft_delete`` event); True if it was live there.
@@ -210,6 +212,7 @@ def soft_delete_memory(*, memory_id: str, using: str, namespace: str, actor: str
     return bool(removed)
 
 
+@validation.checked_arguments
 def clear_memories(*, using: str, namespace: str, scope: str | None = None, actor: str = "") -> int:
     """Soft-delete every live memory of a scope (None or "" = every scope); the count.
 
@@ -371,6 +374,7 @@ def upsert_review_item(
     return existing
 
 
+@validation.checked_arguments
 def update_review_status(*, item_id: str, status: str, using: str, namespace: str) -> bool:
     """Set the status of an item of ``namespace`` (any transition: Agentao's manager checks
     it was pending); True if the item exists. No event, unlike the queue's own

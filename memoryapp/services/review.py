@@ -82,6 +82,7 @@ def _writer(item: ReviewItem, using: str, user_using: str | None) -> Binding:
     return Binding.of(project=project, user=user, using=using, user_using=user_using)
 
 
+@validation.checked_arguments
 def approve(
     *,
     item_id: str,
@@ -143,6 +144,7 @@ def _lock_for_approval(using: str, items) -> None:
     locks.for_write(using, namespaces=namespaces | subjects, subjects=subjects)
 
 
+@validation.checked_arguments
 def approve_many(
     *,
     item_ids: Iterable[str],
@@ -301,6 +303,7 @@ def _memory_ids_for(items: list[ReviewItem], binding: Binding) -> dict[str, str]
 
 
 # ------------------------------------------------------------------ reject
+@validation.checked_arguments
 def reject(*, item_id: str, namespace: str, using: str = DEFAULT_DB_ALIAS, actor: str = "") -> bool:
     """Mark a pending item of ``namespace`` rejected; False if it is not pending there.
 
@@ -314,6 +317,7 @@ def reject(*, item_id: str, namespace: str, using: str = DEFAULT_DB_ALIAS, actor
         return True
 
 
+@validation.checked_arguments
 def reject_many(
     *,
     item_ids: Iterable[str],
@@ -339,6 +343,7 @@ def reject_many(
 
 
 # ------------------------------------------------------------------- purge
+@validation.checked_arguments
 def purge(
     *,
     namespaces: Iterable[str | None] = (None,),

@@ -40,12 +40,17 @@ def save(
     """Record the summary of a complete compaction; never raises (None when not saved).
 
     Refused (None, and a log line without the text): invalid text, more than
-    64,000 characters, or a credential.
+    64,000 characters, a credential, or a count that is not an integer or is over
+    2**31-1 (a negative count is stored as 0).
     """
     try:
         if not isinstance(text, str) or not text.strip():
             return None
         summary = validation.check_summary(text)
+        # Checked before the INSERT: a count the integer column cannot hold made it
+        # fail, and PostgreSQL logs a failing statement with its values.
+        tokens = validation.check_counter(tokens_before, "tokens_before")
+        messages = validation.check_counter(messages_summarized, "messages_summarized")
         guard.detect_sensitive(summary)
     except guards.SensitiveMemoryError:
         logger.warning("save_session_summary refused: it looks like a credential")
@@ -63,8 +68,8 @@ def save(
             return SessionSummary.objects.using(using).create(
                 session_id=session_id,
                 summary_text=summary,
-                tokens_before=max(int(tokens_before or 0), 0),
-                messages_summarized=max(int(messages_summarized or 0), 0),
+                tokens_before=tokens,
+                messages_summarized=messages,
                 namespace=binding.project_store.namespace,
                 subject=binding.subject,
             )
@@ -83,6 +88,7 @@ def delete(*, binding: Binding, session_id: str | None = None) -> int:
     return deleted
 
 
+@validation.checked_arguments
 def delete_ids(*, ids: Iterable[str], using: str, actor: str = "") -> int:
     """Hard-delete the summaries with these ids, any namespace (an operator's selection).
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .. import validation
 from ..models import Memory
 from . import memories, summaries
 from .slices import Binding
@@ -51,6 +52,7 @@ class WipePreview:
     summaries: int
 
 
+@validation.checked_arguments
 def clear_memories(*, binding: Binding, scope: str | None = None, actor: str = "") -> int:
     """Soft-delete every live memory of ``scope`` (None = both) in ``binding``; the count."""
     return sum(len(memories.clear(store_slice=s, actor=actor)) for s in binding.stores(scope))
