@@ -2,7 +2,10 @@
 ``/metrics`` for Prometheus.
 
 ``/healthz`` needs no authentication and shows no data: only whether each
-check passed and, when one failed, a reason without any row's content.
+check passed and, when one failed, a reason without any row's content. The
+reason's detail — a driver's message, which names the database host, port and
+role — is shown only to staff (a session) and to the metrics token's holder, and
+written to the server log; anyone else sees the check's fixed wording.
 ``/metrics`` is off unless ``MEMORYAPP_METRICS_TOKEN`` is set; it then answers
 only a request carrying ``Authorization: Bearer <token>``.
 """
@@ -10,6 +13,7 @@ only a request carrying ``Authorization: Bearer <token>``.
 from __future__ import annotations
 
 import hmac
+import logging
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, router
@@ -22,6 +26,9 @@ from . import exposition, metrics
 from .models import ErasureReceipt, Memory, ReviewItem, SessionSummary
 
 _TABLES = (Memory, SessionSummary, ReviewItem, ErasureReceipt)
+logger = logging.getLogger(__name__)
+# A reason is "<fixed wording>: <detail from the exception>"; the detail is private.
+_DETAIL = ": "
 
 
 def _first_line(exc: BaseException) -> str:
@@ -101,6 +108,24 @@ def erasure_health() -> dict | None:
     }
 
 
+def public_reason(reason: str) -> str:
+    """A failed check's reason without its detail (the part after ``": "``)."""
+    return reason.partition(_DETAIL)[0]
+
+
+def _metrics_token_given(request) -> bool:
+    token = getattr(settings, "MEMORYAPP_METRICS_TOKEN", None)
+    given = request.headers.get("Authorization", "")
+    return bool(token) and hmac.compare_digest(given.encode(), f"Bearer {token}".encode())
+
+
+def _may_see_details(request) -> bool:
+    """Staff (a session) and the metrics token's holder see why a check failed."""
+    user = getattr(request, "user", None)
+    staff = bool(user is not None and user.is_authenticated and user.is_staff)
+    return staff or _metrics_token_given(request)
+
+
 @never_cache
 @require_GET
 def healthz(request) -> JsonResponse:
@@ -109,14 +134,22 @@ def healthz(request) -> JsonResponse:
     200 ``"degraded"`` when the checks pass but erasures need a person (``erasures``:
     how many need attention, how many are unfinished past
     ``MEMORYAPP_ERASURE_STALE_AFTER``). ``?live`` (or ``/livez``) is liveness only.
+    A failure's detail (host, port, role in a connection error) goes to the
+    server log; the answer holds it only for staff and the metrics token.
     """
     if "live" in request.GET:
         return livez(request)
     results = health_checks()
     failed = {name: reason for name, reason in results.items() if reason}
+    for name, reason in failed.items():
+        logger.warning("healthz: %s failed: %s", name, reason)
+    detailed = _may_see_details(request) if failed else False
     body: dict = {
         "status": "fail" if failed else "ok",
-        "checks": {name: reason or "ok" for name, reason in results.items()},
+        "checks": {
+            name: "ok" if not reason else reason if detailed else public_reason(reason)
+            for name, reason in results.items()
+        },
     }
     if not failed:
         erasures = erasure_health()
@@ -145,8 +178,7 @@ def metrics_view(request) -> HttpResponse:
     token = getattr(settings, "MEMORYAPP_METRICS_TOKEN", None)
     if not token:
         raise Http404("metrics are off (MEMORYAPP_METRICS_TOKEN is not set)")
-    given = request.headers.get("Authorization", "")
-    if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+    if not _metrics_token_given(request):
         response = HttpResponse("a bearer token is required\n", status=401)
         response["WWW-Authenticate"] = 'Bearer realm="metrics"'
         return response

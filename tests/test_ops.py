@@ -106,3 +106,65 @@ def test_metrics_count_recalls_refusals_erasures_and_api_responses(settings):
     assert _value(after, "memoryapp_erasure_receipts", state="complete", verified="yes") >= 1
     assert grew("memoryapp_api_responses_total", method="GET", status="200") >= 1
     assert "bluefinch" not in after and "ops/b" not in after  # counts only
+
+
+class _Unreachable:
+    """``connections`` for the health checks: every database refuses the connection."""
+
+    MESSAGE = (
+        'connection to server at "10.9.8.7", port 6543 failed: '
+        'FATAL:  password authentication failed for user "memapp_owner"'
+    )
+
+    def __getitem__(self, alias):
+        from django.db import OperationalError
+
+        class Conn:
+            def cursor(self):
+                raise OperationalError(_Unreachable.MESSAGE)
+
+        return Conn()
+
+
+@pytest.fixture
+def unreachable(monkeypatch):
+    from memoryapp import ops
+
+    monkeypatch.setattr(ops, "connections", _Unreachable())
+
+
+def _leaks(text: str) -> bool:
+    return any(s in text for s in ("10.9.8.7", "6543", "memapp_owner", "password"))
+
+
+def test_healthz_hides_a_database_failures_detail_from_anonymous_callers(unreachable, caplog):
+    r = Client().get("/healthz")
+    assert r.status_code == 503
+    assert r.json()["checks"]["database:default"] == "unreachable"
+    assert not _leaks(r.content.decode())
+    # The operator finds the detail in the server log.
+    assert "10.9.8.7" in caplog.text and "database:default" in caplog.text
+
+
+def test_healthz_hides_the_detail_from_a_non_staff_session_and_a_wrong_token(
+    unreachable, settings, django_user_model
+):
+    settings.MEMORYAPP_METRICS_TOKEN = TOKEN
+    client = Client()
+    client.force_login(django_user_model.objects.create_user("plain", password="pw-12345678"))
+    r = client.get("/healthz", HTTP_AUTHORIZATION="Bearer not-it")
+    assert r.status_code == 503 and not _leaks(r.content.decode())
+
+
+def test_healthz_shows_the_detail_to_staff_and_to_the_metrics_token(
+    unreachable, settings, django_user_model
+):
+    settings.MEMORYAPP_METRICS_TOKEN = TOKEN
+    r = Client().get("/healthz", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
+    assert r.status_code == 503 and "10.9.8.7" in r.json()["checks"]["database:default"]
+    staff = Client()
+    staff.force_login(
+        django_user_model.objects.create_user("ops", password="pw-12345678", is_staff=True)
+    )
+    r = staff.get("/healthz")
+    assert r.status_code == 503 and "10.9.8.7" in r.json()["checks"]["database:default"]
