@@ -55,6 +55,12 @@ def parse_json_lines(lines: Iterable[str]) -> Iterator[tuple[int, dict | str]]:
         text = line.strip()
         if not text:
             continue
+        if not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:  # bytes read with surrogateescape
+                yield number, "not valid UTF-8 text"
+                continue
         try:
             value = json.loads(text)
         except json.JSONDecodeError as exc:

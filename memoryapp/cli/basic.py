@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from collections import Counter
 
 from django.core.management.base import CommandError
@@ -256,7 +257,13 @@ def do_import(cmd, options) -> None:
 
     source = options["file"]
     try:
-        handle = sys.stdin if source == "-" else open(source, encoding="utf-8")  # noqa: SIM115
+        # Bytes that are not UTF-8 are kept (as lone surrogates) so that their line is
+        # reported by number, and skipped with --skip-invalid, instead of a codec error.
+        handle = (
+            io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="surrogateescape")
+            if source == "-"
+            else open(source, encoding="utf-8", errors="surrogateescape")  # noqa: SIM115
+        )
     except OSError as exc:
         raise CommandError(f"cannot read {source}: {exc.strerror}") from exc
     total = _count_lines(source) if source != "-" else None
@@ -272,21 +279,25 @@ def do_import(cmd, options) -> None:
         cmd.stdout.write(f"line {number}: {reason}")
     if len(report.invalid) > 50:
         cmd.stdout.write(f"... and {len(report.invalid) - 50} more invalid lines")
-    if not report.written:
-        if options["dry_run"] and not report.invalid:
-            cmd.stdout.write(
-                f"Dry run: every line is valid; it would import "
-                f"{plural(report.total, 'memory', 'memories')} "
-                f"({report.created:,} new, {report.updated:,} updated)"
-                f"{_merged(report)}. Nothing was written."
-            )
-            return
-        raise CommandError(
-            f"{plural(len(report.invalid), 'invalid line', 'invalid lines')}; nothing was written "
-            "(fix them, or pass --skip-invalid)."
-            if report.invalid
-            else "Dry run: nothing was written."
+    invalid = plural(len(report.invalid), "invalid line", "invalid lines")
+    if options["dry_run"]:
+        # Say what the same command without --dry-run would do.
+        would = (
+            f"it would import {plural(report.total, 'memory', 'memories')} "
+            f"({report.created:,} new, {report.updated:,} updated){_merged(report)}"
         )
+        if not report.invalid:
+            cmd.stdout.write(f"Dry run: every line is valid; {would}. Nothing was written.")
+        elif options["skip_invalid"]:
+            cmd.stdout.write(f"Dry run: {would}, and skip {invalid}. Nothing was written.")
+        else:
+            raise CommandError(
+                f"Dry run: {invalid}; the import would write nothing "
+                "(fix them, or pass --skip-invalid)."
+            )
+        return
+    if not report.written:  # invalid lines without --skip-invalid
+        raise CommandError(f"{invalid}; nothing was written (fix them, or pass --skip-invalid).")
     cmd.stdout.write(
         f"Imported {plural(report.total, 'memory', 'memories')} "
         f"({report.created:,} new, {report.updated:,} updated)"

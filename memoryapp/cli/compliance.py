@@ -36,6 +36,7 @@ def register(verbs, common) -> dict:
         dest="ids",
         action="append",
         metavar="ID",
+        type=_row_id,
         help="repeatable; an id held in more than one namespace needs --namespace",
     )
     what.add_argument("--everything", action="store_true", help="every memory table row")
@@ -119,6 +120,17 @@ def register(verbs, common) -> dict:
 
 
 # ------------------------------------------------------------------ helpers
+def _row_id(value: str) -> str:
+    """An ``--id``: a row id, never empty or blank (``--id ''`` names no row)."""
+    import argparse
+
+    if not value.strip():
+        raise argparse.ArgumentTypeError("an id is never empty")
+    if value != value.strip() or len(value) > 64:
+        raise argparse.ArgumentTypeError("not a row id (surrounding spaces, or over 64 characters)")
+    return value
+
+
 def _using(options):
     """``--database`` as given; the default alias means "default + the user database"."""
     alias = options["database"]

@@ -10,7 +10,7 @@ import argparse
 from importlib import import_module
 
 from django.core.management.base import BaseCommand, CommandError
-from django.db import DEFAULT_DB_ALIAS, DatabaseError
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 
 from memoryapp.cli import VERB_MODULES, bound_to, namespace_label
 from memoryapp.manager import MemoryManager
@@ -37,10 +37,17 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options) -> None:
         handler = self.handlers[options["verb"]]
+        check_arguments(options)
         try:
             handler(self, options)
         except DatabaseError as exc:
             raise CommandError(f"database error: {exc}") from exc
+        except UnicodeDecodeError as exc:
+            # Only standard input and files are decoded; the codec's message is noise.
+            raise CommandError(
+                f"the input is not valid UTF-8 text (byte {exc.object[exc.start]:#04x} "
+                f"at offset {exc.start})"
+            ) from None
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
 
@@ -91,6 +98,37 @@ class Command(BaseCommand):
             )
         else:
             self.stdout.write(f"{plural(len(rows), 'memory', 'memories')} in {bound_to(options)}.")
+
+
+def check_arguments(options) -> None:
+    """Refuse, before any work, what no verb can use: an unknown ``--database`` alias, and
+    an argument the shell passed as bytes that are not UTF-8.
+
+    Python keeps such bytes as lone surrogates (``surrogateescape``); echoed in a
+    message they made the output itself fail with a codec error.
+    """
+    alias = options.get("database")
+    if alias is not None and alias not in connections:
+        known = ", ".join(sorted(connections.settings))
+        raise CommandError(f"unknown database alias; the known ones are: {known}")
+    for name, value in options.items():
+        values = value if isinstance(value, list | tuple) else [value]
+        for item in values:
+            if isinstance(item, str) and not _encodable(item):
+                label = name.replace("_", "-")
+                option = f"the {label}" if name in _POSITIONAL else f"--{label}"
+                raise CommandError(f"{option} argument is not valid UTF-8 text")
+
+
+_POSITIONAL = {"file", "query", "tag", "title", "path", "session_id", "name"}
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def cut(text: str, limit: int = 200) -> str:
