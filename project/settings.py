@@ -228,6 +228,9 @@ REST_FRAMEWORK = {
         "write": env("API_THROTTLE_WRITE", default="1200/min") or None,
         "recall": env("API_THROTTLE_RECALL", default="2400/min") or None,
         "erase": env("API_THROTTLE_ERASE", default="60/min") or None,
+        # GET of the paginated lists (memories, with ?q= and ?tag=; summaries; review
+        # items; events).
+        "list": env("API_THROTTLE_LIST", default="1200/min") or None,
     },
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
 }

@@ -12,6 +12,7 @@ from __future__ import annotations
 import django_filters
 from django.db.models import QuerySet
 
+from memoryapp import search
 from memoryapp.models import (
     EVENT_TYPES,
     Memory,
@@ -23,7 +24,6 @@ from memoryapp.models import (
     SessionSummary,
 )
 from memoryapp.querysets import MemoryQuerySet
-from memoryapp.search import matches, sql_can_prefilter
 from memoryapp.validation import MAX_KEY_CHARS, MAX_QUERY_CHARS
 
 
@@ -69,22 +69,12 @@ class NamespacedFilterSet(django_filters.FilterSet):
         return queryset
 
 
-# Characters of the JSON text of the tag and keyword columns outside the values
-# themselves. A stripped needle without any of them cannot match across two values,
-# so the SQL ``LIKE`` is then exact, not a superset (docs/behaviour.md §3 semantics in SQL).
-_JSON_SYNTAX = frozenset('"\\,[]')
-
-
-def _sql_exact(needle: str, alias: str) -> bool:
-    return sql_can_prefilter(needle, alias) and not _JSON_SYNTAX.intersection(needle)
-
-
 class MemoryFilter(NamespacedFilterSet):
     """``GET /api/memories/``: namespace, scope, type, subject, tag and ``q``.
 
     ``tag`` (exact, case-insensitive) and ``q`` (literal, case-insensitive
-    substring) run in SQL when that is exact; otherwise SQL narrows to a superset
-    and :meth:`exact` keeps the true matches in Python, as the facade does.
+    substring) run in SQL for every value (:mod:`memoryapp.search`), so a list is
+    paginated in SQL whatever is searched.
     """
 
     scope = django_filters.ChoiceFilter(choices=Scope.choices)
@@ -107,37 +97,10 @@ class MemoryFilter(NamespacedFilterSet):
         fields: list[str] = []
 
     def filter_tag(self, queryset: MemoryQuerySet, name: str, value: str) -> QuerySet:
-        wanted = value.strip().lower()
-        if _sql_exact(wanted, queryset.db):
-            return queryset.tagged_prefilter(f'"{wanted}"')  # the whole JSON string
-        if sql_can_prefilter(wanted, queryset.db):
-            return queryset.tagged_prefilter(wanted)
-        return queryset
+        return search.tagged(queryset, value.strip().lower())
 
     def filter_q(self, queryset: MemoryQuerySet, name: str, value: str) -> QuerySet:
-        needle = value.strip().lower()
-        if sql_can_prefilter(needle, queryset.db):
-            return queryset.search_prefilter(needle)
-        return queryset
-
-    @staticmethod
-    def exact(rows: QuerySet, params) -> QuerySet | list[Memory]:
-        """``rows`` (already filtered) with only the exact ``q`` and ``tag`` matches.
-
-        A queryset when SQL was exact (paginated in SQL), else a list.
-        """
-        needle = params.get("q", "").strip().lower()
-        tag = params.get("tag", "").strip().lower()
-        needle = "" if _sql_exact(needle, rows.db) else needle
-        tag = "" if _sql_exact(tag, rows.db) else tag
-        if not needle and not tag:
-            return rows
-        return [
-            m
-            for m in rows
-            if (not needle or matches(m, needle))
-            and (not tag or tag in {t.lower() for t in m.tags})
-        ]
+        return search.matching(queryset, value.strip().lower())
 
 
 def _order_by(queryset: QuerySet, name: str, value: str) -> QuerySet:

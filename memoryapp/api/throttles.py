@@ -1,4 +1,4 @@
-"""Per-scope throttling (``write``, ``recall``, ``erase``) with rates read live from settings.
+"""Per-scope throttling (``write``, ``recall``, ``erase``, ``list``), rates read live from settings.
 
 Rates live in ``REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]`` under the scope names;
 a scope without a rate (or a rate of ``None``) is not throttled. Unlike DRF's
@@ -14,7 +14,8 @@ from rest_framework.throttling import ScopedRateThrottle
 WRITE = "write"
 RECALL = "recall"
 ERASE = "erase"
-SCOPES = (WRITE, RECALL, ERASE)
+LIST = "list"  # the paginated lists (a search over a tenant's rows is a list)
+SCOPES = (WRITE, RECALL, ERASE, LIST)
 
 
 def scope_of(view) -> str | None:

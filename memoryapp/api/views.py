@@ -50,7 +50,7 @@ from .parsers import JSONParser
 from .patterns import TEXT_PATTERN
 from .permissions import DeclaredRule, access_for, declared_rule, holding_rule, in_namespaces
 from .schema import MemoryAutoSchema
-from .throttles import ERASE, RECALL, WRITE, MemoryScopedThrottle
+from .throttles import ERASE, LIST, RECALL, WRITE, MemoryScopedThrottle
 
 MAX_LOOKUP_CHARS = 64
 _POSITIVE_INT = re.compile(r"[1-9][0-9]{0,8}")
@@ -292,6 +292,7 @@ class MemoryViewSet(
         "change_version": permissions.MEMORY_READ,
     }
     throttle_scopes = {
+        "list": LIST,
         "create": WRITE,
         "destroy": WRITE,
         "erase": ERASE,
@@ -306,7 +307,7 @@ class MemoryViewSet(
 
     @extend_schema(summary="List live memories (paginated)")
     def list(self, request, *args, **kwargs):
-        rows = MemoryFilter.exact(self.filter_queryset(self.get_queryset()), request.query_params)
+        rows = self.filter_queryset(self.get_queryset())  # q and tag run in SQL too
         return self.paginated(rows, serializers.MemorySerializer)
 
     @extend_schema(
@@ -434,7 +435,7 @@ class SessionSummaryViewSet(mixins.ListModelMixin, NamespacedViewSet):
         "create": permissions.SUMMARY_WRITE,
         "clear": permissions.SUMMARY_DELETE,
     }
-    throttle_scopes = {"create": WRITE, "clear": WRITE}
+    throttle_scopes = {"list": LIST, "create": WRITE, "clear": WRITE}
 
     def base_queryset(self):
         return SessionSummary.objects.order_by("created_at", "id")
@@ -535,6 +536,7 @@ class ReviewItemViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Namesp
         "set_status": permissions.REVIEW_REJECT,
     }
     throttle_scopes = {
+        "list": LIST,
         "approve": WRITE,
         "reject": WRITE,
         "purge": ERASE,
@@ -745,6 +747,7 @@ class MemoryEventViewSet(mixins.ListModelMixin, NamespacedViewSet):
     serializer_class = serializers.MemoryEventSerializer
     filterset_class = MemoryEventFilter
     rules = {"list": permissions.EVENTS_READ}
+    throttle_scopes = {"list": LIST}
 
     def base_queryset(self):
         return MemoryEvent.objects.order_by("id")

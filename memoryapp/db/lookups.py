@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.db.models import F, Q
-from django.db.models.lookups import PatternLookup, StartsWith
+from django.db.models.lookups import Lookup, PatternLookup, StartsWith
 
 
 class CaseSensitivePrefix(StartsWith):
@@ -31,3 +31,96 @@ class CaseSensitivePrefix(StartsWith):
 def prefix_q(field: str, prefix: str) -> Q:
     """A filter for rows whose ``field`` starts with ``prefix``, case-sensitively everywhere."""
     return Q(CaseSensitivePrefix(F(field), prefix))
+
+
+# ---------------------------------------------------------------- search (docs/behaviour.md §3)
+# A literal, case-insensitive substring, as ``memoryapp.search.matches`` defines it
+# with Python's ``str.lower``. ``LIKE`` cannot say it for every needle: SQLite's folds
+# ASCII only, and the JSON text of the tag and keyword columns escapes ``"`` and
+# ``\`` and may match across two items. These lookups compare the folded text
+# itself, each JSON item on its own (``json_each`` / ``json_array_elements_text``).
+# SQLite folds with Python's own ``str.lower`` (a function registered on the
+# connection) for a needle beyond ASCII, with its built-in ``lower`` otherwise.
+SQLITE_FOLD = "memoryapp_lower"
+
+
+def _fold(value):
+    return str(value).lower() if value is not None else None
+
+
+def _sqlite_fold(connection, needle: object) -> str:
+    """The SQLite folding function for ``needle``, registered on the connection if needed."""
+    if isinstance(needle, str) and needle.isascii():
+        return "lower"
+    connection.ensure_connection()
+    # Cheap, and idempotent: the connection may be new since the last search.
+    connection.connection.create_function(SQLITE_FOLD, 1, _fold, deterministic=True)
+    return SQLITE_FOLD
+
+
+class _FoldedLookup(Lookup):
+    prepare_rhs = False  # the needle is compared as given
+
+    def _sides(self, compiler, connection):
+        lhs_sql, lhs_params = self.process_lhs(compiler, connection)
+        rhs_sql, rhs_params = self.process_rhs(compiler, connection)
+        return lhs_sql, rhs_sql, (*lhs_params, *rhs_params)
+
+
+class FoldedContains(_FoldedLookup):
+    """``lhs`` (text) holds ``rhs`` as a literal substring, case folded on both sides."""
+
+    lookup_name = "memoryapp_folded_contains"
+
+    def as_sql(self, compiler, connection):  # PostgreSQL
+        lhs, rhs, params = self._sides(compiler, connection)
+        return f"strpos(lower({lhs}), lower({rhs})) > 0", params
+
+    def as_sqlite(self, compiler, connection):
+        lhs, rhs, params = self._sides(compiler, connection)
+        fold = _sqlite_fold(connection, self.rhs)
+        return f"instr({fold}({lhs}), {fold}({rhs})) > 0", params
+
+
+class JsonItemFolded(_FoldedLookup):
+    """An item of the JSON array text ``lhs`` holds ``rhs`` (``equals``: is ``rhs``), case
+    folded on both sides; text that is not a JSON array has no items."""
+
+    lookup_name = "memoryapp_json_item_folded"
+    equals = False
+
+    def _test(self, item: str, rhs: str, fold: str, position: str) -> str:
+        if self.equals:
+            return f"{fold}({item}) = {fold}({rhs})"
+        return f"{position}({fold}({item}), {fold}({rhs})) > 0"
+
+    def as_sql(self, compiler, connection):  # PostgreSQL
+        lhs_sql, lhs_params = self.process_lhs(compiler, connection)
+        rhs_sql, rhs_params = self.process_rhs(compiler, connection)
+        items = (
+            f"json_array_elements_text(CASE WHEN json_typeof(({lhs_sql})::json) = 'array' "
+            f"THEN ({lhs_sql})::json ELSE '[]'::json END)"
+        )
+        test = self._test("item.v", rhs_sql, "lower", "strpos")
+        sql = f"EXISTS (SELECT 1 FROM {items} AS item(v) WHERE {test})"
+        return sql, (*lhs_params, *lhs_params, *rhs_params)
+
+    def as_sqlite(self, compiler, connection):
+        lhs_sql, lhs_params = self.process_lhs(compiler, connection)
+        rhs_sql, rhs_params = self.process_rhs(compiler, connection)
+        fold = _sqlite_fold(connection, self.rhs)
+        # Nested CASEs: json_type() fails on malformed text, so it only sees valid JSON.
+        array = (
+            f"CASE WHEN json_valid({lhs_sql}) THEN "
+            f"(CASE WHEN json_type({lhs_sql}) = 'array' THEN {lhs_sql} END) END"
+        )
+        test = self._test("item.value", rhs_sql, fold, "instr")
+        sql = f"EXISTS (SELECT 1 FROM json_each({array}) AS item WHERE {test})"
+        return sql, (*lhs_params, *lhs_params, *lhs_params, *rhs_params)
+
+
+class JsonItemFoldedEquals(JsonItemFolded):
+    """An item of the JSON array text ``lhs`` is ``rhs``, case folded."""
+
+    lookup_name = "memoryapp_json_item_folded_equals"
+    equals = True
