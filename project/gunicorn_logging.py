@@ -6,7 +6,8 @@ erasure cannot reach once they are in a log file (docs/compliance.md §10).
 :class:`AccessLogger` keeps each parameter's name and replaces its value with
 ``…`` (``memoryapp.logs.redact_uri``), leaves out the request and response
 headers and the environment (an ``Authorization`` header is a credential), and
-writes one JSON object per line when ``LOG_FORMAT=json``.
+writes one JSON object per line when ``LOG_FORMAT=json``. gunicorn's error log
+gets the same filter as Django's request loggers.
 """
 
 from __future__ import annotations
@@ -16,11 +17,21 @@ import os
 
 from gunicorn import glogging
 
-from memoryapp.logs import REDACTED_VALUE, redact_query_string, redact_uri
+from memoryapp.logs import REDACTED_VALUE, WithoutValues, redact_query_string, redact_uri
 
 
 class AccessLogger(glogging.Logger):
-    """gunicorn's ``Logger`` whose access atoms hold no query value, header or environ."""
+    """gunicorn's ``Logger`` whose access atoms hold no query value, header or environ.
+
+    Its error log (``Error handling request /path?q=…`` and the traceback after it)
+    passes ``memoryapp.logs.WithoutValues`` as well.
+    """
+
+    def setup(self, cfg) -> None:
+        """gunicorn's set-up, then the value filter on the error log."""
+        super().setup(cfg)
+        if not any(isinstance(f, WithoutValues) for f in self.error_log.filters):
+            self.error_log.addFilter(WithoutValues())
 
     def atoms(self, resp, req, environ, request_time) -> dict:
         """The access-log atoms: the URL-bearing ones redacted, headers and environ left out."""

@@ -132,6 +132,27 @@ def test_gunicorn_access_line_is_json_without_values(monkeypatch):
     assert not any(m in line for m in MARKERS), line
 
 
+def test_gunicorn_error_log_holds_no_query_value_nor_exception_message():
+    from gunicorn.config import Config
+
+    from project.gunicorn_logging import AccessLogger
+
+    logger = AccessLogger(Config())
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger.error_log.handlers = [handler]
+    message = "acme/erinmarker"
+    try:
+        raise ValueError(message)
+    except ValueError:
+        logger.exception("Error handling request %s", "/api/memories/?" + _query())
+    text = out.getvalue()
+    assert "Error handling request /api/memories/?subject=…&q=…" in text
+    assert "builtins.ValueError (message withheld)" in text
+    assert not any(m in text for m in MARKERS), text
+
+
 def _serve(tmp_path, log_format: str):
     from django.conf import settings
 
