@@ -64,6 +64,11 @@ def test_an_argument_that_is_not_utf8_is_a_plain_refusal(args):
     assert "codec" not in str(exc.value)
 
 
+def test_the_refusal_names_the_option_as_typed():
+    with pytest.raises(CommandError, match="^--id argument is not valid UTF-8 text$"):
+        run("erase", "--id", "ab\udcff", "--dry-run")
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_real_argv_that_is_not_utf8_is_a_plain_refusal(tmp_path):
     """The shell's bytes, through Python's own argv decoding (surrogateescape)."""

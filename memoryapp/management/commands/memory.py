@@ -115,12 +115,13 @@ def check_arguments(options) -> None:
         values = value if isinstance(value, list | tuple) else [value]
         for item in values:
             if isinstance(item, str) and not _encodable(item):
-                label = name.replace("_", "-")
+                label = _FLAGS.get(name, name).replace("_", "-")
                 option = f"the {label}" if name in _POSITIONAL else f"--{label}"
                 raise CommandError(f"{option} argument is not valid UTF-8 text")
 
 
 _POSITIONAL = {"file", "query", "tag", "title", "path", "session_id", "name"}
+_FLAGS = {"ids": "id", "list_receipts": "list"}  # options whose dest is not the flag's name
 
 
 def _encodable(text: str) -> bool:
