@@ -278,7 +278,8 @@ def test_a_server_error_is_logged_with_its_traceback_and_no_value(where, console
 
         monkeypatch.setattr(MemoryViewSet, "list", explode)
         client.defaults["HTTP_AUTHORIZATION"] = "Token " + provision_client("boom", ["acme/"]).token
-        response = client.get(f"/api/memories/?{_query()}")
+        # Known parameters only: an unknown one is a 400 before the view runs.
+        response = client.get("/api/memories/", {"subject": "acme/erinmarker", "q": MARKERS[1]})
     else:
         from memoryapp.admin.memories import MemoryAdmin
 
