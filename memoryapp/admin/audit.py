@@ -10,7 +10,7 @@ from django.utils.html import format_html, format_html_join
 
 from .. import permissions as perms
 from ..db.meta import CHANGE_KEY, VERSION_KEY, read_change_counter
-from ..erasure import retry_purge, rows_removed
+from ..erasure import receipt_as_dict, retry_purge, rows_removed
 from ..models import (
     ErasureReceipt,
     Memory,
@@ -243,6 +243,12 @@ class ErasureReceiptAdmin(ReadOnlyAdmin):
             path("erase-subject/", view(self.erase_subject), name="memoryapp_erase_subject"),
             path("wipe-namespace/", view(self.wipe_namespace), name="memoryapp_wipe_namespace"),
             path("export/", view(self.export), name="memoryapp_export"),
+            path("lookup/", view(self.lookup), name="memoryapp_lookup"),
+            path(
+                "<path:object_id>/print/",
+                view(self.print_receipt),
+                name="memoryapp_erasurereceipt_print",
+            ),
         ]
         return urls + super().get_urls()
 
@@ -255,6 +261,12 @@ class ErasureReceiptAdmin(ReadOnlyAdmin):
     def export(self, request):
         return compliance.export_view(self, request)
 
+    def lookup(self, request):
+        return compliance.lookup_view(self, request)
+
+    def print_receipt(self, request, object_id):
+        return compliance.receipt_print_view(self, request, object_id)
+
     def changelist_view(self, request, extra_context=None):
         extra = {**compliance.links(request.user), **(extra_context or {})}
         return super().changelist_view(request, extra)
@@ -266,6 +278,7 @@ class ErasureReceiptAdmin(ReadOnlyAdmin):
             extra["receipt_counts"] = count_rows(obj.counts or {})
             extra["receipt_total"] = rows_removed(obj.counts)
             extra["receipt_refresh"] = RECEIPT_REFRESH_SECONDS if in_progress(obj) else None
+            extra["receipt_summary"] = compliance.summarize(receipt_as_dict(obj))
         return super().change_view(request, object_id, form_url, extra)
 
     @admin.display(description="created", ordering="created_at")
