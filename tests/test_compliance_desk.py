@@ -354,3 +354,14 @@ def test_cli_lookup_prints_receipts_and_exports_never_the_key(rows, monkeypatch)
     monkeypatch.setattr("getpass.getpass", lambda prompt="": "")
     with pytest.raises(CommandError):
         call_command("memory", "lookup", stdout=io.StringIO())
+
+
+def test_the_admin_index_links_the_lookup_and_the_export_records(admin):
+    page = admin.get("/admin/").content.decode()
+    assert LOOKUP in page and EXPORT_RECORDS in page
+    exporter = client_for(make_staff("exp", ("export_memory",)))
+    page = exporter.get("/admin/").content.decode()
+    assert LOOKUP in page and EXPORT_RECORDS in page
+    operator = client_for(make_staff("ops", ("view_memory",)))
+    page = operator.get("/admin/").content.decode()
+    assert LOOKUP not in page and EXPORT_RECORDS not in page
