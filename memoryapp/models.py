@@ -492,7 +492,7 @@ class ExportRecord(models.Model):
     id = models.CharField(primary_key=True, max_length=32, default=new_request_id, editable=False)
     actor = models.CharField(max_length=255, default="", blank=True)
     via = models.CharField(max_length=16, choices=ExportVia.choices)
-    target_kind = models.CharField(max_length=16)  # subject, namespace, or subject+namespace
+    target_kind = models.CharField(max_length=32)  # subject, namespace, or subject+namespace
     subject_hmac = models.CharField(max_length=64, null=True, blank=True)
     namespace_hmac = models.CharField(max_length=64, null=True, blank=True)
     key_id = models.CharField(max_length=16, default="", blank=True)

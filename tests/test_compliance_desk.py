@@ -365,3 +365,14 @@ def test_the_admin_index_links_the_lookup_and_the_export_records(admin):
     operator = client_for(make_staff("ops", ("view_memory",)))
     page = operator.get("/admin/").content.decode()
     assert LOOKUP not in page and EXPORT_RECORDS not in page
+
+
+def test_a_subject_within_a_namespace_export_is_recorded_as_both(rows, acme):
+    r = acme.get("/api/exports/", {"subject": ALICE, "namespace": "acme/web"})
+    assert r.status_code == 200, r.content
+    record = ExportRecord.objects.get()
+    assert record.target_kind == "subject+namespace"
+    assert (record.subject_hmac, record.namespace_hmac) == (
+        keyed_hmac(ALICE),
+        keyed_hmac("acme/web"),
+    )

@@ -38,7 +38,7 @@ class Migration(migrations.Migration):
                         max_length=16,
                     ),
                 ),
-                ("target_kind", models.CharField(max_length=16)),
+                ("target_kind", models.CharField(max_length=32)),
                 ("subject_hmac", models.CharField(blank=True, max_length=64, null=True)),
                 ("namespace_hmac", models.CharField(blank=True, max_length=64, null=True)),
                 ("key_id", models.CharField(blank=True, default="", max_length=16)),
