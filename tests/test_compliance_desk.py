@@ -262,7 +262,14 @@ def test_api_receipt_list_filters_and_pages(rows):
     assert ids(created_before="2026-06-01T00:00:00Z") == [first.pk]
     assert ids(created_after="2026-06-01T00:00:00Z") == [second.pk]
     assert ids(page_size=1) == [second.pk] and ids(page_size=1, page=2) == [first.pk]
-    for bad in ({"state": "nope"}, {"state": ""}, {"created_after": "yesterday"}):
+    bad_filters = (
+        {"state": "nope"},
+        {"state": ""},
+        {"created_after": "yesterday"},
+        {"created_before": ""},
+        {"target_kind": ""},
+    )
+    for bad in bad_filters:
         assert client.get("/api/erasures/", bad).status_code == 400, bad
     r = client.get("/api/erasures/", {"subject": ALICE})  # a key never goes in a URL
     assert r.status_code == 400 and ALICE not in r.content.decode()
@@ -298,7 +305,6 @@ def test_api_lookup_by_key_in_the_body(rows, acme):
         {"subject": ""},
         {"subject": "  "},
         {"subject": 5},
-        {"subject": ALICE, "x": 1},
     ):
         assert acme.post("/api/erasures/lookup/", body, format="json").status_code == 400, body
     assert acme.post("/api/erasures/lookup/?subject=" + ALICE, {}, format="json").status_code == 400
