@@ -382,3 +382,21 @@ def test_a_subject_within_a_namespace_export_is_recorded_as_both(rows, acme):
         keyed_hmac(ALICE),
         keyed_hmac("acme/web"),
     )
+
+
+def test_no_lookup_or_export_puts_the_key_in_a_log(rows, admin, acme, caplog):
+    import logging
+
+    caplog.set_level(logging.DEBUG)
+    erasure.erase(subject=ALICE, actor="dpo", purge=False)
+    admin.post(LOOKUP, {"subject": ALICE})
+    admin.post(LOOKUP, {"subject": "x" * 300})  # invalid: the form's error, no echo in logs
+    admin.post(EXPORT, {"subject": MISTYPED})
+    acme.post("/api/erasures/lookup/", {"subject": ALICE}, format="json")
+    acme.post("/api/erasures/lookup/", {"subject": ALICE, "extra": 1}, format="json")
+    acme.get("/api/erasures/", {"subject": ALICE})  # refused (400): named, never its value
+    call_command("memory", "lookup", "--subject", ALICE, stdout=io.StringIO())
+    text = caplog.text
+    assert text  # something was logged (requests, 400s)
+    for key in (ALICE, MISTYPED, "x" * 300):
+        assert key not in text
