@@ -466,9 +466,65 @@ class ErasureReceipt(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.target_kind} erasure {self.id} ({self.purge_status})"
+        # The state, not the purge status: "purged" alone read as done on an unverified receipt.
+        return f"{self.target_kind} erasure {self.id} ({self.get_state_display()})"
 
     @property
     def purged(self) -> bool:
         """True once the vendor purge completed."""
         return self.purge_status == "purged"
+
+
+class ExportVia(models.TextChoices):
+    """Which interface an export was made through."""
+
+    ADMIN = "admin", "admin"
+    API = "api", "API"
+    CLI = "cli", "command line"
+    PYTHON = "python", "Python"
+
+
+class ExportRecord(models.Model):
+    """Audit record of one export (GDPR access or portability): who exported what, when.
+
+    Like an erasure receipt, it names the subject and the namespace only as
+    keyed HMACs (``MEMORYAPP_ERASURE_KEY``; ``key_id`` says which key), so a
+    lookup by key finds it (:mod:`memoryapp.erasure.lookup`) while the table
+    holds no subject key nor any exported text: the counts per part, the actor,
+    the interface and the request id (API) are all it keeps.
+    """
+
+    id = models.CharField(primary_key=True, max_length=32, default=new_request_id, editable=False)
+    actor = models.CharField(max_length=255, default="", blank=True)
+    via = models.CharField(max_length=16, choices=ExportVia.choices)
+    target_kind = models.CharField(max_length=32)  # subject, namespace, or subject+namespace
+    subject_hmac = models.CharField(max_length=64, null=True, blank=True)
+    namespace_hmac = models.CharField(max_length=64, null=True, blank=True)
+    key_id = models.CharField(max_length=16, default="", blank=True)
+    limited_to_grants = models.BooleanField(default=False)
+    counts = models.JSONField(default=dict, blank=True)
+    request_id = models.CharField(max_length=64, default="", blank=True)
+    created_at = IsoDateTimeField(default=now)
+
+    class Meta:
+        db_table = "memory_export_records"
+        ordering = ("created_at", "id")
+        verbose_name = "export record"
+        verbose_name_plural = "export records"
+        indexes = [
+            models.Index(fields=["subject_hmac"], name="ix_exports_subject"),
+            models.Index(fields=["namespace_hmac"], name="ix_exports_namespace"),
+            models.Index(fields=["created_at"], name="ix_exports_created"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.target_kind} export {self.id} ({self.via})"
+
+    @property
+    def total(self) -> int:
+        """Rows the document held (memories, summaries, review items, events)."""
+        return sum(
+            n
+            for part, n in (self.counts or {}).items()
+            if part != "erasure_receipts" and isinstance(n, int) and not isinstance(n, bool)
+        )

@@ -99,6 +99,8 @@ SAMPLES: dict[tuple[str, str], list[tuple[dict, dict | None]]] = {
         ({}, {"everything": True}),
     ],
     ("erasure-detail", "get"): [({}, None)],
+    ("erasure-list", "get"): [({}, None), ({"state": "complete"}, None)],
+    ("erasure-lookup", "post"): [({}, {"subject": USER})],
     ("event-list", "get"): [
         ({"namespace": NS}, None),
         ({"memory_id": "<memories>"}, None),
@@ -138,6 +140,9 @@ SAMPLES: dict[tuple[str, str], list[tuple[dict, dict | None]]] = {
         ({"namespace": NS}, {"status": "approved"}),
     ],
 }
+# Routes that answer with the caller's own rows only (the receipts of erasures it
+# asked for): an outsider gets 200 and nothing, like a list naming no namespace.
+OWN_ONLY = {("erasure-list", "get"), ("erasure-lookup", "post")}
 # Which existing acme row a detail route's placeholder id names, by route basename.
 DETAIL_ROWS = {"memory": "memories", "review-item": "review-items", "erasure": "erasures"}
 PUBLIC = {"schema", "docs"}  # the OpenAPI document and its docs page: public on purpose
@@ -252,6 +257,11 @@ def test_a_client_without_a_grant_gets_404_or_403_on_every_url(acme_rows, django
                         else:
                             r = call(f"{url}?{urlencode(query)}", body or {}, format="json")
                         allowed = (401, 403) if who == "anonymous" else (403, 404)
+                        if who != "anonymous" and (name, method) in OWN_ONLY:
+                            allowed = (200, 403, 404)
+                            if r.status_code == 200 and verb != "head":
+                                found = r.json()
+                                assert not any(found.get(k) for k in ("results", "receipts"))
                         assert r.status_code in allowed, (who, verb, url, query, body, r.content)
                         assert b"acme" not in r.content, (who, verb, url)
                         calls += 1
@@ -356,6 +366,10 @@ def test_requests_naming_no_namespace_answer_an_outsider_with_nothing(acme_rows,
             r = client.get(path)
             assert (r.status_code, r.json()["count"]) == (200, 0), path
         assert client.get("/api/events/").json()["count"] == 0
+        # Receipts: only those of the caller's own erasures (acme's owner made one).
+        assert client.get("/api/erasures/").json()["count"] == 0
+        r = client.post("/api/erasures/lookup/", {"subject": USER}, format="json")
+        assert r.json() == {"receipts": [], "exports": []}
         # Purging "everything I may" purges none of acme's items: nothing, or 403 without
         # an erase right anywhere.
         r = client.post("/api/review-items/purge/", {}, format="json")

@@ -10,7 +10,7 @@ from django.utils.html import format_html, format_html_join
 
 from .. import permissions as perms
 from ..db.meta import CHANGE_KEY, VERSION_KEY, read_change_counter
-from ..erasure import retry_purge, rows_removed
+from ..erasure import receipt_as_dict, retry_purge, rows_removed
 from ..models import (
     ErasureReceipt,
     Memory,
@@ -251,6 +251,12 @@ class ErasureReceiptAdmin(ReadOnlyAdmin):
                 view(self.retry_receipt),
                 name="memoryapp_erasurereceipt_retry",
             ),
+            path("lookup/", view(self.lookup), name="memoryapp_lookup"),
+            path(
+                "<path:object_id>/print/",
+                view(self.print_receipt),
+                name="memoryapp_erasurereceipt_print",
+            ),
         ]
         return urls + super().get_urls()
 
@@ -266,6 +272,12 @@ class ErasureReceiptAdmin(ReadOnlyAdmin):
     def retry_receipt(self, request, object_id):
         return compliance.retry_receipt_view(self, request, object_id)
 
+    def lookup(self, request):
+        return compliance.lookup_view(self, request)
+
+    def print_receipt(self, request, object_id):
+        return compliance.receipt_print_view(self, request, object_id)
+
     def changelist_view(self, request, extra_context=None):
         extra = {**compliance.links(request.user), **(extra_context or {})}
         return super().changelist_view(request, extra)
@@ -278,6 +290,7 @@ class ErasureReceiptAdmin(ReadOnlyAdmin):
             extra["receipt_total"] = rows_removed(obj.counts)
             extra["receipt_refresh"] = RECEIPT_REFRESH_SECONDS if in_progress(obj) else None
             extra["attention"] = compliance.attention_guidance(obj, request.user)
+            extra["receipt_summary"] = compliance.summarize(receipt_as_dict(obj))
         return super().change_view(request, object_id, form_url, extra)
 
     @admin.display(description="created", ordering="created_at")

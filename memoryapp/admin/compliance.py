@@ -1,14 +1,17 @@
-"""Compliance pages: erase a subject, wipe a namespace (not erasure), export."""
+"""Compliance pages: erase a subject, wipe a namespace (not erasure), export, look a key up,
+and the printable receipt."""
 
 from __future__ import annotations
 
 import functools
 import secrets
 
-from django.contrib import messages
+from django import forms
+from django.contrib import admin, messages
 from django.http import Http404, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils.html import format_html
 from django.utils.text import slugify
 
 from .. import conf
@@ -22,13 +25,25 @@ from ..erasure import (
     export,
     preview,
     purge_now,
+    receipt_as_dict,
     retry_purge,
 )
+from ..erasure.lookup import lookup
 from ..fields import now
 from ..manager import MemoryManager
-from ..models import ErasureReceipt, Memory, ReceiptState, ReviewItem, SessionSummary
+from ..models import (
+    ErasureReceipt,
+    ExportRecord,
+    ExportVia,
+    Memory,
+    ReceiptState,
+    ReviewItem,
+    SessionSummary,
+)
+from ..receipt_text import summarize
 from ..wording import plural
 from .common import (
+    ReadOnlyAdmin,
     actor,
     confirmed,
     count_rows,
@@ -51,7 +66,13 @@ def links(user) -> dict:
         "can_wipe": user.has_perm(WIPE_PERM),
         "can_export": user.has_perm(EXPORT_PERM),
         "can_see_receipts": perms.can_see_receipts(user),
+        "can_lookup": can_lookup(user),
     }
+
+
+def can_lookup(user) -> bool:
+    """Who may look a subject key up: whoever may read receipts or export."""
+    return perms.can_see_receipts(user) or user.has_perm(EXPORT_PERM)
 
 
 def known_namespaces(limit: int = 500) -> list[str]:
@@ -321,12 +342,32 @@ def _keep_wipe_result(request, result: dict) -> str:
 # ------------------------------------------------------------------ export
 @_requires(EXPORT_PERM, "Export a subject or namespace")
 def export_view(modeladmin, request):
-    """Download everything stored about a subject or namespace as one JSON document."""
+    """Download everything stored about a subject or namespace as one JSON document.
+
+    A target that holds nothing (a mistyped key, most often) is a warning page
+    first, as on the erase page; downloading it anyway is one more click. Every
+    download writes an export record (``export(via="admin")``).
+    """
     form = ExportForm(request.POST if request.method == "POST" else None)
+    title = "Export a subject or namespace"
     if request.method == "POST" and form.is_valid():
         subject, namespace = form.cleaned_data["subject"], form.cleaned_data["namespace"]
+        if not confirmed(request) and not _holds_anything(subject, namespace):
+            return _page(
+                modeladmin,
+                request,
+                "memoryapp/admin/export.html",
+                title=title,
+                form=form,
+                step="empty",
+                subject=subject,
+                namespace=namespace,
+                earlier_receipts=(lookup(subject).receipts.count() if subject is not None else 0),
+            )
         try:
-            document = export(subject=subject, namespace=namespace)
+            document = export(
+                subject=subject, namespace=namespace, actor=actor(request), via=ExportVia.ADMIN
+            )
         except ErasureRequestError as exc:
             form.add_error(None, str(exc))
         else:
@@ -336,7 +377,138 @@ def export_view(modeladmin, request):
         modeladmin,
         request,
         "memoryapp/admin/export.html",
-        title="Export a subject or namespace",
+        title=title,
         form=form,
+        step="form",
         namespaces=known_namespaces(),
     )
+
+
+def _holds_anything(subject: str | None, namespace: str | None) -> bool:
+    """True when an export of this target would list at least one stored row."""
+    found = preview(subject=subject, namespace=namespace)
+    if any(n for n in found["counts"].values() if isinstance(n, int)):
+        return True
+    return subject is not None and authored_count(subject, namespace=namespace) > 0
+
+
+# ------------------------------------------------------------------ lookup
+class LookupForm(forms.Form):
+    """A subject key, typed to be looked up (posted, never in a URL; never stored)."""
+
+    subject = forms.CharField(
+        label="User key",
+        max_length=255,
+        strip=False,
+        widget=forms.TextInput(attrs={"size": 40, "autocomplete": "off"}),
+        help_text="Exactly as stored (e.g. acme/alice). Matched by keyed HMAC; not kept.",
+    )
+
+    def clean_subject(self):
+        value = self.cleaned_data["subject"]
+        if not value.strip():
+            raise forms.ValidationError("Type a user key.")
+        return value
+
+
+def lookup_view(modeladmin, request):
+    """Every erasure receipt and export record naming a subject key (found by HMAC).
+
+    A POST form: the key travels in the body, so it reaches neither the URL, the
+    browser history nor an access log, and the answer page is not cached.
+    """
+    if not can_lookup(request.user):
+        return forbidden(modeladmin, request, perms.VIEW_ERASURERECEIPT, "Look up a user key")
+    form = LookupForm(request.POST if request.method == "POST" else None)
+    context: dict = {"title": "Look up a user key", "form": form}
+    if request.method == "POST" and form.is_valid():
+        found = lookup(form.cleaned_data["subject"])
+        user = request.user
+        context.update(
+            searched=True,
+            subject=form.cleaned_data["subject"],
+            show_receipts=perms.can_see_receipts(user),
+            show_exports=can_see_exports(user),
+            receipts=[
+                {"receipt": r, "summary": summarize(receipt_as_dict(r))} for r in found.receipts
+            ]
+            if perms.can_see_receipts(user)
+            else [],
+            exports=list(found.exports) if can_see_exports(user) else [],
+        )
+    response = _page(modeladmin, request, "memoryapp/admin/lookup.html", **context)
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+def can_see_exports(user) -> bool:
+    """Export records are for whoever may export or read receipts."""
+    return user.has_perm(EXPORT_PERM) or perms.can_see_receipts(user)
+
+
+# ------------------------------------------------------------- print a receipt
+def receipt_print_view(modeladmin, request, object_id: str):
+    """The receipt for the data subject: the plain summary only, laid out for paper.
+
+    It names no subject: the officer types the addressee on the page (kept in
+    the browser, never sent back).
+    """
+    if not perms.can_see_receipts(request.user):
+        return forbidden(modeladmin, request, perms.VIEW_ERASURERECEIPT, "Print a receipt")
+    receipt = ErasureReceipt.objects.filter(pk=object_id).first()
+    if receipt is None:
+        raise Http404("No such receipt.")
+    return _page(
+        modeladmin,
+        request,
+        "memoryapp/admin/receipt_print.html",
+        title="Confirmation of erasure",
+        receipt=receipt,
+        summary=summarize(receipt_as_dict(receipt)),
+        printed=now(),
+    )
+
+
+# ------------------------------------------------------------- export records
+@admin.register(ExportRecord)
+class ExportRecordAdmin(ReadOnlyAdmin):
+    """Who exported whose data, when, through which interface (read-only).
+
+    The record names the subject and namespace by keyed HMAC only: to find a
+    person's exports, use "Look up a user key".
+    """
+
+    list_display = ("created_at", "id_short", "target_kind", "via", "actor", "total_rows")
+    list_filter = ("via", "target_kind", "limited_to_grants")
+    search_fields = ("=id", "actor")
+    search_help_text = "An exact record id, or part of an actor's name."
+    ordering = ("-created_at", "id")
+    change_list_template = "admin/memoryapp/exportrecord/change_list.html"
+    fields = (
+        "id",
+        "created_at",
+        "actor",
+        "via",
+        "target_kind",
+        "limited_to_grants",
+        "counts",
+        "request_id",
+        "subject_hmac",
+        "namespace_hmac",
+        "key_id",
+    )
+
+    def has_view_permission(self, request, obj=None):
+        return can_see_exports(request.user)
+
+    def changelist_view(self, request, extra_context=None):
+        extra = {**links(request.user), **(extra_context or {})}
+        return super().changelist_view(request, extra)
+
+    @admin.display(description="id", ordering="id")
+    def id_short(self, obj):
+        return format_html('<code title="{}">{}</code>', obj.pk, obj.pk[:12])
+
+    @admin.display(description="rows exported")
+    def total_rows(self, obj):
+        return f"{obj.total:,}"

@@ -11,13 +11,14 @@ import datetime as dt
 import json
 from collections.abc import Callable
 
+import django_filters
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.urls import reverse
 from django.utils.crypto import salted_hmac
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
-from rest_framework import status
+from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.response import Response
 
@@ -25,9 +26,17 @@ from memoryapp import conf, erasure
 from memoryapp.erasure import engine as erasure_engine
 from memoryapp.erasure import erase, worker
 from memoryapp.erasure.engine import worker_name
+from memoryapp.erasure.lookup import lookup
 from memoryapp.erasure.selection import ROW_MODELS
 from memoryapp.fields import now
-from memoryapp.models import ErasureReceipt, ReceiptState, new_request_id
+from memoryapp.models import (
+    ErasureReceipt,
+    ErasureTarget,
+    ExportRecord,
+    ExportVia,
+    ReceiptState,
+    new_request_id,
+)
 
 from . import permissions
 from .exceptions import Conflict, Unprocessable
@@ -39,6 +48,7 @@ from .serializers import (
     ErasurePreviewSerializer,
     ErrorSerializer,
     ReceiptSerializer,
+    StrictCharField,
 )
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
@@ -195,13 +205,16 @@ def authorize_export(data: dict, access: Access, rule: permissions.Rule) -> None
         data["receipts"] = ErasureRequest.objects.filter(user=access.user).values("receipt_id")
 
 
-def export_body(data: dict) -> dict:
-    """The export checked by :func:`authorize_export`, limited to what the client may see."""
+def export_body(data: dict, actor: str = "") -> dict:
+    """The export checked by :func:`authorize_export`, limited to what the client may see
+    (recorded as an API export by ``actor``)."""
     return erasure.export(
         subject=data["subject"],
         namespace=data["namespace"],
         within=data.get("within"),
         receipts=data.get("receipts"),
+        actor=actor,
+        via=ExportVia.API,
     )
 
 
@@ -432,3 +445,109 @@ def get_receipt(pk: str) -> ErasureReceipt:
         return ErasureReceipt.objects.get(pk=pk)
     except (ErasureReceipt.DoesNotExist, ValueError, TypeError, DjangoValidationError):
         raise NotFound() from None
+
+
+# ------------------------------------------------- receipts list, key lookup
+class ReceiptFilter(django_filters.FilterSet):
+    """``GET /api/erasures/``: by state and creation time (inclusive bounds, ISO 8601)."""
+
+    state = django_filters.ChoiceFilter(choices=ReceiptState.choices)
+    target_kind = django_filters.ChoiceFilter(choices=ErasureTarget.choices)
+    created_after = django_filters.IsoDateTimeFilter(
+        field_name="created_at", lookup_expr="gte", label="Created at or after (ISO 8601)."
+    )
+    created_before = django_filters.IsoDateTimeFilter(
+        field_name="created_at", lookup_expr="lte", label="Created at or before (ISO 8601)."
+    )
+
+    class Meta:
+        model = ErasureReceipt
+        fields = ("state", "target_kind", "created_after", "created_before")
+
+    def is_valid(self) -> bool:
+        """Also refuse an empty value (``?state=``, ``?created_before=``): django-filter
+        would ignore it, and the schema's enum and date-time format do not take ``""``."""
+        valid = super().is_valid()
+        for name in self.base_filters:
+            if self.data.get(name) == "":
+                self.form.add_error(name, "An empty value is not one this filter takes.")
+                valid = False
+        return valid
+
+
+def visible_receipts(access: Access, rule: permissions.Rule):
+    """The receipts a client may read: all for staff holding ``rule``, else those of the
+    erasures it asked for (as :func:`authorize_receipt` decides for one receipt)."""
+    receipts = ErasureReceipt.objects.order_by("-created_at", "id")
+    if access.is_global(rule):
+        return receipts
+    mine = ErasureRequest.objects.filter(user=access.user).exclude(receipt_id="")
+    return receipts.filter(pk__in=mine.values("receipt_id"))
+
+
+def visible_exports(access: Access, actor: str):
+    """The export records a client may read: all for staff who may export everywhere,
+    else its own API exports (recorded under its actor name)."""
+    records = ExportRecord.objects.order_by("-created_at", "id")
+    if access.is_global(permissions.EXPORT):
+        return records
+    return records.filter(actor=actor, via=ExportVia.API)
+
+
+class LookupInputSerializer(serializers.Serializer):
+    """``POST /api/erasures/lookup/``: the subject key, in the body (never in a URL)."""
+
+    subject = StrictCharField(
+        max_length=NAMESPACE_MAX,
+        trim_whitespace=False,
+        schema_pattern=NON_BLANK_PATTERN,
+        help_text="A subject (user) key, exactly as stored. Matched by keyed HMAC; not stored.",
+    )
+
+    def validate_subject(self, value: str) -> str:
+        if not value.strip():
+            raise serializers.ValidationError("A subject is a non-empty user key.")
+        return value
+
+
+class ExportRecordSerializer(serializers.ModelSerializer):
+    """The audit record of one export: who, when, through what, how many rows (no key)."""
+
+    counts = serializers.DictField(child=serializers.IntegerField(), help_text="Rows per part.")
+
+    class Meta:
+        model = ExportRecord
+        fields = (
+            "id",
+            "actor",
+            "via",
+            "target_kind",
+            "subject_hmac",
+            "namespace_hmac",
+            "key_id",
+            "limited_to_grants",
+            "counts",
+            "request_id",
+            "created_at",
+        )
+        read_only_fields = fields
+
+
+class LookupOutputSerializer(serializers.Serializer):
+    """What a lookup found, oldest first: receipts and export records naming the key."""
+
+    receipts = ReceiptSerializer(many=True)
+    exports = ExportRecordSerializer(many=True)
+
+
+def lookup_body(data: dict, access: Access, rule: permissions.Rule, actor: str) -> dict:
+    """The receipts and export records naming ``data["subject"]`` that the client may read."""
+    found = lookup(
+        data["subject"],
+        receipts=visible_receipts(access, rule),
+        exports=visible_exports(access, actor),
+    )
+    return {
+        "receipts": ReceiptSerializer(found.receipts, many=True).data,
+        "exports": ExportRecordSerializer(found.exports, many=True).data,
+    }

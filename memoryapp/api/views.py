@@ -33,6 +33,7 @@ from memoryapp.erasure import purge_now
 from memoryapp.interop.store import RowStore
 from memoryapp.manager import MemoryManager
 from memoryapp.models import (
+    ErasureReceipt,
     Memory,
     MemoryEvent,
     ReviewItem,
@@ -685,9 +686,51 @@ class ErasureViewSet(MemoryAPIMixin, viewsets.GenericViewSet):
     serializer_class = serializers.ReceiptSerializer
     # The body names what to erase: erasures.authorize checks it under the declared
     # rule (check_target_permissions); receipts are visible to their requester or to staff.
-    rules = {"create": permissions.MEMORY_ERASE, "retrieve": permissions.RECEIPT_READ}
-    throttle_scopes = {"create": ERASE}
+    rules = {
+        "create": permissions.MEMORY_ERASE,
+        "retrieve": permissions.RECEIPT_READ,
+        "list": permissions.RECEIPT_READ,
+        "lookup": permissions.RECEIPT_READ,
+    }
+    throttle_scopes = {"create": ERASE, "lookup": ERASE}
     lookup_value_regex = r"[^/]+"
+    pagination_class = Pagination
+    filter_backends = [DjangoFilterBackend]
+    filterset_class = erasures.ReceiptFilter
+
+    def get_queryset(self):
+        return ErasureReceipt.objects.none()  # list() scopes to the client (visible_receipts)
+
+    @extend_schema(
+        summary="List erasure receipts (paginated, newest first): staff all, a client its own"
+    )
+    def list(self, request, *args, **kwargs):
+        found: dict = {}
+
+        def scope(access, rule):
+            found["rows"] = erasures.visible_receipts(access, rule)
+
+        self.check_target_permissions(request, scope)
+        page = self.paginate_queryset(self.filter_queryset(found["rows"]))
+        return self.get_paginated_response(serializers.ReceiptSerializer(page, many=True).data)
+
+    @extend_schema(
+        summary="Find the receipts and export records of a subject key (in the body, never a URL)",
+        request=erasures.LookupInputSerializer,
+        responses={200: erasures.LookupOutputSerializer},
+    )
+    @action(detail=False, methods=["post"])
+    def lookup(self, request, *args, **kwargs):
+        data = validated(erasures.LookupInputSerializer, request.data)
+        found: dict = {}
+
+        def check(access, rule):
+            found["body"] = erasures.lookup_body(data, access, rule, actor_of(request))
+
+        self.check_target_permissions(request, check)
+        response = Response(found["body"])
+        response["Cache-Control"] = "no-store"
+        return response
 
     @extend_schema(
         summary="Erase a subject, a namespace, ids or everything; returns the receipt",
@@ -736,7 +779,7 @@ class ExportView(MemoryAPIMixin, APIView):
     def get(self, request):
         data = validated(serializers.ExportQuerySerializer, request.query_params)
         self.check_target_permissions(request, partial(erasures.authorize_export, data))
-        return Response(erasures.export_body(data))
+        return Response(erasures.export_body(data, actor_of(request)))
 
 
 # ------------------------------------------------------------------ events

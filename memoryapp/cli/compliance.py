@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import getpass
 import json
 import os
 from pathlib import Path
@@ -15,8 +16,10 @@ from memoryapp.cli import cli_actor, progress
 from memoryapp.conf import PURGE_METHODS, purge_method
 from memoryapp.db.lookups import prefix_q
 from memoryapp.db.purge import for_connection
+from memoryapp.erasure.lookup import lookup
 from memoryapp.erasure.selection import ADMIN_LOG
-from memoryapp.models import ErasureReceipt, ReceiptState, ReviewItem, ReviewStatus
+from memoryapp.models import ErasureReceipt, ExportVia, ReceiptState, ReviewItem, ReviewStatus
+from memoryapp.receipt_text import summarize
 from memoryapp.services import review
 from memoryapp.wording import plural
 
@@ -88,6 +91,18 @@ def register(verbs, common) -> dict:
     p.add_argument("--subject")
     p.add_argument("--namespace")
     p.add_argument("--output", "-o", help="file to write (default: standard output)")
+    p.add_argument("--actor", help="who exports, for the export record (default cli:<login>)")
+
+    p = verbs.add_parser(
+        "lookup",
+        parents=[common],
+        help="the erasure receipts and export records of a subject key (matched by HMAC)",
+    )
+    p.add_argument(
+        "--subject",
+        help="the user key (asked for, unechoed, when omitted: then it stays out of shell history)",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON instead of lines")
 
     p = verbs.add_parser(
         "purge-expired",
@@ -114,6 +129,7 @@ def register(verbs, common) -> dict:
         "worker": do_worker,
         "erase": do_erase,
         "export": do_export,
+        "lookup": do_lookup,
         "purge-expired": do_purge_expired,
         "backup": do_backup,
     }
@@ -477,6 +493,8 @@ def do_export(cmd, options) -> None:
             namespace=options["namespace"],
             using=_using(options),
             progress=bar.update,
+            actor=_actor(options),
+            via=ExportVia.CLI,
         )
     text = json.dumps(document, indent=2, ensure_ascii=False)
     if out:
@@ -488,6 +506,61 @@ def do_export(cmd, options) -> None:
         cmd.stdout.write(f"Wrote {out}: {counts}.")
     else:
         cmd.stdout.write(text)
+
+
+# ------------------------------------------------------------------ lookup
+def do_lookup(cmd, options) -> None:
+    """Print the receipts and export records naming a subject key; never the key itself."""
+    subject = options.get("subject")
+    if subject is None:
+        subject = getpass.getpass("User key: ")
+    if not subject or not subject.strip():
+        raise CommandError("lookup needs a user key (--subject, or typed when asked)")
+    alias = options["database"]
+    if alias not in connections:
+        raise CommandError(f"unknown database alias {alias!r}")
+    found = lookup(subject, using=alias)
+    receipts, exports = list(found.receipts), list(found.exports)
+    if options.get("json"):
+        body = {
+            "receipts": [
+                {
+                    **{k: v for k, v in erasure.receipt_as_dict(r).items() if k in _LOOKUP_KEYS},
+                    "summary": summarize(erasure.receipt_as_dict(r)).text,
+                }
+                for r in receipts
+            ],
+            "exports": [_export_line(e) for e in exports],
+        }
+        cmd.stdout.write(json.dumps(body, indent=2, ensure_ascii=False, default=str))
+        return
+    cmd.stdout.write(
+        f"{plural(len(receipts), 'erasure receipt', 'erasure receipts')}, "
+        f"{plural(len(exports), 'export record', 'export records')} name this user key."
+    )
+    for r in receipts:
+        text = summarize(erasure.receipt_as_dict(r))
+        cmd.stdout.write(f"receipt {r.pk}  {r.created_at:%Y-%m-%d %H:%M}  {text.headline}")
+        cmd.stdout.write(f"    {text.sentences[0]}")
+    for e in exports:
+        cmd.stdout.write(
+            f"export  {e.pk}  {e.created_at:%Y-%m-%d %H:%M}  via {e.via} by "
+            f"{e.actor or '(not recorded)'}: {plural(e.total, 'row', 'rows')}"
+        )
+
+
+_LOOKUP_KEYS = ("id", "created_at", "actor", "target_kind", "state", "counts", "verified")
+
+
+def _export_line(e) -> dict:
+    return {
+        "id": e.pk,
+        "created_at": e.created_at.isoformat(),
+        "actor": e.actor,
+        "via": e.via,
+        "target_kind": e.target_kind,
+        "counts": e.counts,
+    }
 
 
 # ------------------------------------------------------------------ retention

@@ -11,9 +11,18 @@ from django.db.models import Q, QuerySet
 
 from .. import conf
 from ..fields import now
-from ..models import ErasureReceipt, ErasureTarget, Memory, MemoryEvent, ReviewItem, SessionSummary
+from ..models import (
+    ErasureReceipt,
+    ErasureTarget,
+    ExportRecord,
+    ExportVia,
+    Memory,
+    MemoryEvent,
+    ReviewItem,
+    SessionSummary,
+)
 from . import engine
-from .receipts import as_dict, keyed_hmac
+from .receipts import as_dict, key_id, keyed_hmac, safe_actor
 from .selection import (
     MEMORIES,
     REVIEW,
@@ -135,6 +144,9 @@ def export(
     progress: Progress | None = None,
     within: Iterable[str] | None = None,
     receipts: Iterable[str] | None = None,
+    actor: str = "",
+    via: str = ExportVia.PYTHON,
+    request_id: str = "",
 ) -> dict:
     """Everything stored about a subject or a namespace, as one JSON-serialisable document.
 
@@ -158,6 +170,14 @@ def export(
             queryset of one column), beside those of an erasure restricted to
             ``namespace``: a client sees the receipts of its own erasures, never
             another tenant's. None lists every matching receipt (an operator).
+        actor: who exports (a user name, ``api:<user>``…), for the audit record.
+        via: the interface (:class:`~memoryapp.models.ExportVia`), for the record.
+        request_id: the subject request the export answers, if any.
+
+    Every export writes an :class:`~memoryapp.models.ExportRecord` (the keyed
+    HMACs of the subject and namespace, the counts, the actor — no subject key,
+    no exported text) before the document is returned: an export that could not
+    be recorded is not handed out (the error propagates).
 
     Raises:
         ErasureRequestError: neither subject nor namespace given.
@@ -198,7 +218,7 @@ def export(
     found_receipts = _receipts(aliases[0], subject, namespace, receipts)
     query = {k: v for k, v in (("subject", subject), ("namespace", namespace)) if v is not None}
     limited = {"limited_to_grants": True} if target.within is not None else {}
-    return {
+    document = {
         "format": FORMAT,
         "generated_at": now().isoformat(),
         "query": query,
@@ -220,6 +240,45 @@ def export(
         "events": events,
         "erasure_receipts": found_receipts,
     }
+    record_export(
+        document,
+        subject=subject,
+        namespace=namespace,
+        actor=actor,
+        via=via,
+        request_id=request_id,
+        using=aliases[0],
+    )
+    return document
+
+
+def record_export(
+    document: dict,
+    *,
+    subject: str | None,
+    namespace: str | None,
+    actor: str,
+    via: str,
+    request_id: str = "",
+    using: str = "default",
+) -> ExportRecord:
+    """Write the audit record of an export document (no subject key, no exported text).
+
+    The actor is stored as erasure receipts store it (:func:`~.receipts.safe_actor`):
+    a self-service export whose actor names the subject has it replaced.
+    """
+    kind = "+".join(k for k, v in (("subject", subject), ("namespace", namespace)) if v is not None)
+    return ExportRecord.objects.using(using).create(
+        actor=safe_actor(actor, subject),
+        via=via,
+        target_kind=kind,
+        subject_hmac=keyed_hmac(subject) if subject is not None else None,
+        namespace_hmac=keyed_hmac(namespace) if namespace is not None else None,
+        key_id=key_id(),
+        limited_to_grants=bool(document.get("limited_to_grants")),
+        counts=dict(document.get("counts") or {}),
+        request_id=str(request_id or "")[:64],
+    )
 
 
 def export_memories(*, rows: Sequence[Memory], using: str) -> dict:

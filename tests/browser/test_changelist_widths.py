@@ -10,6 +10,7 @@ from django.urls import NoReverseMatch, reverse
 
 from memoryapp import MemoryManager
 from memoryapp.api.testing import token_client
+from memoryapp.erasure import export
 from memoryapp.models import ErasureReceipt, ReviewItem
 
 from .._admin_support import ALICE, PASSWORD, PROJECT, make_staff, seed_tenant
@@ -93,6 +94,7 @@ def _seed() -> None:
         state="deleted",
         purge_status="not purged: the database was busy (another transaction held a lock)",
     )
+    export(subject=ALICE, actor="compliance-officer@example.com", via="admin")  # an export record
 
 
 def _changelists() -> list[tuple[str, str]]:
