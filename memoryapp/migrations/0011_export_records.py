@@ -8,7 +8,7 @@ import memoryapp.models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("memoryapp", "0009_snapshot_payload_uncompressed"),
+        ("memoryapp", "0010_receipt_needs_attention"),
     ]
 
     operations = [
