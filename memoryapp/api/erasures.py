@@ -40,6 +40,7 @@ from memoryapp.models import (
 
 from . import permissions
 from .exceptions import Conflict, Unprocessable
+from .filters import StrictChoiceFilter
 from .models import ErasureRequest
 from .patterns import HEADER_KEY_PATTERN, NON_BLANK_PATTERN, TEXT_PATTERN
 from .permissions import Access
@@ -451,8 +452,8 @@ def get_receipt(pk: str) -> ErasureReceipt:
 class ReceiptFilter(django_filters.FilterSet):
     """``GET /api/erasures/``: by state and creation time (inclusive bounds, ISO 8601)."""
 
-    state = django_filters.ChoiceFilter(choices=ReceiptState.choices)
-    target_kind = django_filters.ChoiceFilter(choices=ErasureTarget.choices)
+    state = StrictChoiceFilter(choices=ReceiptState.choices)
+    target_kind = StrictChoiceFilter(choices=ErasureTarget.choices)
     created_after = django_filters.IsoDateTimeFilter(
         field_name="created_at", lookup_expr="gte", label="Created at or after (ISO 8601)."
     )

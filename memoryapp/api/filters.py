@@ -27,6 +27,25 @@ from memoryapp.querysets import MemoryQuerySet
 from memoryapp.validation import MAX_KEY_CHARS, MAX_QUERY_CHARS
 
 
+class StrictChoiceFilter(django_filters.ChoiceFilter):
+    """A choice filter whose refusal names the accepted values, never the refused one.
+
+    Django's message quotes the refused value ("Select a valid choice. <value> is not
+    one of …"); a refusal never echoes one (docs/behaviour.md §13). Set when the
+    filter is declared: a filter set's filters are copies of the declared ones, whose
+    form field may already be built (the schema generator builds it), so a message set
+    on the copies later would not reach the field.
+    """
+
+    def __init__(self, *args, **kwargs) -> None:
+        choices = kwargs.get("choices", ())
+        choices = choices() if callable(choices) else choices
+        accepted = ", ".join(str(value) for value, _ in choices)
+        message = f"The value is not a valid choice; expected one of: {accepted}."
+        kwargs.setdefault("error_messages", {"invalid_choice": message})
+        super().__init__(*args, **kwargs)
+
+
 class NamespacedFilterSet(django_filters.FilterSet):
     """A filter set with an exact ``namespace`` filter (``''`` included)."""
 
@@ -36,18 +55,6 @@ class NamespacedFilterSet(django_filters.FilterSet):
         max_length=255,
         label="Exact namespace ('' = the single-tenant namespace).",
     )
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        # Django's message quotes the refused value ("Select a valid choice. <value> is
-        # not one of …"); a refusal never echoes one (docs/behaviour.md §13).
-        for f in self.filters.values():
-            if isinstance(f, django_filters.ChoiceFilter):
-                choices = f.extra.get("choices", ())
-                choices = choices() if callable(choices) else choices
-                accepted = ", ".join(str(value) for value, _ in choices)
-                message = f"The value is not a valid choice; expected one of: {accepted}."
-                f.extra["error_messages"] = {"invalid_choice": message}
 
     def is_valid(self) -> bool:
         """Also refuse an empty choice (``?status=``): the schema's enum has no ``""``."""
@@ -77,8 +84,8 @@ class MemoryFilter(NamespacedFilterSet):
     paginated in SQL whatever is searched.
     """
 
-    scope = django_filters.ChoiceFilter(choices=Scope.choices)
-    type = django_filters.ChoiceFilter(choices=MemoryType.choices)
+    scope = StrictChoiceFilter(choices=Scope.choices)
+    type = StrictChoiceFilter(choices=MemoryType.choices)
     subject = django_filters.CharFilter(strip=False, max_length=255)
     key_normalized = django_filters.CharFilter(
         strip=False, max_length=MAX_KEY_CHARS, label="Exact normalised key."
@@ -122,7 +129,7 @@ class SessionSummaryFilter(NamespacedFilterSet):
 
     session_id = django_filters.CharFilter(strip=False, max_length=255)
     subject = django_filters.CharFilter(strip=False, max_length=255)
-    order = django_filters.ChoiceFilter(
+    order = StrictChoiceFilter(
         choices=[("oldest", "oldest first"), ("newest", "newest first")],
         method=_order_by,
         label="Oldest (the default) or newest first.",
@@ -136,9 +143,9 @@ class SessionSummaryFilter(NamespacedFilterSet):
 class ReviewItemFilter(NamespacedFilterSet):
     """``GET /api/review-items/``: every status unless ``status`` is given."""
 
-    status = django_filters.ChoiceFilter(choices=ReviewStatus.choices)
+    status = StrictChoiceFilter(choices=ReviewStatus.choices)
     subject = django_filters.CharFilter(strip=False, max_length=255)
-    order = django_filters.ChoiceFilter(
+    order = StrictChoiceFilter(
         choices=[("newest", "newest first"), ("occurrences", "most occurrences, then newest")],
         method=_order_by,
         label="Instead of the queue's order (most occurrences, last updated first).",
@@ -153,7 +160,7 @@ class MemoryEventFilter(NamespacedFilterSet):
     """``GET /api/events/``."""
 
     memory_id = django_filters.CharFilter(strip=False, max_length=64)
-    event_type = django_filters.ChoiceFilter(choices=[(t, t) for t in EVENT_TYPES])
+    event_type = StrictChoiceFilter(choices=[(t, t) for t in EVENT_TYPES])
 
     class Meta:
         model = MemoryEvent
