@@ -21,6 +21,8 @@ from .common import (
     InputFilter,
     NamespaceFilter,
     StyledAdmin,
+    SubjectFilter,
+    SubjectSearch,
     actor,
     admin_time,
     chips,
@@ -121,19 +123,24 @@ class StatusFilter(admin.SimpleListFilter):
 
 
 @admin.register(ReviewItem)
-class ReviewItemAdmin(StyledAdmin):
+class ReviewItemAdmin(SubjectSearch, StyledAdmin):
     """Crystallizer candidates: pending first; approve, reject or purge them."""
 
     list_display = (
         "item",
         "status_badge",
         "namespace_display",
+        "subject_display",
         "kind",
         "seen",
     )
-    list_filter = (StatusFilter, NamespaceFilter, "type", "scope", "confidence")
-    search_fields = ("title", "key_normalized", "content", "evidence", "subject", "=id")
-    search_help_text = "Searches the title, key, content, evidence and subject."
+    list_filter = (StatusFilter, NamespaceFilter, SubjectFilter, "type", "scope", "confidence")
+    # The subject is matched whole and exactly (SubjectSearch), not as a substring:
+    # "acme/zed" must not find another tenant's "globex/acme/zed".
+    search_fields = ("title", "key_normalized", "content", "evidence", "=id")
+    search_help_text = (
+        "Searches the title, key, content and evidence, or an exact id or subject key."
+    )
     list_per_page = 50
     actions = ("approve_selected", "reject_selected", "purge_selected")
     change_list_template = "admin/memoryapp/reviewitem/change_list.html"
@@ -187,6 +194,11 @@ class ReviewItemAdmin(StyledAdmin):
     @admin.display(description="namespace", ordering="namespace")
     def namespace_display(self, obj):
         return namespace_cell(obj.namespace)
+
+    @admin.display(description="subject", ordering="subject")
+    def subject_display(self, obj):
+        # Whose message it came from: what approval, export and erasure go by.
+        return obj.subject or "—"
 
     @admin.display(description="tags")
     def tags_display(self, obj):
@@ -393,15 +405,17 @@ class SessionFilter(InputFilter):
 
 
 @admin.register(SessionSummary)
-class SessionSummaryAdmin(StyledAdmin):
+class SessionSummaryAdmin(SubjectSearch, StyledAdmin):
     """Summaries written after complete compactions; deleting one is a hard delete."""
 
     # Two values per cell where they belong together (session and subject, messages and
     # tokens): seven narrow columns left the summary ~10 lines tall at 1,280 px.
     list_display = ("created", "namespace_display", "session", "size", "excerpt")
-    list_filter = (NamespaceFilter, SessionFilter)
-    search_fields = ("session_id", "summary_text", "subject", "=id")
-    search_help_text = "Searches the session id, the summary text and the subject."
+    list_filter = (NamespaceFilter, SessionFilter, SubjectFilter)
+    search_fields = ("session_id", "summary_text", "=id")
+    search_help_text = (
+        "Searches the session id and the summary text, or an exact id or subject key."
+    )
     ordering = ("-created_at", "id")
     list_per_page = 50
     fields = (
