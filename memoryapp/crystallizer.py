@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -274,9 +275,10 @@ def _content_text(content: object) -> str:
 def _message_candidates(text: str) -> list[Proposal]:
     """All candidates of one message, one per ``(scope, key)``, in first-appearance order."""
     found: list[tuple[int, int, Proposal]] = []
+    scan = _Scan(text)
     for rank, rule in enumerate(_RULES):
         for match in rule.pattern.finditer(text):
-            proposal = _candidate(rule, text, match)
+            proposal = _candidate(rule, scan, match)
             if proposal is not None:
                 found.append((match.start(), rank, proposal))
     found.sort(key=lambda item: (item[0], item[1]))
@@ -287,7 +289,7 @@ def _message_candidates(text: str) -> list[Proposal]:
     return list(per_key.values())
 
 
-def _candidate(rule: _Rule, text: str, match: re.Match[str]) -> Proposal | None:
+def _candidate(rule: _Rule, scan: _Scan, match: re.Match[str]) -> Proposal | None:
     """Build the candidate of one match, or ``None`` when it must not be proposed.
 
     ``None`` when the phrase is out of bounds, or when the match is not a
@@ -295,6 +297,7 @@ def _candidate(rule: _Rule, text: str, match: re.Match[str]) -> Proposal | None:
     reported speech, a negation that governs the trigger from afar, or the
     rejected side of a contrast ("instead of always …").
     """
+    text = scan.text
     raw = match.group("phrase")
     phrase = raw.strip()
     if not rule.min_len <= len(phrase) <= rule.max_len:
@@ -302,7 +305,7 @@ def _candidate(rule: _Rule, text: str, match: re.Match[str]) -> Proposal | None:
     phrase_start = match.start("phrase") + (len(raw) - len(raw.lstrip()))
     phrase_end = match.start("phrase") + len(raw.rstrip())
     trigger = _canonical(match.groupdict().get("trigger") or "")
-    reading = _read_context(rule, text, match.start(), phrase_start)
+    reading = _read_context(rule, scan, match.start(), phrase_start)
     if not reading.own_statement:
         return None
     negated_at = reading.negation_start
@@ -401,6 +404,9 @@ _CLAUSE_BREAK = re.compile(
 # followed by whitespace or the end ("node.js" goes on).
 _SENTENCE_END = re.compile(r"[!?\r\n\u3002\uff01\uff1f]|\.(?=\s|$)")
 _CLAUSE_END = re.compile(r"[,;\uff0c\uff1b]")
+_FIRST_WORD = re.compile(r"[\s\"'\u201c\u2018(\[]*([A-Za-z'\u2019]+)")
+LOOK_BACK = 240
+"""Characters before a trigger read for its context (negation, reported speech)."""
 _INTERROGATIVES = frozenset(
     {
         *("what", "why", "how", "when", "where", "who", "whom", "which", "whose"),
@@ -459,15 +465,85 @@ class _Reading:
 _NOT_OWN = _Reading(own_statement=False)
 
 
-def _read_context(rule: _Rule, text: str, start: int, phrase_start: int) -> _Reading:
+class _Scan:
+    """One message's sentence, clause and quotation marks, found once.
+
+    Every match then reads its context by bisection, and looks back at most
+    :data:`LOOK_BACK` characters: a message with thousands of triggers costs
+    linear time, not quadratic.
+    """
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        ends = list(_SENTENCE_END.finditer(text))
+        self.sentence_mark_at = [m.start() for m in ends]
+        self.sentence_marks = [m.group() for m in ends]
+        self.sentence_starts = [m.end() for m in ends]
+        self.clause_ends = [m.start() for m in _CLAUSE_END.finditer(text)]
+        self.clause_starts = [m.end() for m in _CLAUSE_BREAK.finditer(text)]
+        self.straight = [m.start() for m in _STRAIGHT_DOUBLE.finditer(text)]
+        self.pairs = [
+            (_positions(text, opening), _positions(text, closing))
+            for opening, closing in (
+                *_QUOTE_PAIRS,
+                (_SINGLE_OPEN, _SINGLE_CLOSE),
+                (_CURLY_OPEN, _CURLY_CLOSE),
+            )
+        ]
+
+    def sentence_start(self, pos: int) -> int:
+        """Where the sentence holding ``pos`` starts."""
+        i = bisect_right(self.sentence_starts, pos)
+        return self.sentence_starts[i - 1] if i else 0
+
+    def sentence_end(self, pos: int) -> tuple[int, str] | None:
+        """Offset and mark of the first sentence end at or after ``pos``."""
+        i = bisect_left(self.sentence_mark_at, pos)
+        if i == len(self.sentence_mark_at):
+            return None
+        return self.sentence_mark_at[i], self.sentence_marks[i]
+
+    def clause_start(self, pos: int, floor: int) -> int:
+        """Where the clause holding ``pos`` starts (not before ``floor``)."""
+        i = bisect_right(self.clause_starts, pos)
+        return max(floor, self.clause_starts[i - 1] if i else 0)
+
+    def clause_ends_between(self, start: int, end: int) -> bool:
+        """Whether a ``,`` or ``;`` lies in ``[start, end)``."""
+        i = bisect_left(self.clause_ends, start)
+        return i < len(self.clause_ends) and self.clause_ends[i] < end
+
+    def inside_quotation(self, pos: int) -> bool:
+        """Whether ``pos`` lies inside quotation marks (someone's words, not the user's)."""
+        if bisect_left(self.straight, pos) % 2 == 1:
+            return True
+        for opens, closes in self.pairs:
+            i = bisect_left(opens, pos)
+            if i and opens[i - 1] > _last_before(closes, pos):
+                return True
+        return False
+
+
+def _positions(text: str, mark: str | re.Pattern[str]) -> list[int]:
+    pattern = re.compile(re.escape(mark)) if isinstance(mark, str) else mark
+    return [m.start() for m in pattern.finditer(text)]
+
+
+def _last_before(positions: list[int], pos: int) -> int:
+    i = bisect_left(positions, pos)
+    return positions[i - 1] if i else -1
+
+
+def _read_context(rule: _Rule, scan: _Scan, start: int, phrase_start: int) -> _Reading:
     """Whether the match at ``start`` is the user's own statement, and its negation."""
-    sentence_start = _sentence_start(text, start)
-    if _is_question(text, sentence_start, phrase_start, rule.chinese):
+    text = scan.text
+    sentence_start = max(scan.sentence_start(start), start - LOOK_BACK)
+    if _is_question(scan, sentence_start, phrase_start, rule.chinese):
         return _NOT_OWN
-    if _inside_quotation(text, start) or _reported(text[sentence_start:start]):
+    if scan.inside_quotation(start) or _reported(text[sentence_start:start]):
         return _NOT_OWN
-    before = text[sentence_start:start]
-    clause = before[_clause_start(before) :]
+    clause_start = scan.clause_start(start, sentence_start)
+    clause = text[clause_start:start]
     if _CONTRAST_BEFORE.search(clause):
         return _NOT_OWN
     adjacent = (_CN_NEGATION_ADJACENT if rule.chinese else _EN_NEGATION_ADJACENT).search(clause)
@@ -479,62 +555,25 @@ def _read_context(rule: _Rule, text: str, start: int, phrase_start: int) -> _Rea
         return _Reading(own_statement=True)
     if rule.type in ("preference", "workflow"):
         return _NOT_OWN  # "not that I like it": nothing the user prefers
-    negation = start - len(clause) + adjacent.start("neg")
     if not rule.chinese and _EN_NEGATION_ANY.search(clause[: adjacent.start("neg")]):
         return _NOT_OWN
-    return _Reading(own_statement=True, negation_start=negation)
+    return _Reading(own_statement=True, negation_start=clause_start + adjacent.start("neg"))
 
 
-def _sentence_start(text: str, pos: int) -> int:
-    """Offset where the sentence holding ``pos`` starts."""
-    last = 0
-    for end in _SENTENCE_END.finditer(text, 0, pos):
-        last = end.end()
-    return last
-
-
-def _clause_start(before: str) -> int:
-    """Offset in ``before`` (the sentence up to a trigger) where the trigger's clause starts."""
-    last = 0
-    for brk in _CLAUSE_BREAK.finditer(before):
-        last = brk.end()
-    return last
-
-
-def _is_question(text: str, sentence_start: int, phrase_start: int, chinese: bool) -> bool:
+def _is_question(scan: _Scan, sentence_start: int, phrase_start: int, chinese: bool) -> bool:
     """A question proposes nothing: "Should we always run tests?", "Never deploy on Fridays?".
 
     The trigger's clause ending in ``?`` is a question; so is a sentence ending in
     ``?`` that opens with an interrogative ("Should we always run tests, or not?"),
     and any Chinese sentence ending in ``？``. A tag ("I prefer tabs, do you?") is not.
     """
-    end = _SENTENCE_END.search(text, phrase_start)
-    if end is None or end.group() not in ("?", "\uff1f"):
+    end = scan.sentence_end(phrase_start)
+    if end is None or end[1] not in ("?", "\uff1f"):
         return False
-    if chinese:
+    if chinese or not scan.clause_ends_between(phrase_start, end[0]):
         return True
-    if _CLAUSE_END.search(text, phrase_start, end.start()) is None:
-        return True
-    first = re.match(r"[\s\"'\u201c\u2018(\[]*([A-Za-z']+)", text[sentence_start:])
-    return first is not None and first.group(1).lower().replace("\u2019", "'") in _INTERROGATIVES
-
-
-def _inside_quotation(text: str, pos: int) -> bool:
-    """Whether ``pos`` lies inside quotation marks (someone's words, not the user's)."""
-    before = text[:pos]
-    if len(_STRAIGHT_DOUBLE.findall(before)) % 2 == 1:
-        return True
-    for open_mark, close_mark in _QUOTE_PAIRS:
-        if before.rfind(open_mark) > before.rfind(close_mark):
-            return True
-    # ‘ … ’ and ' … ': the closing mark is also the apostrophe of "don’t"; a
-    # mark opens after a space, a colon or a bracket and closes before one.
-    for opening, closing in (_SINGLE_OPEN, _SINGLE_CLOSE), (_CURLY_OPEN, _CURLY_CLOSE):
-        opens = [m.start() for m in opening.finditer(text) if m.start() < pos]
-        closes = [m.start() for m in closing.finditer(text) if m.start() < pos]
-        if opens and (not closes or closes[-1] < opens[-1]):
-            return True
-    return False
+    first = _FIRST_WORD.match(scan.text, sentence_start)
+    return first is not None and _canonical(first.group(1)) in _INTERROGATIVES
 
 
 def _reported(sentence_before: str) -> bool:
