@@ -10,12 +10,13 @@ index, the events' ``memory_id`` index), never a per-row function of a column.
   namespace (the same rule as an erasure of the subject, §9);
 - review items and session summaries: ``subject`` is the key;
 - audit events: the events of those rows, matched on the pair (namespace, id), so
-  an id that another tenant's row happens to share is not found.
+  an id that another tenant's row happens to share is not found (the namespaces
+  holding the subject's rows are read when the condition is built).
 """
 
 from __future__ import annotations
 
-from django.db.models import Exists, Model, OuterRef, Q, QuerySet
+from django.db.models import Model, Q, QuerySet
 
 from .models import Memory, MemoryEvent, ReviewItem, Scope, SessionSummary
 
@@ -41,11 +42,17 @@ def matching(queryset: QuerySet, subject: str) -> QuerySet:
 
 
 def _events_q(subject: str) -> Q:
+    """The events of ``subject``'s rows, as one literal namespace per branch.
+
+    The namespaces holding the subject's rows are read first (a few indexed
+    lookups); each branch then names its namespace, so PostgreSQL reads one
+    partition of the events and of the owning table instead of joining every
+    partition with every other (a correlated form took seconds on 60,000 events).
+    """
     q = Q(pk__in=[])
     for model in _OWNED:
         rows = model._default_manager.filter(subject_q(model, subject))
-        # The IN list of ids is an uncorrelated (hashed) subquery the planner runs
-        # once; the EXISTS then checks the namespace of each candidate only.
-        same_row = rows.filter(pk=OuterRef("memory_id"), namespace=OuterRef("namespace"))
-        q |= Q(memory_id__in=rows.values("pk")) & Q(Exists(same_row))
+        for namespace in rows.order_by().values_list("namespace", flat=True).distinct():
+            ids = rows.filter(namespace=namespace).values("pk")
+            q |= Q(namespace=namespace, memory_id__in=ids)
     return q
