@@ -293,7 +293,7 @@ def _candidate(rule: _Rule, scan: _Scan, match: re.Match[str]) -> Proposal | Non
     """Build the candidate of one match, or ``None`` when it must not be proposed.
 
     ``None`` when the phrase is out of bounds, or when the match is not a
-    statement of the user's own (:func:`_context`): a question, a quotation,
+    statement of the user's own (:func:`_read_context`): a question, a quotation,
     reported speech, a negation that governs the trigger from afar, or the
     rejected side of a contrast ("instead of always …").
     """

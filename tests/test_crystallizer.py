@@ -712,3 +712,20 @@ def test_context_reading_is_linear_in_the_message() -> None:
         "constraint_not_deploy_on_day_now",
         "preference_x_tabs",
     ]
+
+
+@pytest.mark.parametrize(
+    ("text", "keys_"),
+    [
+        # An inch mark is no quotation: the rule after it is the user's.
+        ('My 27" monitor is fine. Never deploy on Fridays', ["constraint_not_deploy_on_fridays"]),
+        ("It's fine. Don't deploy on Fridays", ["constraint_not_deploy_on_fridays"]),
+        # Apostrophes are no quotation either; a quoted rule is someone else's.
+        ("The guide's rule: 'never use var' is old", []),
+        ("\u2018Never use var\u2019 is what they said", []),
+        # A message of several lines: each line is its own sentence.
+        ("Should we use Go?\nNever use var", ["constraint_not_use_var"]),
+    ],
+)
+def test_quotation_marks_and_apostrophes(text: str, keys_: list[str]) -> None:
+    assert keys([user(text)]) == keys_
