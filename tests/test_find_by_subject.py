@@ -130,11 +130,11 @@ def test_admin_text_search_still_searches_text(admin, world):
     }
 
 
-def test_review_list_has_a_subject_column(admin, world):
+def test_review_list_shows_each_items_subject(admin, world):
     page = admin.get(REVIEW, {"status": "all"}).content.decode()
-    assert "column-subject_display" in page
+    assert "column-namespace_subject" in page and "Namespace, subject" in page
     for user in (ZED, *LOOK_ALIKES):
-        assert f'<td class="field-subject_display">{user}</td>' in page
+        assert f'<span class="mem-excerpt">{user}</span>' in page
 
 
 def test_admin_events_by_subject_match_namespace_and_id(admin, world):
