@@ -16,7 +16,7 @@ from .. import permissions as perms
 from ..erasure import ErasureRequestError, erase, preview, purge_now
 from ..erasure.selection import batches
 from ..models import Memory, MemoryEvent, ReviewItem, ReviewStatus, SessionSummary
-from ..services import review, summaries
+from ..services import review, review_edit, summaries
 from .common import (
     InputFilter,
     NamespaceFilter,
@@ -40,7 +40,7 @@ from .common import (
     two_lines,
     worker_note,
 )
-from .forms import PurgeForm
+from .forms import PurgeForm, ReviewItemForm
 
 
 def _queue_counts(ids) -> list[dict]:
@@ -164,13 +164,39 @@ class ReviewItemAdmin(SubjectSearch, StyledAdmin):
         ),
     )
     readonly_fields = ("status_badge", "namespace_display", "tags_display")
+    form = ReviewItemForm
 
     # ---------------------------------------------------------- permissions
     def has_add_permission(self, request):
         return False
 
     def has_change_permission(self, request, obj=None):
-        return False  # decisions are actions (approve / reject), never edits
+        # Decisions are actions (approve / reject); the one edit is a reviewer's
+        # correction of a pending item's title, content, type or scope (issue #29).
+        return (
+            obj is not None
+            and obj.status == ReviewStatus.PENDING
+            and self.has_decide_permission(request)
+        )
+
+    def get_readonly_fields(self, request, obj=None):
+        if not self.has_change_permission(request, obj):
+            return super().get_readonly_fields(request, obj)
+        shown = [name for _, options in self.fieldsets for name in options["fields"]]
+        return [name for name in shown if name not in review_edit.EDITABLE]
+
+    def save_model(self, request, obj, form, change):
+        # Never obj.save(): the correction goes through the guard, audited, in the service.
+        edited = review_edit.edit(
+            item_id=obj.pk,
+            namespace=obj.namespace,
+            changes=form.corrections,
+            actor=actor(request),
+        )
+        if edited is None:  # decided or purged since the form was shown
+            self.message_user(
+                request, "The item is no longer pending: nothing was changed.", messages.ERROR
+            )
 
     def has_delete_permission(self, request, obj=None):
         return False  # removing is "purge": hard delete, vacuum, receipt
