@@ -150,4 +150,4 @@ def test_approved_prohibition_recalls_as_a_prohibition() -> None:
     mm.approve_review_item(item.pk)
     top = mm.recall("can we deploy on Friday?")[0]
     assert top.excerpt == "never deploy on Fridays"
-    assert top.title == "constraint_not_deploy_on_fridays"  # the key, not its opposite
+    assert top.title == "Constraint: never deploy on Fridays"  # the item's readable title

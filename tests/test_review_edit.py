@@ -65,6 +65,39 @@ def test_edit_then_approve_promotes_the_corrected_text():
     assert Memory.objects.get(pk=memory.pk).content == "Postgres (not MySQL) for the ledger"
 
 
+def test_approved_memories_get_the_items_readable_title_on_every_path():
+    from ._admin_support import REVIEW, act, client_for, make_staff
+
+    one = _queue("Never deploy on Fridays")
+    _edit(one, title="Constraint: no deploys on Fridays")
+    memory = MemoryManager(project="acme/web").approve_review_item(one.pk)
+    assert memory.title == "Constraint: no deploys on Fridays"
+    assert memory.key_normalized == "constraint_not_deploy_on_fridays"  # the key is kept
+    # The bulk path (the admin's "approve selected") too.
+    two = _queue("Always run the linter before pushing")
+    admin = client_for(make_staff("root", superuser=True))
+    act(admin, REVIEW, "approve_selected", [two.pk], confirm=True)
+    row = Memory.objects.get(key_normalized=two.key_normalized, namespace="acme/web")
+    assert row.title == "Constraint: always run the linter before pushing"
+
+
+def test_an_import_record_may_name_its_title_which_the_guard_checks():
+    from memoryapp.conf import get_guard
+    from memoryapp.services import memories
+    from memoryapp.services.slices import Binding
+
+    binding = Binding.of(project="acme/web", user=None, using="default", user_using="default")
+    records = [
+        (1, {"key": "deploy_day", "value": "Tuesdays", "title": "Deploy day"}),
+        (2, {"key": "bad_title", "value": "x", "title": "two\nlines"}),
+    ]
+    report = memories.import_records(
+        binding=binding, guard=get_guard(), records=records, skip_invalid=True, analyze=False
+    )
+    assert [n for n, _ in report.invalid] == [2]
+    assert Memory.objects.get(key_normalized="deploy_day").title == "Deploy day"
+
+
 @pytest.mark.parametrize(
     ("changes", "field"),
     [
