@@ -156,7 +156,7 @@ def refresh_statistics(using: str, namespaces: Iterable[str] | None = None) -> N
                 cursor.execute(f"ANALYZE {connection.ops.quote_name(relation)}")
 
 
-_RECORD_FIELDS = frozenset({"key", "value", "tags", "scope", "type", "source"})
+_RECORD_FIELDS = frozenset({"key", "value", "tags", "scope", "type", "source", "title"})
 
 
 def _prepare(guard: guards.MemoryGuard, record: dict) -> store.Prepared:
@@ -173,6 +173,7 @@ def _prepare(guard: guards.MemoryGuard, record: dict) -> store.Prepared:
         record.get("scope"),
         record.get("type"),
         record.get("source") or Source.EXPLICIT,
+        title=record.get("title"),
     )
 
 

@@ -276,6 +276,7 @@ EVENT_TYPES = (
     "adopt",
     "review_approve",
     "review_reject",
+    "review_edit",
     "summary_delete",
 )
 

@@ -76,8 +76,12 @@ def prepare(
     scope: str | None = None,
     type: str | None = None,
     source: str = Source.EXPLICIT,
+    title: str | None = None,
 ) -> Prepared:
     """Run the guard and the classification of docs/behaviour.md §2 (no database access).
+
+    ``title`` replaces the title derived from the key (an approved review item keeps
+    its readable title); it passes the guard as the key does.
 
     Raises:
         MemoryValidationError: bad key, title, content, tags, scope, type or source;
@@ -87,7 +91,15 @@ def prepare(
     """
     if source not in Source.values:
         raise guards.MemoryValidationError(f"Unknown memory source: {source!r}", field="source")
-    key_normalized, title, content = guard.check(key, value)
+    key_normalized, key_title, content = guard.check(key, value)
+    if title is None:
+        title = key_title
+    else:
+        with about("title"):
+            title = guard.validate_title(title)
+            if not title:
+                raise guards.MemoryValidationError("Title must not be empty")
+            guard.detect_sensitive(title)
     with about("tags"):
         tag_list = guards.clean_tags(tags)
         for tag in tag_list:  # tags are stored, shown and copied into keywords like content

@@ -64,12 +64,19 @@ def test_pending_items_come_first_with_evidence_and_occurrences(admin, rows):
     ] == ["rejected"]
 
 
-def test_the_detail_page_is_read_only_with_decision_buttons(admin, rows):
+def test_the_detail_page_has_decision_buttons_and_edits_only_the_correctable_fields(admin, rows):
     item = _item("Constraint")
     page = admin.get(f"{REVIEW}{item.pk}/change/").content.decode()
     assert "Approve…" in page and "Reject…" in page and "Purge permanently…" in page
-    assert item.evidence in page and 'name="content"' not in page
-    assert admin.post(f"{REVIEW}{item.pk}/change/", {}).status_code == 403
+    # A pending item's title, content, type and scope can be corrected (issue #29
+    # item 3, tests/test_review_edit.py); what was said and where it came from cannot.
+    assert 'name="content"' in page and 'name="title"' in page
+    assert item.evidence in page and 'name="evidence"' not in page
+    assert 'name="key_normalized"' not in page and 'name="subject"' not in page
+    # An empty post is refused on the form and changes nothing.
+    r = admin.post(f"{REVIEW}{item.pk}/change/", {})
+    assert r.status_code == 200 and "errornote" in r.content.decode()
+    assert ReviewItem.objects.get(pk=item.pk).content == item.content
 
 
 # -------------------------------------------------------------- decisions

@@ -83,6 +83,7 @@ SAMPLES: dict[tuple[str, str], list[tuple[dict, dict | None]]] = {
         ({"namespace": NS, "status": "pending"}, None),
     ],
     ("review-item-detail", "get"): [({}, None)],
+    ("review-item-detail", "patch"): [({}, {"content": "a corrected text"})],
     ("review-item-approve", "post"): [({}, None)],
     ("review-item-reject", "post"): [({}, None)],
     ("review-item-purge", "post"): [({}, {"namespace": NS})],

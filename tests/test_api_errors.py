@@ -160,7 +160,7 @@ def test_schema_documents_every_endpoint_and_its_errors(client):
         "/api/session-summaries/": {"get", "post"},
         "/api/crystallize/": {"post"},
         "/api/review-items/": {"get"},
-        "/api/review-items/{id}/": {"get"},
+        "/api/review-items/{id}/": {"get", "patch"},
         "/api/review-items/{id}/approve/": {"post"},
         "/api/review-items/{id}/reject/": {"post"},
         "/api/review-items/purge/": {"post"},

@@ -177,7 +177,7 @@ def test_crystallize_and_review_verbs(tmp_path, monkeypatch):
     assert "2 proposal(s) queued" in out
     listing = run("review", "--project", "p")
     assert "Preference: [dark] mode" in listing and "2 review items in 'p'." in listing
-    item = ReviewItem.objects.get(key_normalized="constraint_use_tabs_for_indentation")
+    item = ReviewItem.objects.get(key_normalized="constraint_not_use_tabs_for_indentation")
     out = run("review", "--project", "p", "--user", "u", "--approve", item.id)
     assert "Approved" in out
     assert Memory.objects.get(key_normalized=item.key_normalized).source == "crystallized"

@@ -40,28 +40,32 @@ FAMILIES = [
     ("我倾向于使用 tabs", "user", "preference", "preference_使用_tabs", "使用 tabs"),
     ("我倾向简洁的代码", "user", "preference", "preference_简洁的代码", "简洁的代码"),
     ("我想用 Python 写脚本", "user", "preference", "preference_python_写脚本", "Python 写脚本"),
+    # A constraint keeps its modal force ("never", "must") in the content; a
+    # forbidding one keys with "not" (issue #29: never "Constraint: deploy on Fridays").
     ("Never use tabs for indentation", "project", "constraint",
-     "constraint_use_tabs_for_indentation", "use tabs for indentation"),
+     "constraint_not_use_tabs_for_indentation", "never use tabs for indentation"),
     ("Always run tests before merging", "project", "constraint",
-     "constraint_run_tests_before_merging", "run tests before merging"),
-    ("Don't push to main", "project", "constraint", "constraint_push_to_main", "push to main"),
-    ("Don\u2019t push to main", "project", "constraint", "constraint_push_to_main",
-     "push to main"),
-    ("Do not use global variables", "project", "constraint", "constraint_use_global_variables",
-     "use global variables"),
-    ("You must not commit secrets", "project", "constraint", "constraint_commit_secrets",
-     "commit secrets"),
-    ("You must sign commits", "project", "constraint", "constraint_sign_commits", "sign commits"),
-    ("NEVER deploy on Fridays", "project", "constraint", "constraint_deploy_on_fridays",
-     "deploy on Fridays"),
-    ("不要用 tabs", "project", "constraint", "constraint_用_tabs", "用 tabs"),
-    ("永远不要用 tabs", "project", "constraint", "constraint_用_tabs", "用 tabs"),
-    ("永远不提交密钥", "project", "constraint", "constraint_提交密钥", "提交密钥"),
-    ("我们从不在周五发布", "project", "constraint", "constraint_在周五发布", "在周五发布"),
+     "constraint_run_tests_before_merging", "always run tests before merging"),
+    ("Don't push to main", "project", "constraint", "constraint_not_push_to_main",
+     "don't push to main"),
+    ("Don\u2019t push to main", "project", "constraint", "constraint_not_push_to_main",
+     "don't push to main"),
+    ("Do not use global variables", "project", "constraint",
+     "constraint_not_use_global_variables", "do not use global variables"),
+    ("You must not commit secrets", "project", "constraint", "constraint_not_commit_secrets",
+     "must not commit secrets"),
+    ("You must sign commits", "project", "constraint", "constraint_sign_commits",
+     "must sign commits"),
+    ("NEVER deploy on Fridays", "project", "constraint", "constraint_not_deploy_on_fridays",
+     "never deploy on Fridays"),
+    ("不要用 tabs", "project", "constraint", "constraint_not_用_tabs", "不要用 tabs"),
+    ("永远不要用 tabs", "project", "constraint", "constraint_not_用_tabs", "永远不要用 tabs"),
+    ("永远不提交密钥", "project", "constraint", "constraint_not_提交密钥", "永远不提交密钥"),
+    ("我们从不在周五发布", "project", "constraint", "constraint_not_在周五发布", "从不在周五发布"),
     ("我们必须在合并前运行测试", "project", "constraint", "constraint_在合并前运行测试",
-     "在合并前运行测试"),
-    ("禁止直接推送到主分支", "project", "constraint", "constraint_直接推送到主分支",
-     "直接推送到主分支"),
+     "必须在合并前运行测试"),
+    ("禁止直接推送到主分支", "project", "constraint", "constraint_not_直接推送到主分支",
+     "禁止直接推送到主分支"),
     ("We decided to adopt a monorepo", "project", "decision", "decision_adopt_a_monorepo",
      "adopt a monorepo"),
     ("let's use Postgres", "project", "decision", "decision_postgres", "Postgres"),
@@ -117,7 +121,7 @@ def test_phrase_families(text: str, scope: str, type_: str, key: str, content: s
 
 def test_spec_examples() -> None:
     assert one("Never use tabs for indentation").key_normalized == (
-        "constraint_use_tabs_for_indentation"
+        "constraint_not_use_tabs_for_indentation"
     )
     assert one("我们决定使用 Docker 部署服务").key_normalized == "decision_使用_docker_部署服务"
 
@@ -134,7 +138,7 @@ def test_proposal_is_frozen() -> None:
 @pytest.mark.parametrize(
     ("text", "content"),
     [
-        ("I prefer tabs, not spaces", "tabs"),
+        ("I prefer tabs; not spaces", "tabs"),
         ("I prefer tabs; spaces are fine too", "tabs"),
         ("I prefer tabs. Spaces are fine too", "tabs"),
         ("I prefer tabs\nand more", "tabs"),
@@ -186,22 +190,28 @@ def test_no_phrase_no_candidate(text: str) -> None:
     assert propose([user(text)]) == []
 
 
-def test_must_not_captures_after_not() -> None:
-    assert one("We must not deploy on fridays").content == "deploy on fridays"
+def test_must_not_is_one_trigger() -> None:
+    proposal = one("We must not deploy on fridays")
+    assert proposal.content == "must not deploy on fridays"
+    assert proposal.key_normalized == "constraint_not_deploy_on_fridays"
     # "must" followed by a word starting with "not" is plain "must".
-    assert one("You must notify ops").content == "notify ops"
+    proposal = one("You must notify ops")
+    assert (proposal.content, proposal.key_normalized) == (
+        "must notify ops",
+        "constraint_notify_ops",
+    )
 
 
 def test_families_match_independently_in_one_message() -> None:
     proposals = propose([user("必须采用 Docker 部署")])
     assert [(p.type, p.content) for p in proposals] == [
-        ("constraint", "采用 Docker 部署"),
+        ("constraint", "必须采用 Docker 部署"),
         ("decision", "Docker 部署"),
     ]
     proposals = propose([user("Always run tests. Never push to main. I prefer tabs")])
     assert [p.key_normalized for p in proposals] == [
         "constraint_run_tests",
-        "constraint_push_to_main",
+        "constraint_not_push_to_main",
         "preference_tabs",
     ]
 
@@ -245,7 +255,7 @@ def test_list_content_text_blocks_read_other_blocks_ignored() -> None:
         {"type": "tool_result", "text": "We chose Rust"},
         {"type": "text", "text": "Never push to main"},
     ]
-    assert keys([user(content)]) == ["preference_tabs", "constraint_push_to_main"]
+    assert keys([user(content)]) == ["preference_tabs", "constraint_not_push_to_main"]
 
 
 def test_text_blocks_do_not_run_into_each_other() -> None:
@@ -314,7 +324,7 @@ def test_malformed_messages_do_not_hide_good_ones() -> None:
 def test_generator_of_messages_is_accepted() -> None:
     assert keys(user(t) for t in ["I prefer tabs", "Never push"]) == [
         "preference_tabs",
-        "constraint_push",
+        "constraint_not_push",
     ]
 
 
@@ -335,12 +345,14 @@ def test_generator_of_messages_is_accepted() -> None:
     ],
 )
 def test_length_bounds_at_their_edges(trigger: str, unit: str, low: int, high: int) -> None:
+    # The bounds are the phrase's; a constraint's content also keeps its trigger.
+    kept = trigger.lower() if trigger.strip() in ("Never", "不要") else ""
     assert propose([user(trigger + unit * (low - 1))]) == []
-    assert one(trigger + unit * low).content == unit * low
-    assert one(trigger + unit * high).content == unit * high
+    assert one(trigger + unit * low).content == kept + unit * low
+    assert one(trigger + unit * high).content == kept + unit * high
     # Too long: cut at the maximum, as Agentao's bounded phrase patterns cut it.
-    assert one(trigger + unit * (high + 1)).content == unit * high
-    if trigger.isascii():
+    assert one(trigger + unit * (high + 1)).content == kept + unit * high
+    if trigger.isascii() and not kept:
         long = [user(trigger + unit * (high + 25) + " tail")]
         assert _ours(long) == _reference(long)
 
@@ -360,9 +372,12 @@ def test_length_is_measured_on_the_stripped_phrase() -> None:
 
 
 def test_too_long_phrase_is_cut_and_does_not_block_other_families() -> None:
-    text = "I prefer " + "a" * 81 + ". Never push to main"
+    text = "I prefer " + "a" * 81 + ". Always push to main"
     assert keys([user(text)]) == ["preference_" + "a" * 80, "constraint_push_to_main"]
-    assert _ours([user(text)]) == _reference([user(text)])
+    ours, reference = _ours([user(text)]), _reference([user(text)])
+    assert ours[0] == reference[0]
+    # The constraint differs only in keeping its modal word (see PARITY_DIFFERENCES).
+    assert ours[1][:3] == reference[1][:3] and ours[1][4] == "always push to main"
 
 
 # ---------------------------------------------------------------------- key and title
@@ -378,14 +393,15 @@ def test_key_digits_and_symbols_are_not_tokens() -> None:
 
 
 def test_key_cjk_runs_are_not_segmented() -> None:
-    assert one("不要在周五下午发布新版本").key_normalized == "constraint_在周五下午发布新版本"
+    assert one("必须在周五下午发布新版本").key_normalized == "constraint_在周五下午发布新版本"
 
 
 @pytest.mark.parametrize(
     ("text", "key"),
     [
         ("I prefer 123", "preference_unknown"),
-        ("不要 123", "constraint_unknown"),
+        ("必须 123", "constraint_unknown"),
+        ("不要 123", "constraint_not_unknown"),
         ("We chose 42!", "decision_unknown"),
         ("workflow: 1 -> 2 -> 3", "workflow_unknown"),
     ],
@@ -411,7 +427,7 @@ def test_title_length_counts_collapsed_whitespace() -> None:
     phrase = "word " * 11 + "last!"
     spaced = phrase.replace(" ", "  ")
     assert len(phrase) == 60
-    assert one("Always " + spaced).title == "Constraint: " + phrase
+    assert one("I prefer " + spaced).title == "Preference: " + phrase
 
 
 def test_title_cut_for_workflow() -> None:
@@ -489,7 +505,7 @@ def test_order_is_first_appearance() -> None:
     ]
     proposals = propose(messages)
     assert [p.key_normalized for p in proposals] == [
-        "constraint_push_to_main",
+        "constraint_not_push_to_main",
         "preference_tabs",
         "decision_rust",
     ]
@@ -498,7 +514,7 @@ def test_order_is_first_appearance() -> None:
 
 
 def test_different_types_with_same_words_do_not_fold() -> None:
-    assert keys([user("I prefer tabs"), user("Never tabs")]) == [
+    assert keys([user("I prefer tabs"), user("Always tabs")]) == [
         "preference_tabs",
         "constraint_tabs",
     ]
@@ -506,8 +522,8 @@ def test_different_types_with_same_words_do_not_fold() -> None:
 
 def test_english_and_chinese_keys_are_distinct() -> None:
     assert keys([user("不要用 tabs"), user("Don't use tabs")]) == [
-        "constraint_用_tabs",
-        "constraint_use_tabs",
+        "constraint_not_用_tabs",
+        "constraint_not_use_tabs",
     ]
 
 
@@ -551,14 +567,13 @@ def test_word_boundary_near_misses_produce_nothing(text: str) -> None:
 
 def test_cjk_neighbour_is_a_word_boundary() -> None:
     assert one("好的I prefer tabs").key_normalized == "preference_tabs"
-    assert one("说never use tabs").key_normalized == "constraint_use_tabs"
+    assert one("说never use tabs").key_normalized == "constraint_not_use_tabs"
 
 
 # ------------------------------------------------------- parity with the reference runtime
 
 
 PARITY = [
-    "Never use tabs for indentation",
     "我们决定使用 Docker 部署服务",
     "I prefer dark mode in the editor",
     "I like pizza",
@@ -567,15 +582,11 @@ PARITY = [
     "工作流是：先测试再部署",
     "let's use Postgres",
     "we decided to go with Rust, ok",
-    "我喜欢简洁的代码，不要写注释。谢谢",
     "我倾向于使用 tabs",
     "i LIKE  green   tea ",
     "I prefer node.js",
     "I prefer 123",
     "we chose Postgres; we like it",
-    "Always run tests. Never push to main.",
-    "必须采用 Docker 部署",
-    "You must not commit secrets to the repo",
     "We are switching to TypeScript next month",
     "The deploy pipeline is: build, test, ship to staging. Then prod.",
     "流程：需求评审、开发、测试",
@@ -583,6 +594,48 @@ PARITY = [
     "I like it, I like it, I like it",
     "usefully said",
 ]
+"""Messages on which we and Agentao 0.5.17 agree field for field."""
+
+# Deliberate differences (issue #29, docs/agentao.md "The crystallizer keeps polarity"):
+# Agentao drops a constraint's trigger, so "Never X" and "Always X" both read "X" and
+# share one key. Per message, per proposal: {field: (Agentao's value, ours)}; every
+# other field is equal. The wider measurement is tests/polarity_corpus.py.
+PARITY_DIFFERENCES: list[tuple[str, list[dict[str, tuple[str, str]]]]] = [
+    ("Never use tabs for indentation", [{
+        "key_normalized": ("constraint_use_tabs_for_indentation",
+                           "constraint_not_use_tabs_for_indentation"),
+        "title": ("Constraint: use tabs for indentation",
+                  "Constraint: never use tabs for indentation"),
+        "content": ("use tabs for indentation", "never use tabs for indentation"),
+    }]),
+    ("我喜欢简洁的代码，不要写注释。谢谢", [{}, {
+        "key_normalized": ("constraint_写注释", "constraint_not_写注释"),
+        "title": ("Constraint: 写注释", "Constraint: 不要写注释"),
+        "content": ("写注释", "不要写注释"),
+    }]),
+    ("Always run tests. Never push to main.", [{
+        # A positive modal keeps its key: only the text gains the modal word.
+        "title": ("Constraint: run tests", "Constraint: always run tests"),
+        "content": ("run tests", "always run tests"),
+    }, {
+        "key_normalized": ("constraint_push_to_main", "constraint_not_push_to_main"),
+        "title": ("Constraint: push to main", "Constraint: never push to main"),
+        "content": ("push to main", "never push to main"),
+    }]),
+    ("必须采用 Docker 部署", [{
+        "title": ("Constraint: 采用 Docker 部署", "Constraint: 必须采用 Docker 部署"),
+        "content": ("采用 Docker 部署", "必须采用 Docker 部署"),
+    }, {}]),
+    ("You must not commit secrets to the repo", [{
+        "key_normalized": ("constraint_commit_secrets_to_the",
+                           "constraint_not_commit_secrets_to_the"),
+        "title": ("Constraint: commit secrets to the repo",
+                  "Constraint: must not commit secrets to the repo"),
+        "content": ("commit secrets to the repo", "must not commit secrets to the repo"),
+    }]),
+]  # fmt: skip
+
+FIELDS = [field.name for field in dataclasses.fields(Proposal)]
 
 
 def _reference(messages: list[dict[str, object]]) -> list[tuple[object, ...]]:
@@ -618,13 +671,61 @@ def test_parity_with_reference_runtime(text: str) -> None:
     assert _ours(messages) == _reference(messages)
 
 
+@pytest.mark.parametrize(("text", "differences"), PARITY_DIFFERENCES)
+def test_deliberate_differences_from_reference_runtime(
+    text: str, differences: list[dict[str, tuple[str, str]]]
+) -> None:
+    ours, reference = _ours([user(text)]), _reference([user(text)])
+    assert len(ours) == len(reference) == len(differences)
+    for mine, theirs, expected in zip(ours, reference, differences, strict=True):
+        for index, field in enumerate(FIELDS):
+            if field in expected:
+                assert (theirs[index], mine[index]) == expected[field], field
+            else:
+                assert mine[index] == theirs[index], field
+
+
 def test_parity_with_reference_runtime_on_folding() -> None:
     # Same phrase text in both messages: the reference keeps the first message's
     # title/content where docs/behaviour.md §6 says the latest wins (tested above).
+    # A decision and a preference: a constraint's text differs by design (above).
     messages = [
         user("I prefer tabs"),
-        {"role": "assistant", "content": "Never push to main"},
-        user("Never push to main; I prefer tabs"),
+        {"role": "assistant", "content": "We chose Rust"},
+        user("We chose Postgres; I prefer tabs"),
         user("We chose Rust"),
     ]
     assert _ours(messages) == _reference(messages)
+
+
+def test_context_reading_is_linear_in_the_message() -> None:
+    # Each match reads its sentence, clause and quotation state by bisection over
+    # marks found once per message; the first version rescanned the message per
+    # match and took about 90 s here.
+    import time
+
+    text = " ".join(f'Never deploy on day{i} now. I prefer x{i} "tabs".' for i in range(3000))
+    started = time.perf_counter()
+    proposals = propose([user(text)])
+    assert time.perf_counter() - started < 10
+    assert [p.key_normalized for p in proposals] == [
+        "constraint_not_deploy_on_day_now",
+        "preference_x_tabs",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "keys_"),
+    [
+        # An inch mark is no quotation: the rule after it is the user's.
+        ('My 27" monitor is fine. Never deploy on Fridays', ["constraint_not_deploy_on_fridays"]),
+        ("It's fine. Don't deploy on Fridays", ["constraint_not_deploy_on_fridays"]),
+        # Apostrophes are no quotation either; a quoted rule is someone else's.
+        ("The guide's rule: 'never use var' is old", []),
+        ("\u2018Never use var\u2019 is what they said", []),
+        # A message of several lines: each line is its own sentence.
+        ("Should we use Go?\nNever use var", ["constraint_not_use_var"]),
+    ],
+)
+def test_quotation_marks_and_apostrophes(text: str, keys_: list[str]) -> None:
+    assert keys([user(text)]) == keys_

@@ -25,11 +25,12 @@ def test_crystallize_writes_the_queue_never_memories(mm):
         [user("Never use tabs for indentation."), {"role": "assistant", "content": "I prefer X"}]
     )
     assert [(i.key_normalized, i.scope, i.type) for i in items] == [
-        ("constraint_use_tabs_for_indentation", "project", "constraint")
+        ("constraint_not_use_tabs_for_indentation", "project", "constraint")
     ]
     item = items[0]
-    assert item.title == "Constraint: use tabs for indentation"
-    assert item.content == "use tabs for indentation"
+    # The prohibition stays one (issue #29): never "Constraint: use tabs …".
+    assert item.title == "Constraint: never use tabs for indentation"
+    assert item.content == "never use tabs for indentation"
     assert (item.namespace, item.subject, item.source_session) == (
         "acme/web",
         "acme/alice",
@@ -68,7 +69,7 @@ def test_list_orders_by_occurrences_then_newest(mm):
     mm.crystallize_user_messages([user("Must not commit secrets")])
     keys = [i.key_normalized for i in mm.list_review_items()]
     assert keys[0] == "decision_use_postgresql"
-    assert keys[1:] == ["constraint_commit_secrets", "constraint_run_the_linter"]
+    assert keys[1:] == ["constraint_not_commit_secrets", "constraint_run_the_linter"]
     assert MemoryManager(project="other").list_review_items() == []
 
 

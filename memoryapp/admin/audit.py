@@ -25,6 +25,8 @@ from .common import (
     ADMIN_LOG,
     InputFilter,
     ReadOnlyAdmin,
+    SubjectFilter,
+    SubjectSearch,
     admin_time,
     count_rows,
     db_for,
@@ -71,14 +73,22 @@ class EventTypeFilter(admin.AllValuesFieldListFilter):
 
 
 @admin.register(MemoryEvent)
-class MemoryEventAdmin(ReadOnlyAdmin):
+class MemoryEventAdmin(SubjectSearch, ReadOnlyAdmin):
     """The audit log of writes (ids, types, times, actors — never content); read-only."""
 
     # The actor under the event type: one column fewer kept the detail in view at 1,280 px.
     list_display = ("id", "when", "event", "row_link", "namespace_display", "detail_display")
-    list_filter = (("event_type", EventTypeFilter), MemoryIdFilter, ("actor", ActorFilter))
+    list_filter = (
+        ("event_type", EventTypeFilter),
+        MemoryIdFilter,
+        SubjectFilter,
+        ("actor", ActorFilter),
+    )
     search_fields = ("=memory_id", "actor")
-    search_help_text = "An exact memory id, or part of an actor's name."
+    search_help_text = (
+        "An exact memory id, part of an actor's name, or an exact subject key (the events "
+        "of the subject's memories, review items and summaries)."
+    )
     ordering = ("-id",)
     list_per_page = 100
     show_full_result_count = False

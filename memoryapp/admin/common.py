@@ -24,7 +24,9 @@ from django.utils.formats import date_format
 from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 
+from .. import subjects
 from ..models import Memory, MemoryEvent, ReviewItem, SessionSummary
+from ..validation import MAX_NAMESPACE_CHARS
 from ..wording import plural  # noqa: F401  (re-exported: the admin modules import it from here)
 
 # The tables an erasure reports counts for (receipts and previews are keyed by table name).
@@ -441,6 +443,35 @@ class InputFilter(admin.SimpleListFilter):
                 (k, v) for k, v in changelist.params.items() if k != self.parameter_name
             ],
         }
+
+
+class SubjectFilter(InputFilter):
+    """The rows of one subject key (exact; :mod:`memoryapp.subjects`), typed in the sidebar."""
+
+    title = "subject"
+    parameter_name = "subject"
+
+    def queryset(self, request, queryset):
+        value = (self.value() or "").strip()
+        if not value or len(value) > MAX_NAMESPACE_CHARS:
+            return queryset
+        return subjects.matching(queryset, value)
+
+
+class SubjectSearch:
+    """Mixin of a model admin: the search box also finds the rows of an exact subject key.
+
+    The whole search term is tried as a key (``acme/zed``), ORed with the admin's
+    own text search; exact and case-sensitive, so another tenant's key that only
+    contains it (``globex/acme/zed``) is never found.
+    """
+
+    def get_search_results(self, request, queryset, search_term):
+        results, may_have_duplicates = super().get_search_results(request, queryset, search_term)
+        term = search_term.strip()
+        if term and len(term) <= MAX_NAMESPACE_CHARS:
+            results = results | subjects.matching(queryset, term)
+        return results, may_have_duplicates
 
 
 class StyledAdmin(admin.ModelAdmin):

@@ -9,7 +9,9 @@ from django.http import QueryDict
 
 from .. import guards, store, validation
 from ..conf import get_guard
-from ..models import Memory, MemoryType, ReviewStatus, Scope, Source
+from ..errors import MemoryValidationError, SensitiveMemoryError
+from ..models import Memory, MemoryType, ReviewItem, ReviewStatus, Scope, Source
+from ..services import review_edit
 from .common import db_for, namespace_label
 
 ALL = "*"  # "every namespace" / "every status" in the purge form
@@ -275,3 +277,42 @@ class ExportForm(forms.Form):
             raise forms.ValidationError("Give a user key, a namespace, or both.")
         data["subject"], data["namespace"] = subject, namespace
         return data
+
+
+class ReviewItemForm(forms.ModelForm):
+    """A reviewer's correction of a pending item (title, content, type, scope).
+
+    Checked here by the service's own rules (the guard, the choices, a collision
+    with another pending item), so a refusal shows on its field; the admin saves
+    through :func:`memoryapp.services.review_edit.edit`, never ``Model.save``.
+    """
+
+    class Meta:
+        model = ReviewItem
+        fields = review_edit.EDITABLE
+        widgets = {"content": forms.Textarea(attrs={"rows": 4})}
+
+    corrections: dict[str, str]
+
+    def clean(self):
+        cleaned = super().clean()
+        changes = {
+            name: cleaned[name]
+            for name in self.changed_data
+            if name in review_edit.EDITABLE and name in cleaned
+        }
+        self.corrections = {}
+        try:
+            self.corrections = review_edit.clean(changes)
+        except (MemoryValidationError, SensitiveMemoryError) as exc:
+            field = exc.field if exc.field in self.fields else None
+            self.add_error(field, str(exc) or "This looks like a credential; it is not stored.")
+            return cleaned
+        # The instance is still the stored item here (the ModelForm copies the posted
+        # values into it only after clean()).
+        if self.instance.pk and review_edit.collides(self.instance, self.corrections):
+            self.add_error(
+                "scope" if "scope" in self.corrections else "type",
+                "Another pending item has this scope and key: approve or reject it first.",
+            )
+        return cleaned

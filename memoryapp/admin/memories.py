@@ -21,6 +21,8 @@ from ..services import memories
 from .common import (
     NamespaceFilter,
     StyledAdmin,
+    SubjectFilter,
+    SubjectSearch,
     actor,
     admin_time,
     chips,
@@ -88,7 +90,7 @@ def showing_deleted(request) -> bool:
 
 # -------------------------------------------------------------- the admin
 @admin.register(Memory)
-class MemoryAdmin(StyledAdmin):
+class MemoryAdmin(SubjectSearch, StyledAdmin):
     """Operators inspect, correct, soft-delete, restore, erase and export memories."""
 
     form = MemoryForm
@@ -100,9 +102,20 @@ class MemoryAdmin(StyledAdmin):
         "origin",
         "updated",
     )
-    list_filter = (StateFilter, NamespaceFilter, "scope", "type", "source", "confidence")
+    list_filter = (
+        StateFilter,
+        NamespaceFilter,
+        SubjectFilter,
+        "scope",
+        "type",
+        "source",
+        "confidence",
+    )
     search_fields = ("title", "key_normalized", "content", "tags_json", "=id")
-    search_help_text = "Searches the title, key, content and tags (or an exact id)."
+    search_help_text = (
+        "Searches the title, key, content and tags, or an exact id or subject key "
+        "(a user-scope memory is its user namespace's)."
+    )
     ordering = ("-updated_at", "id")
     list_per_page = 50
     actions = ("soft_delete_selected", "restore_selected", "erase_selected", "export_selected")

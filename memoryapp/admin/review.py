@@ -16,11 +16,13 @@ from .. import permissions as perms
 from ..erasure import ErasureRequestError, erase, preview, purge_now
 from ..erasure.selection import batches
 from ..models import Memory, MemoryEvent, ReviewItem, ReviewStatus, SessionSummary
-from ..services import review, summaries
+from ..services import review, review_edit, summaries
 from .common import (
     InputFilter,
     NamespaceFilter,
     StyledAdmin,
+    SubjectFilter,
+    SubjectSearch,
     actor,
     admin_time,
     chips,
@@ -38,7 +40,7 @@ from .common import (
     two_lines,
     worker_note,
 )
-from .forms import PurgeForm
+from .forms import PurgeForm, ReviewItemForm
 
 
 def _queue_counts(ids) -> list[dict]:
@@ -121,19 +123,23 @@ class StatusFilter(admin.SimpleListFilter):
 
 
 @admin.register(ReviewItem)
-class ReviewItemAdmin(StyledAdmin):
+class ReviewItemAdmin(SubjectSearch, StyledAdmin):
     """Crystallizer candidates: pending first; approve, reject or purge them."""
 
     list_display = (
         "item",
         "status_badge",
-        "namespace_display",
+        "namespace_subject",
         "kind",
         "seen",
     )
-    list_filter = (StatusFilter, NamespaceFilter, "type", "scope", "confidence")
-    search_fields = ("title", "key_normalized", "content", "evidence", "subject", "=id")
-    search_help_text = "Searches the title, key, content, evidence and subject."
+    list_filter = (StatusFilter, NamespaceFilter, SubjectFilter, "type", "scope", "confidence")
+    # The subject is matched whole and exactly (SubjectSearch), not as a substring:
+    # "acme/zed" must not find another tenant's "globex/acme/zed".
+    search_fields = ("title", "key_normalized", "content", "evidence", "=id")
+    search_help_text = (
+        "Searches the title, key, content and evidence, or an exact id or subject key."
+    )
     list_per_page = 50
     actions = ("approve_selected", "reject_selected", "purge_selected")
     change_list_template = "admin/memoryapp/reviewitem/change_list.html"
@@ -158,13 +164,39 @@ class ReviewItemAdmin(StyledAdmin):
         ),
     )
     readonly_fields = ("status_badge", "namespace_display", "tags_display")
+    form = ReviewItemForm
 
     # ---------------------------------------------------------- permissions
     def has_add_permission(self, request):
         return False
 
     def has_change_permission(self, request, obj=None):
-        return False  # decisions are actions (approve / reject), never edits
+        # Decisions are actions (approve / reject); the one edit is a reviewer's
+        # correction of a pending item's title, content, type or scope (issue #29).
+        return (
+            obj is not None
+            and obj.status == ReviewStatus.PENDING
+            and self.has_decide_permission(request)
+        )
+
+    def get_readonly_fields(self, request, obj=None):
+        if not self.has_change_permission(request, obj):
+            return super().get_readonly_fields(request, obj)
+        shown = [name for _, options in self.fieldsets for name in options["fields"]]
+        return [name for name in shown if name not in review_edit.EDITABLE]
+
+    def save_model(self, request, obj, form, change):
+        # Never obj.save(): the correction goes through the guard, audited, in the service.
+        edited = review_edit.edit(
+            item_id=obj.pk,
+            namespace=obj.namespace,
+            changes=form.corrections,
+            actor=actor(request),
+        )
+        if edited is None:  # decided or purged since the form was shown
+            self.message_user(
+                request, "The item is no longer pending: nothing was changed.", messages.ERROR
+            )
 
     def has_delete_permission(self, request, obj=None):
         return False  # removing is "purge": hard delete, vacuum, receipt
@@ -187,6 +219,12 @@ class ReviewItemAdmin(StyledAdmin):
     @admin.display(description="namespace", ordering="namespace")
     def namespace_display(self, obj):
         return namespace_cell(obj.namespace)
+
+    @admin.display(description="namespace, subject", ordering="namespace")
+    def namespace_subject(self, obj):
+        # Whose message it came from (what approval, export and erasure go by), under
+        # the namespace: one more column did not fit at 1,280 px.
+        return two_lines(namespace_cell(obj.namespace), obj.subject or "no subject")
 
     @admin.display(description="tags")
     def tags_display(self, obj):
@@ -393,15 +431,17 @@ class SessionFilter(InputFilter):
 
 
 @admin.register(SessionSummary)
-class SessionSummaryAdmin(StyledAdmin):
+class SessionSummaryAdmin(SubjectSearch, StyledAdmin):
     """Summaries written after complete compactions; deleting one is a hard delete."""
 
     # Two values per cell where they belong together (session and subject, messages and
     # tokens): seven narrow columns left the summary ~10 lines tall at 1,280 px.
     list_display = ("created", "namespace_display", "session", "size", "excerpt")
-    list_filter = (NamespaceFilter, SessionFilter)
-    search_fields = ("session_id", "summary_text", "subject", "=id")
-    search_help_text = "Searches the session id, the summary text and the subject."
+    list_filter = (NamespaceFilter, SessionFilter, SubjectFilter)
+    search_fields = ("session_id", "summary_text", "=id")
+    search_help_text = (
+        "Searches the session id and the summary text, or an exact id or subject key."
+    )
     ordering = ("-created_at", "id")
     list_per_page = 50
     fields = (

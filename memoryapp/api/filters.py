@@ -12,7 +12,7 @@ from __future__ import annotations
 import django_filters
 from django.db.models import QuerySet
 
-from memoryapp import search
+from memoryapp import search, subjects
 from memoryapp.models import (
     EVENT_TYPES,
     Memory,
@@ -24,7 +24,14 @@ from memoryapp.models import (
     SessionSummary,
 )
 from memoryapp.querysets import MemoryQuerySet
-from memoryapp.validation import MAX_KEY_CHARS, MAX_QUERY_CHARS
+from memoryapp.validation import MAX_KEY_CHARS, MAX_NAMESPACE_CHARS, MAX_QUERY_CHARS
+
+
+def subject_filter(label: str) -> django_filters.CharFilter:
+    """``?subject=``: the rows of one subject key, exact (:mod:`memoryapp.subjects`)."""
+    return django_filters.CharFilter(
+        method="filter_subject", strip=False, max_length=MAX_NAMESPACE_CHARS, label=label
+    )
 
 
 class StrictChoiceFilter(django_filters.ChoiceFilter):
@@ -68,6 +75,9 @@ class NamespacedFilterSet(django_filters.FilterSet):
     def filter_namespace(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
         return queryset  # applied in filter_queryset, where '' is not "empty"
 
+    def filter_subject(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
+        return subjects.matching(queryset, value)
+
     def filter_queryset(self, queryset: QuerySet) -> QuerySet:
         queryset = super().filter_queryset(queryset)
         if "namespace" in self.data:
@@ -86,7 +96,10 @@ class MemoryFilter(NamespacedFilterSet):
 
     scope = StrictChoiceFilter(choices=Scope.choices)
     type = StrictChoiceFilter(choices=MemoryType.choices)
-    subject = django_filters.CharFilter(strip=False, max_length=255)
+    subject = subject_filter(
+        "Exact subject key: memories written in that user's sessions, and the user-scope "
+        "memories of that user namespace."
+    )
     key_normalized = django_filters.CharFilter(
         strip=False, max_length=MAX_KEY_CHARS, label="Exact normalised key."
     )
@@ -128,7 +141,7 @@ class SessionSummaryFilter(NamespacedFilterSet):
     """``GET /api/session-summaries/``: oldest first unless ``order=newest``."""
 
     session_id = django_filters.CharFilter(strip=False, max_length=255)
-    subject = django_filters.CharFilter(strip=False, max_length=255)
+    subject = subject_filter("Exact subject key: summaries written in that user's sessions.")
     order = StrictChoiceFilter(
         choices=[("oldest", "oldest first"), ("newest", "newest first")],
         method=_order_by,
@@ -144,7 +157,7 @@ class ReviewItemFilter(NamespacedFilterSet):
     """``GET /api/review-items/``: every status unless ``status`` is given."""
 
     status = StrictChoiceFilter(choices=ReviewStatus.choices)
-    subject = django_filters.CharFilter(strip=False, max_length=255)
+    subject = subject_filter("Exact subject key: items proposed from that user's messages.")
     order = StrictChoiceFilter(
         choices=[("newest", "newest first"), ("occurrences", "most occurrences, then newest")],
         method=_order_by,
@@ -157,10 +170,13 @@ class ReviewItemFilter(NamespacedFilterSet):
 
 
 class MemoryEventFilter(NamespacedFilterSet):
-    """``GET /api/events/``."""
+    """``GET /api/events/``: namespace, memory id, event type, subject."""
 
     memory_id = django_filters.CharFilter(strip=False, max_length=64)
     event_type = StrictChoiceFilter(choices=[(t, t) for t in EVENT_TYPES])
+    subject = subject_filter(
+        "Exact subject key: the events of that subject's memories, review items and summaries."
+    )
 
     class Meta:
         model = MemoryEvent

@@ -952,6 +952,26 @@ class ChangeVersionSerializer(serializers.Serializer):
     )
 
 
+class ReviewEditInput(serializers.Serializer):
+    """``PATCH /api/review-items/{id}/``: a reviewer's corrections (give at least one field).
+
+    The service validates the text through the guard (docs/behaviour.md §6).
+    """
+
+    title = serializers.CharField(required=False, trim_whitespace=False)
+    content = serializers.CharField(required=False, trim_whitespace=False)
+    type = serializers.ChoiceField(choices=MemoryType.choices, required=False)
+    scope = serializers.ChoiceField(choices=Scope.choices, required=False)
+
+    def validate(self, attrs):
+        unknown = sorted(set(self.initial_data) - set(self.fields))
+        if unknown:
+            raise serializers.ValidationError({unknown[0]: ["Unknown field."]})
+        if not attrs:
+            raise serializers.ValidationError("Give at least one of title, content, type, scope.")
+        return attrs
+
+
 class ReviewStatusInput(serializers.Serializer):
     """``POST /api/review-items/{id}/status/``: Agentao's ``update_review_status``."""
 

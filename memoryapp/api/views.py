@@ -41,7 +41,7 @@ from memoryapp.models import (
     Scope,
     SessionSummary,
 )
-from memoryapp.services import review
+from memoryapp.services import review, review_edit
 
 from . import erasures, permissions, query_params, serializers
 from .authentication import TokenAuthentication
@@ -535,9 +535,11 @@ class ReviewItemViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Namesp
         "purge": permissions.REVIEW_PURGE,
         "records": permissions.CRYSTALLIZE,
         "set_status": permissions.REVIEW_REJECT,
+        "partial_update": permissions.REVIEW_REJECT,  # a correction is a change of the item
     }
     throttle_scopes = {
         "list": LIST,
+        "partial_update": WRITE,
         "approve": WRITE,
         "reject": WRITE,
         "purge": ERASE,
@@ -555,6 +557,28 @@ class ReviewItemViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Namesp
     @extend_schema(summary="Read a review item")
     def retrieve(self, request, *args, **kwargs):
         return super().retrieve(request, *args, **kwargs)
+
+    @extend_schema(
+        summary="Correct a pending item's title, content, type or scope before approval",
+        request=serializers.ReviewEditInput,
+        responses={
+            200: serializers.ReviewItemSerializer,
+            409: OpenApiResponse(serializers.ErrorSerializer, "The item is not pending."),
+        },
+    )
+    def partial_update(self, request, *args, **kwargs):
+        item = self.get_object()
+        data = validated(serializers.ReviewEditInput, request.data)
+        try:
+            edited = review_edit.edit(
+                item_id=item.id, namespace=item.namespace, changes=data, actor=actor_of(request)
+            )
+        except review_edit.ReviewEditConflict as exc:
+            raise Conflict(str(exc)) from exc
+        if edited is None:
+            item.refresh_from_db()
+            raise Conflict(f"Only a pending review item can be edited; this one is {item.status}.")
+        return Response(serializers.ReviewItemSerializer(edited).data)
 
     @extend_schema(
         summary="Approve a pending item: it becomes a memory (source `crystallized`)",

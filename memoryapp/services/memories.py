@@ -115,8 +115,11 @@ def upsert(
     type: str | None = None,
     source: str = Source.EXPLICIT,
     actor: str = "",
+    title: str | None = None,
 ) -> store.UpsertResult:
     """Validate, classify and save a memory in ``binding``'s stores (docs/behaviour.md §2).
+
+    ``title`` (guarded) replaces the title derived from ``key``.
 
     The result's ``warnings`` tell a cut key and a user scope that landed in the
     project scope.
@@ -125,7 +128,7 @@ def upsert(
         MemoryValidationError: invalid key, content, scope, type or tags.
         SensitiveMemoryError: the content looks like a credential.
     """
-    asked = store.prepare(guard, key, value, tags, scope, type, source)
+    asked = store.prepare(guard, key, value, tags, scope, type, source, title=title)
     prepared = downgrade(asked, binding)
     target = binding.store_for(prepared.scope)
     result = write(

@@ -113,6 +113,7 @@ def approve(
             type=item.type,
             source=Source.CRYSTALLIZED,
             actor=actor,
+            title=item.title,  # readable ("Constraint: never …"), not the key (issue #29)
         ).memory
         store.log_event(
             using,
@@ -268,6 +269,7 @@ def _approve_group(items: list[ReviewItem], using, user_using, guard, actor: str
                 "scope": item.scope,
                 "type": item.type,
                 "source": Source.CRYSTALLIZED,
+                "title": item.title,
             },
         )
         for n, item in enumerate(items, start=1)

@@ -1,0 +1,272 @@
+"""A corpus of user messages whose meaning a proposal must keep (issue #29, item 2).
+
+Each case is ``(category, message, expected)`` with ``expected`` the proposals
+``(type, key_normalized, content)`` the crystallizer must make of the message
+alone, in order. The categories:
+
+- ``negated``: a forbidding trigger ("never", "don't", "must not", 不要 …); the
+  content keeps it and the key carries ``not``, so "Never X" can never be read,
+  folded or approved as "X".
+- ``modal``: a positive modal ("always", "must", 必须): the content keeps it, the
+  key is the one it always had.
+- ``preceded``: a negation right before the trigger ("we are *not* switching to").
+- ``double``: two negations, or a negative verb under a negation ("don't forget").
+- ``contrast``: "X, not Y", "instead of", "rather than": the contrast stays in the
+  content (the key is X's); the rejected side of a contrast proposes nothing.
+- ``question``: questions propose nothing (a tag question is a statement).
+- ``quoted``: someone else's words (quotation marks, reported speech) propose
+  nothing; the user's own reported words do.
+- ``plain``: controls, where the meaning was never at risk.
+
+``AGENTAO_AGREES`` is the measurement of the reference runtime (Agentao 0.5.17's
+``MemoryCrystallizer``) on the same messages: per category, on how many cases its
+proposals equal ours in type, key and content. ``tests/test_crystallizer.py``
+recomputes it; ``docs/agentao.md`` reports it.
+"""
+
+from __future__ import annotations
+
+Expected = list[tuple[str, str, str]]
+
+C, D, P, W = "constraint", "decision", "preference", "workflow"
+
+CASES: list[tuple[str, str, Expected]] = [
+    # ------------------------------------------------------------------ negated
+    ("negated", "Never deploy on Fridays",
+     [(C, "constraint_not_deploy_on_fridays", "never deploy on Fridays")]),
+    ("negated", "We must not log customer emails",
+     [(C, "constraint_not_log_customer_emails", "must not log customer emails")]),
+    ("negated", "Never email me on weekends",
+     [(C, "constraint_not_email_me_on_weekends", "never email me on weekends")]),
+    ("negated", "Don't use semicolons in JS",
+     [(C, "constraint_not_use_semicolons_in_js", "don't use semicolons in JS")]),
+    ("negated", "Do not commit directly to main",
+     [(C, "constraint_not_commit_directly_to_main", "do not commit directly to main")]),
+    ("negated", "Please never force-push to shared branches",
+     [(C, "constraint_not_force_push_to_shared", "never force-push to shared branches")]),
+    ("negated", "You must not share API keys in chat",
+     [(C, "constraint_not_share_api_keys_in", "must not share API keys in chat")]),
+    ("negated", "Don\u2019t call me before 9am",
+     [(C, "constraint_not_call_me_before_am", "don't call me before 9am")]),
+    ("negated", "never store passwords in plain text",
+     [(C, "constraint_not_store_passwords_in_plain", "never store passwords in plain text")]),
+    ("negated", "DO NOT run migrations on production by hand",
+     [(C, "constraint_not_run_migrations_on_production",
+       "do not run migrations on production by hand")]),
+    ("negated", "We never merge without a review",
+     [(C, "constraint_not_merge_without_a_review", "never merge without a review")]),
+    ("negated", "Don't add comments to generated files",
+     [(C, "constraint_not_add_comments_to_generated", "don't add comments to generated files")]),
+    ("negated", "You must not disable the linter",
+     [(C, "constraint_not_disable_the_linter", "must not disable the linter")]),
+    ("negated", "Never mock the database in integration tests",
+     [(C, "constraint_not_mock_the_database_in",
+       "never mock the database in integration tests")]),
+    ("negated", "Don't use print for logging",
+     [(C, "constraint_not_use_print_for_logging", "don't use print for logging")]),
+    ("negated", "Never deploy on Fridays, ever",
+     [(C, "constraint_not_deploy_on_fridays", "never deploy on Fridays")]),
+    ("negated", "Never ever deploy on Fridays",
+     [(C, "constraint_not_ever_deploy_on_fridays", "never ever deploy on Fridays")]),
+    ("negated", "do not   reply in French",
+     [(C, "constraint_not_reply_in_french", "do not reply in French")]),
+    ("negated", "I never use tabs",
+     [(C, "constraint_not_use_tabs", "never use tabs")]),
+    ("negated", "I don't want emoji in commit messages",
+     [(C, "constraint_not_want_emoji_in_commit", "don't want emoji in commit messages")]),
+    ("negated", "Don't ping the on-call after midnight",
+     [(C, "constraint_not_ping_the_on_call", "don't ping the on-call after midnight")]),
+    ("negated", "You must never push to main",
+     [(C, "constraint_not_push_to_main", "must never push to main")]),
+    ("negated", "We must no longer use the old API",
+     [(C, "constraint_not_use_the_old_api", "must no longer use the old API")]),
+    ("negated", "Never use tabs. Always use spaces.",
+     [(C, "constraint_not_use_tabs", "never use tabs"),
+      (C, "constraint_use_spaces", "always use spaces")]),
+    ("negated", "不要用 tabs", [(C, "constraint_not_用_tabs", "不要用 tabs")]),
+    ("negated", "永远不要在周五部署", [(C, "constraint_not_在周五部署", "永远不要在周五部署")]),
+    ("negated", "我们从不跳过代码评审", [(C, "constraint_not_跳过代码评审", "从不跳过代码评审")]),
+    ("negated", "禁止在日志里记录邮箱",
+     [(C, "constraint_not_在日志里记录邮箱", "禁止在日志里记录邮箱")]),
+    ("negated", "永远不提交密钥", [(C, "constraint_not_提交密钥", "永远不提交密钥")]),
+    ("negated", "必须不要用 tabs", [(C, "constraint_not_用_tabs", "必须不要用 tabs")]),
+    # -------------------------------------------------------------------- modal
+    ("modal", "Always run the linter before pushing",
+     [(C, "constraint_run_the_linter_before", "always run the linter before pushing")]),
+    ("modal", "You must sign every commit",
+     [(C, "constraint_sign_every_commit", "must sign every commit")]),
+    ("modal", "We must use UTC everywhere",
+     [(C, "constraint_use_utc_everywhere", "must use UTC everywhere")]),
+    ("modal", "Always avoid global state",
+     [(C, "constraint_avoid_global_state", "always avoid global state")]),
+    ("modal", "ALWAYS write the test first",
+     [(C, "constraint_write_the_test_first", "always write the test first")]),
+    ("modal", "必须在合并前运行测试",
+     [(C, "constraint_在合并前运行测试", "必须在合并前运行测试")]),
+    ("modal", "You must notify ops before a release",
+     [(C, "constraint_notify_ops_before_a", "must notify ops before a release")]),
+    # ----------------------------------------------------------------- preceded
+    ("preceded", "We are not switching to Kubernetes",
+     [(D, "decision_not_kubernetes", "not switching to Kubernetes")]),
+    ("preceded", "We're no longer going to use Jenkins",
+     [(D, "decision_not_jenkins", "no longer going to use Jenkins")]),
+    ("preceded", "We never chose MongoDB",
+     [(C, "constraint_not_chose_mongodb", "never chose MongoDB"),
+      (D, "decision_not_mongodb", "never chose MongoDB")]),
+    ("preceded", "Honestly we aren't going to use MongoDB",
+     [(D, "decision_not_mongodb", "aren't going to use MongoDB")]),
+    ("preceded", "We won't be switching to Yarn",
+     [(D, "decision_not_yarn", "won't be switching to Yarn")]),
+    ("preceded", "We are definitely not switching to Windows",
+     [(D, "decision_not_windows", "not switching to Windows")]),
+    ("preceded", "We're not going to use Redis for sessions",
+     [(D, "decision_not_redis_for_sessions", "not going to use Redis for sessions")]),
+    ("preceded", "Not always run the full suite",
+     [(C, "constraint_not_always_run_the_full_suite", "not always run the full suite")]),
+    ("preceded", "We didn't go with Rust, we chose Elixir",
+     [(D, "decision_elixir", "Elixir")]),
+    ("preceded", "It is not true that we must deploy on Fridays", []),
+    ("preceded", "Not that I like Java, but I use it daily",
+     [(P, "preference_it_daily", "it daily")]),
+    ("preceded", "我们不采用微服务", [(D, "decision_not_微服务", "不采用微服务")]),
+    ("preceded", "我们没有选择 MySQL", [(D, "decision_not_mysql", "没有选择 MySQL")]),
+    ("preceded", "我们不再改用 Vue", [(D, "decision_not_vue", "不再改用 Vue")]),
+    ("preceded", "不要采用 Docker 部署",
+     [(C, "constraint_not_采用_docker_部署", "不要采用 Docker 部署"),
+      (D, "decision_not_docker_部署", "不要采用 Docker 部署")]),
+    # ------------------------------------------------------------------- double
+    ("double", "Don't never test",
+     [(C, "constraint_not_never_test", "don't never test")]),
+    ("double", "Never not run the linter",
+     [(C, "constraint_not_not_run_the_linter", "never not run the linter")]),
+    ("double", "Don't forget to run the migrations",
+     [(C, "constraint_not_forget_to_run_the", "don't forget to run the migrations")]),
+    ("double", "Never skip the code review",
+     [(C, "constraint_not_skip_the_code_review", "never skip the code review")]),
+    ("double", "Don't ignore failing tests",
+     [(C, "constraint_not_ignore_failing_tests", "don't ignore failing tests")]),
+    ("double", "We must not stop writing tests",
+     [(C, "constraint_not_stop_writing_tests", "must not stop writing tests")]),
+    ("double", "Never say never",
+     [(C, "constraint_not_say_never", "never say never")]),
+    ("double", "I don't not like it",
+     [(C, "constraint_not_not_like_it", "don't not like it")]),
+    ("double", "We can't never deploy",
+     [(C, "constraint_not_not_deploy", "can't never deploy")]),
+    ("double", "It's not that you must never deploy on Fridays", []),
+    ("double", "不要不测试就上线", [(C, "constraint_not_不测试就上线", "不要不测试就上线")]),
+    ("double", "Never fail to sign a release",
+     [(C, "constraint_not_fail_to_sign_a", "never fail to sign a release")]),
+    # ----------------------------------------------------------------- contrast
+    ("contrast", "I prefer tabs, not spaces",
+     [(P, "preference_tabs", "tabs, not spaces")]),
+    ("contrast", "Always use spaces, not tabs",
+     [(C, "constraint_use_spaces", "always use spaces, not tabs")]),
+    ("contrast", "We chose Postgres, not MySQL",
+     [(D, "decision_postgres", "Postgres, not MySQL")]),
+    ("contrast", "Let's use pnpm, not npm",
+     [(D, "decision_pnpm", "pnpm, not npm")]),
+    ("contrast", "I like short answers, not essays",
+     [(P, "preference_short_answers", "short answers, not essays")]),
+    ("contrast", "Use spaces, never tabs",
+     [(C, "constraint_not_tabs", "never tabs")]),
+    ("contrast", "Instead of always running the full suite, run the fast tests", []),
+    ("contrast", "Rather than always mocking, use fakes", []),
+    ("contrast", "Let's use Postgres instead of MySQL",
+     [(D, "decision_postgres_instead_of_mysql", "Postgres instead of MySQL")]),
+    ("contrast", "We chose Go rather than Rust",
+     [(D, "decision_go_rather_than_rust", "Go rather than Rust")]),
+    ("contrast", "I prefer tea rather than coffee",
+     [(P, "preference_tea_rather_than_coffee", "tea rather than coffee")]),
+    ("contrast", "We decided to use REST, rather than gRPC",
+     [(D, "decision_use_rest", "use REST, rather than gRPC")]),
+    ("contrast", "我喜欢绿茶，而不是咖啡", [(P, "preference_绿茶", "绿茶，而不是咖啡")]),
+    ("contrast", "我们选择 Go，不是 Rust", [(D, "decision_go", "Go，不是 Rust")]),
+    ("contrast", "Never tabs, always spaces",
+     [(C, "constraint_not_tabs", "never tabs"), (C, "constraint_spaces", "always spaces")]),
+    ("contrast", "Don't use Redux, use Zustand instead",
+     [(C, "constraint_not_use_redux", "don't use Redux")]),
+    ("contrast", "I want answers in English, not French",
+     [(P, "preference_answers_in_english", "answers in English, not French")]),
+    ("contrast", "We are switching to Vite, not Webpack",
+     [(D, "decision_vite", "Vite, not Webpack")]),
+    ("contrast", "我们改用 pnpm 而不是 npm", [(D, "decision_pnpm_而不是_npm", "pnpm 而不是 npm")]),
+    # ----------------------------------------------------------------- question
+    ("question", "Can we deploy on Friday?", []),
+    ("question", "Should we always run tests?", []),
+    ("question", "Should we always run tests, or not?", []),
+    ("question", "Why don't we use Redis?", []),
+    ("question", "Never deploy on Fridays?", []),
+    ("question", "Must we use Docker for this?", []),
+    ("question", "Are we switching to TypeScript?", []),
+    ("question", "Is it true that I prefer tabs?", []),
+    ("question", "What if we never deploy on Fridays?", []),
+    ("question", "Don't you think we should use Go?", []),
+    ("question", "Do we always squash merges, or only sometimes?", []),
+    ("question", "So we chose Postgres over MySQL?", []),
+    ("question", "我们必须用 Docker 吗？", []),
+    ("question", "要不要采用微服务？", []),
+    ("question", "I prefer tabs, do you?", [(P, "preference_tabs", "tabs")]),
+    ("question", "We always run tests, right?", [(C, "constraint_run_tests", "always run tests")]),
+    ("question", "Shall we go with Postgres? I prefer Postgres",
+     [(P, "preference_postgres", "Postgres")]),
+    # ------------------------------------------------------------------- quoted
+    ("quoted", 'He wrote "always use tabs"', []),
+    ("quoted", "The sign says \u201cnever park here\u201d", []),
+    ("quoted", "Quote from the style guide: 'never use var'", []),
+    ("quoted", "Bob said never deploy on Fridays", []),
+    ("quoted", "My manager says we must use Jira", []),
+    ("quoted", "They told me to never touch prod", []),
+    ("quoted", "According to the docs, always pin versions", []),
+    ("quoted", "You said I like long answers, but I don't", []),
+    ("quoted", "Alice thinks we should switch to Vim; I prefer Emacs",
+     [(P, "preference_emacs", "Emacs")]),
+    ("quoted", "I said never deploy on Fridays",
+     [(C, "constraint_not_deploy_on_fridays", "never deploy on Fridays")]),
+    ("quoted", "As we agreed: never deploy on Fridays",
+     [(C, "constraint_not_deploy_on_fridays", "never deploy on Fridays")]),
+    ("quoted", 'Bob wrote "I prefer tabs", but I prefer spaces',
+     [(P, "preference_spaces", "spaces")]),
+    ("quoted", "老板说不要在周五部署", []),
+    ("quoted", "他认为我们必须用 Docker", []),
+    ("quoted", "\u201c不要用 tabs\u201d是他的规矩", []),
+    ("quoted", "\u300c必须写测试\u300d是团队的口号", []),
+    # -------------------------------------------------------------------- plain
+    ("plain", "I prefer dark mode", [(P, "preference_dark_mode", "dark mode")]),
+    ("plain", "We decided to adopt a monorepo",
+     [(D, "decision_adopt_a_monorepo", "adopt a monorepo")]),
+    ("plain", "Our workflow is: lint, test, deploy",
+     [(W, "workflow_lint_test_deploy", "lint, test, deploy")]),
+    ("plain", "I like concise answers", [(P, "preference_concise_answers", "concise answers")]),
+    ("plain", "我喜欢简洁的代码", [(P, "preference_简洁的代码", "简洁的代码")]),
+    ("plain", "We're switching to pnpm", [(D, "decision_pnpm", "pnpm")]),
+    ("plain", "I prefer not to use tabs",
+     [(P, "preference_not_to_use_tabs", "not to use tabs")]),
+    ("plain", "We decided to stop using Jenkins",
+     [(D, "decision_stop_using_jenkins", "stop using Jenkins")]),
+    ("plain", "We decided not to use Redis", []),  # "we decided to" is the trigger
+    ("plain", "I want no emoji in answers",
+     [(P, "preference_no_emoji_in_answers", "no emoji in answers")]),
+    ("plain", "No, I prefer tabs", [(P, "preference_tabs", "tabs")]),
+    ("plain", "我们决定使用 Docker 部署服务",
+     [(D, "decision_使用_docker_部署服务", "使用 Docker 部署服务")]),
+]  # fmt: skip
+
+CATEGORIES = ("negated", "modal", "preceded", "double", "contrast", "question", "quoted", "plain")
+
+#: Per category: (cases, cases where Agentao 0.5.17 proposes exactly what we do).
+AGENTAO_AGREES: dict[str, tuple[int, int]] = {
+    "negated": (30, 0),
+    "modal": (7, 0),
+    "preceded": (15, 1),
+    "double": (12, 0),
+    "contrast": (19, 4),
+    "question": (17, 3),
+    "quoted": (16, 1),
+    "plain": (12, 12),
+}
+
+#: Cases where Agentao proposes one of our negated rules under its positive twin's
+#: key, with no negation left in the content: the rule inverted (of the 59 cases
+#: that have a negated proposal).
+AGENTAO_INVERTS = 46
