@@ -47,6 +47,7 @@ SAMPLES: dict[str, tuple[dict, dict | None]] = {
     "review_items_retrieve": ({}, None),
     "review_items_approve_create": ({}, None),
     "review_items_reject_create": ({}, None),
+    "review_items_partial_update": ({}, {"title": "a corrected title"}),
     "review_items_purge_create": ({}, {"namespace": NS}),
     "session_summaries_list": ({"namespace": NS}, None),
     "session_summaries_create": ({}, {**BOUND, "session_id": "s1", "summary": "a summary"}),

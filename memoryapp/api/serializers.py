@@ -960,8 +960,8 @@ class ReviewEditInput(serializers.Serializer):
 
     title = serializers.CharField(required=False, trim_whitespace=False)
     content = serializers.CharField(required=False, trim_whitespace=False)
-    type = serializers.ChoiceField(choices=MemoryType.choices, required=False)
-    scope = serializers.ChoiceField(choices=Scope.choices, required=False)
+    type = StrictChoiceField(choices=MemoryType.choices, required=False)
+    scope = StrictChoiceField(choices=Scope.choices, required=False)
 
     def validate(self, attrs):
         unknown = sorted(set(self.initial_data) - set(self.fields))

@@ -189,7 +189,7 @@ def test_approve_and_purge_review_items(page, root, log_in, shot):
     log_in("root", PASSWORD)
     page.goto("/admin/memoryapp/reviewitem/")
     expect(page.locator("#result_list tbody tr")).to_have_count(2)
-    _row(page, "Constraint: use tabs").locator("input.action-select").check()
+    _row(page, "Constraint: never use tabs").locator("input.action-select").check()
     _run_action(page, "approve_selected")
     expect(page.locator("h1")).to_have_text("Approve review items")
     page.click("input[value='Yes, approve it']")
@@ -197,8 +197,8 @@ def test_approve_and_purge_review_items(page, root, log_in, shot):
     # The queue opens on pending items: the approved one has left it ...
     expect(page.locator("#result_list tbody tr")).to_have_count(1)
     page.click("#changelist-filter a:has-text('All')")  # ... and "All" shows it approved
-    expect(_row(page, "Constraint: use tabs")).to_contain_text("approved")
-    memory = Memory.objects.get(key_normalized="constraint_use_tabs_for_indentation")
+    expect(_row(page, "Constraint: never use tabs")).to_contain_text("approved")
+    memory = Memory.objects.get(key_normalized="constraint_not_use_tabs_for_indentation")
     assert memory.source == "crystallized" and memory.namespace == PROJECT
     shot("approved")
 

@@ -141,7 +141,7 @@ def test_review_queue_keeps_every_column_in_view(page, root, log_in, shot, width
     log_in("root", PASSWORD)
     page.goto("/admin/memoryapp/reviewitem/")
     shot(f"review-{width}")
-    for column in ("status_badge", "namespace_display", "kind", "seen"):
+    for column in ("status_badge", "namespace_subject", "kind", "seen"):
         _fits(page, f"#result_list th.column-{column}", width)
         _fits(page, f"#result_list td.field-{column}", width)
 
