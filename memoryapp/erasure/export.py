@@ -143,6 +143,7 @@ def export(
     using: str | Sequence[str] | None = None,
     progress: Progress | None = None,
     within: Iterable[str] | None = None,
+    grants: Iterable[tuple[str, bool]] | None = None,
     receipts: Iterable[str] | None = None,
     actor: str = "",
     via: str = ExportVia.PYTHON,
@@ -166,6 +167,9 @@ def export(
         within: only rows of these namespaces (an API client's export of a
             subject: the namespaces its grants allow). The document then says
             ``"limited_to_grants": true``, whether or not rows exist elsewhere.
+        grants: only rows of the namespaces these ``(namespace, is_prefix)``
+            pairs cover (an API client's export of a subject: its grants, read
+            as the rows are); the document says ``"limited_to_grants": true`` too.
         receipts: only receipts with these ids (an iterable, or a ``values()``
             queryset of one column), beside those of an erasure restricted to
             ``namespace``: a client sees the receipts of its own erasures, never
@@ -186,7 +190,7 @@ def export(
         from .service import ErasureRequestError
 
         raise ErasureRequestError("export needs a subject or a namespace")
-    target = build_target(subject=subject, namespace=namespace, within=within)
+    target = build_target(subject=subject, namespace=namespace, within=within, grants=grants)
     aliases = engine.aliases_for(using)
     plan: list[tuple[str, str, RowModel, Q | None]] = []
     for alias in aliases:
@@ -217,7 +221,8 @@ def export(
         progress(total, total)
     found_receipts = _receipts(aliases[0], subject, namespace, receipts)
     query = {k: v for k, v in (("subject", subject), ("namespace", namespace)) if v is not None}
-    limited = {"limited_to_grants": True} if target.within is not None else {}
+    scoped = target.within is not None or target.grants is not None
+    limited = {"limited_to_grants": True} if scoped else {}
     document = {
         "format": FORMAT,
         "generated_at": now().isoformat(),
