@@ -17,6 +17,7 @@ Review findings on the integrated API:
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth import get_user_model
 
 from memoryapp import MemoryManager
 from memoryapp.api import erasures
@@ -26,6 +27,7 @@ from memoryapp.erasure import engine, erase, sealed
 from memoryapp.erasure.selection import Target
 from memoryapp.models import (
     ErasureReceipt,
+    ExportRecord,
     Memory,
     ReceiptState,
     ReviewItem,
@@ -182,3 +184,22 @@ def test_a_subject_export_by_a_client_follows_its_grants():
     doc = r.json()
     assert doc["limited_to_grants"] is True
     assert [s["namespace"] for s in doc["session_summaries"]] == ["acme/web"]
+
+
+# ------------------------------------------------------- 2. records by account
+def test_export_records_do_not_follow_a_reused_client_name():
+    bob = token_client("bob", ["acme/"], write=True, erase=True)
+    _summary("acme/web")
+    assert bob.get("/api/exports/", {"subject": ALICE}).status_code == 200
+    record = ExportRecord.objects.get()
+    assert record.user == bob.user
+    found = bob.post("/api/erasures/lookup/", {"subject": ALICE}, format="json")
+    assert [e["id"] for e in found.json()["exports"]] == [record.id]
+
+    get_user_model().objects.filter(username="bob").delete()
+    record.refresh_from_db()
+    assert record.user is None  # kept for the audit, owned by no one
+    bob2 = token_client("bob", ["globex/"])
+    r = bob2.post("/api/erasures/lookup/", {"subject": ALICE}, format="json")
+    assert r.status_code == 200, r.content
+    assert r.json()["exports"] == []

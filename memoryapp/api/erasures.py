@@ -199,9 +199,9 @@ def authorize_export(data: dict, access: Access, rule: permissions.Rule) -> None
         data["receipts"] = ErasureRequest.objects.filter(user=access.user).values("receipt_id")
 
 
-def export_body(data: dict, actor: str = "") -> dict:
+def export_body(data: dict, actor: str = "", user=None) -> dict:
     """The export checked by :func:`authorize_export`, limited to what the client may see
-    (recorded as an API export by ``actor``)."""
+    (recorded as an API export by ``actor``, for the account ``user``)."""
     return erasure.export(
         subject=data["subject"],
         namespace=data["namespace"],
@@ -209,6 +209,7 @@ def export_body(data: dict, actor: str = "") -> dict:
         receipts=data.get("receipts"),
         actor=actor,
         via=ExportVia.API,
+        user=user,
     )
 
 
@@ -479,13 +480,16 @@ def visible_receipts(access: Access, rule: permissions.Rule):
     return receipts.filter(pk__in=mine.values("receipt_id"))
 
 
-def visible_exports(access: Access, actor: str):
+def visible_exports(access: Access):
     """The export records a client may read: all for staff who may export everywhere,
-    else its own API exports (recorded under its actor name)."""
+    else its own API exports — by account, never by name: a deleted client's records
+    lose their account and go to no later client reusing its name."""
     records = ExportRecord.objects.order_by("-created_at", "id")
     if access.is_global(permissions.EXPORT):
         return records
-    return records.filter(actor=actor, via=ExportVia.API)
+    if access.user is None or access.user.pk is None:
+        return records.none()
+    return records.filter(user=access.user, via=ExportVia.API)
 
 
 class LookupInputSerializer(serializers.Serializer):
@@ -534,12 +538,12 @@ class LookupOutputSerializer(serializers.Serializer):
     exports = ExportRecordSerializer(many=True)
 
 
-def lookup_body(data: dict, access: Access, rule: permissions.Rule, actor: str) -> dict:
+def lookup_body(data: dict, access: Access, rule: permissions.Rule) -> dict:
     """The receipts and export records naming ``data["subject"]`` that the client may read."""
     found = lookup(
         data["subject"],
         receipts=visible_receipts(access, rule),
-        exports=visible_exports(access, actor),
+        exports=visible_exports(access),
     )
     return {
         "receipts": ReceiptSerializer(found.receipts, many=True).data,

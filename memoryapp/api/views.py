@@ -749,7 +749,7 @@ class ErasureViewSet(MemoryAPIMixin, viewsets.GenericViewSet):
         found: dict = {}
 
         def check(access, rule):
-            found["body"] = erasures.lookup_body(data, access, rule, actor_of(request))
+            found["body"] = erasures.lookup_body(data, access, rule)
 
         self.check_target_permissions(request, check)
         response = Response(found["body"])
@@ -803,7 +803,8 @@ class ExportView(MemoryAPIMixin, APIView):
     def get(self, request):
         data = validated(serializers.ExportQuerySerializer, request.query_params)
         self.check_target_permissions(request, partial(erasures.authorize_export, data))
-        return Response(erasures.export_body(data, actor_of(request)))
+        body = erasures.export_body(data, actor_of(request), user=request.user)
+        return Response(body)
 
 
 # ------------------------------------------------------------------ events

@@ -148,6 +148,7 @@ def export(
     actor: str = "",
     via: str = ExportVia.PYTHON,
     request_id: str = "",
+    user=None,
 ) -> dict:
     """Everything stored about a subject or a namespace, as one JSON-serialisable document.
 
@@ -177,6 +178,9 @@ def export(
         actor: who exports (a user name, ``api:<user>``…), for the audit record.
         via: the interface (:class:`~memoryapp.models.ExportVia`), for the record.
         request_id: the subject request the export answers, if any.
+        user: the account that asked (an API client), recorded as the record's
+            ``user``: it, not the actor's name, decides whose records a client
+            reads back, so a later account reusing the name inherits none.
 
     Every export writes an :class:`~memoryapp.models.ExportRecord` (the keyed
     HMACs of the subject and namespace, the counts, the actor — no subject key,
@@ -253,6 +257,7 @@ def export(
         via=via,
         request_id=request_id,
         using=aliases[0],
+        user=user,
     )
     return document
 
@@ -266,6 +271,7 @@ def record_export(
     via: str,
     request_id: str = "",
     using: str = "default",
+    user=None,
 ) -> ExportRecord:
     """Write the audit record of an export document (no subject key, no exported text).
 
@@ -283,6 +289,7 @@ def record_export(
         limited_to_grants=bool(document.get("limited_to_grants")),
         counts=dict(document.get("counts") or {}),
         request_id=str(request_id or "")[:64],
+        user=user,
     )
 
 
