@@ -203,3 +203,24 @@ def test_export_records_do_not_follow_a_reused_client_name():
     r = bob2.post("/api/erasures/lookup/", {"subject": ALICE}, format="json")
     assert r.status_code == 200, r.content
     assert r.json()["exports"] == []
+
+
+# ----------------------------------------------- 3. purge receipts for the asker
+def test_a_review_purge_receipt_is_readable_by_the_client_that_asked():
+    acme = token_client("acme-p", ["acme/"], write=True, erase=True)
+    other = token_client("acme-q", ["acme/"], write=True, erase=True)
+    _review_item("acme/web", status="rejected")
+    _review_item("acme/app", status="rejected")
+    r = acme.post("/api/review-items/purge/", {"status": "rejected"}, format="json")
+    assert r.status_code == 200, r.content
+    ids = r.json()["receipts"]
+    assert len(ids) == 2 and r.json()["purged"] == 2
+    for rid in ids:
+        got = acme.get(f"/api/erasures/{rid}/")
+        assert got.status_code == 200 and got.json()["id"] == rid
+        assert other.get(f"/api/erasures/{rid}/").status_code == 404
+    listed = acme.get("/api/erasures/").json()
+    assert sorted(x["id"] for x in listed["results"]) == sorted(ids)
+    assert other.get("/api/erasures/").json()["count"] == 0
+    one = acme.post("/api/review-items/purge/", {"namespace": "acme/web"}, format="json")
+    assert acme.get(f"/api/erasures/{one.json()['receipts'][0]}/").status_code == 200

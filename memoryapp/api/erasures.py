@@ -410,6 +410,21 @@ def run_once(request, data: dict, actor: str, check: Callable[[], object]):
     return receipt, False
 
 
+def record_receipts(request, receipts) -> None:
+    """Let the client read receipts an erasure made on its behalf outside :func:`run_once`
+    (a review-queue purge): an :class:`ErasureRequest` of its own for each, with no
+    ``Idempotency-Key`` (such a request is not replayed), so :func:`authorize_receipt`
+    and :func:`visible_receipts` find them."""
+    ErasureRequest.objects.bulk_create(
+        ErasureRequest(
+            user=request.user,
+            fingerprint=_fingerprint(request, {"receipt": r.pk}),
+            receipt_id=r.pk,
+        )
+        for r in receipts
+    )
+
+
 def receipt_body(receipt) -> dict:
     """The JSON form of a receipt."""
     return ReceiptSerializer(receipt).data

@@ -645,13 +645,19 @@ class ReviewItemViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Namesp
                     subject=subject,  # scoped to the rule
                 )
         # An erasure per namespace: hard delete, vendor purge, receipt (docs/behaviour.md §6, §9).
-        receipts = review.purge(
-            namespaces=namespaces,
-            status=wanted,
-            subject=subject,
-            actor=actor_of(request),
-            purge=purge_now(),
-        )
+        # Each receipt is the client's to read as soon as it exists: recorded one namespace
+        # at a time, so a failure in a later namespace leaves the earlier ones readable.
+        receipts = []
+        for ns in namespaces:
+            done = review.purge(
+                namespaces=[ns],
+                status=wanted,
+                subject=subject,
+                actor=actor_of(request),
+                purge=purge_now(),
+            )
+            erasures.record_receipts(request, done)
+            receipts.extend(done)
         return Response(
             {"purged": review.purged_count(receipts), "receipts": [r.id for r in receipts]}
         )
