@@ -224,3 +224,13 @@ def test_a_review_purge_receipt_is_readable_by_the_client_that_asked():
     assert other.get("/api/erasures/").json()["count"] == 0
     one = acme.post("/api/review-items/purge/", {"namespace": "acme/web"}, format="json")
     assert acme.get(f"/api/erasures/{one.json()['receipts'][0]}/").status_code == 200
+
+
+# ----------------------------------------------------------- 4. never cached
+def test_an_export_is_never_cached():
+    acme = token_client("acme-app", ["acme/"])
+    _summary("acme/web")
+    r = acme.get("/api/exports/", {"subject": ALICE})
+    assert r.status_code == 200
+    assert "no-store" in r["Cache-Control"]
+    assert "private" in r["Cache-Control"]

@@ -17,6 +17,7 @@ from types import SimpleNamespace
 
 from django.http import JsonResponse
 from django.urls import Resolver404, resolve, reverse
+from django.utils.cache import add_never_cache_headers
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -810,7 +811,11 @@ class ExportView(MemoryAPIMixin, APIView):
         data = validated(serializers.ExportQuerySerializer, request.query_params)
         self.check_target_permissions(request, partial(erasures.authorize_export, data))
         body = erasures.export_body(data, actor_of(request), user=request.user)
-        return Response(body)
+        # The URL names the subject and the body holds its personal data: no cache
+        # (browser, proxy) may keep either.
+        response = Response(body)
+        add_never_cache_headers(response)
+        return response
 
 
 # ------------------------------------------------------------------ events
