@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import secrets
 
+from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
@@ -505,6 +506,16 @@ class ExportRecord(models.Model):
     limited_to_grants = models.BooleanField(default=False)
     counts = models.JSONField(default=dict, blank=True)
     request_id = models.CharField(max_length=64, default="", blank=True)
+    # The account that exported (API clients): whose records a client may read back. A
+    # name is reusable once its account is deleted; the foreign key is not (it is
+    # cleared then, and the record stays for the audit).
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
     created_at = IsoDateTimeField(default=now)
 
     class Meta:

@@ -120,27 +120,22 @@ RECEIPT_RESPONSES = {
 
 # ---------------------------------------------------------------- who may
 def subject_scope(
-    access: Access, subject: str, rule: permissions.Rule, *, include_authored: bool = False
-) -> tuple[str, ...] | None:
-    """The namespaces a client's subject-wide erasure or export acts in; None = all (staff).
+    access: Access, subject: str, rule: permissions.Rule
+) -> tuple[tuple[str, bool], ...] | None:
+    """The grants a client's subject-wide erasure or export acts under; None = all (staff).
 
     404 unless the subject's own key is visible, 403 unless ``rule`` is allowed on
-    it. Then: the namespaces holding rows the request would select or change —
-    pseudonymised authored rows included (``erasure.namespaces_of``) — that the
-    client may do ``rule`` in. Rows anywhere else are left alone, and the answer
-    is the same whether or not another tenant holds data about the key: the
-    operator's path covers the rest.
+    it. Then: the client's grants giving ``rule``'s right, as ``(namespace,
+    is_prefix)`` pairs (:meth:`Access.grant_rule`). The erasure (export) selects
+    the subject's rows — pseudonymised authored rows included — in the namespaces
+    these cover *when it selects them*, under the erasure locks: a row written
+    after this check in a namespace the client may erase in, one that held nothing
+    before, goes too, and a row anywhere else is never touched. The answer is the
+    same whether or not another tenant holds data about the key: the operator's
+    path covers the rest.
     """
     access.require([subject], rule)
-    if access.is_global(rule):
-        return None
-    target = erasure.build_target(subject=subject, include_authored=include_authored)
-    found = {ns for ns in erasure.namespaces_of(target) if access.allows(ns, rule)}
-    # The subject's own (user) namespace always: it is granted (checked above), and an
-    # approval or a user-scope write committed after this check but before the erasure
-    # lands there (docs/behaviour.md §9, writes racing an erasure).
-    found.add(subject)
-    return tuple(sorted(found))
+    return access.grant_rule(rule)
 
 
 def rows_of_ids(
@@ -171,8 +166,8 @@ def authorize(data: dict, access: Access, rule: permissions.Rule) -> None:
     ``namespace`` with ``subject`` or ``ids`` restricts the erasure to that
     namespace, so only the namespace needs the right then. Ids are resolved to
     the visible rows holding them (``data["rows"]``, each of whose namespaces
-    needs the right); a subject alone is erased in the namespaces the client may
-    erase in (``data["within"]``, see :func:`subject_scope`).
+    needs the right); a subject alone is erased in the namespaces the client's
+    grants let it erase in (``data["grants"]``, see :func:`subject_scope`).
     """
     if data["everything"]:
         if not access.is_global(rule):
@@ -189,33 +184,32 @@ def authorize(data: dict, access: Access, rule: permissions.Rule) -> None:
         access.require(sorted({ns for pairs in rows.values() for ns, _ in pairs}), rule)
         data["rows"] = rows
     if data["subject"] is not None and data["namespace"] is None:
-        data["within"] = subject_scope(
-            access, data["subject"], rule, include_authored=data["include_authored"]
-        )
+        data["grants"] = subject_scope(access, data["subject"], rule)
 
 
 def authorize_export(data: dict, access: Access, rule: permissions.Rule) -> None:
     """Check the target of an export: a namespace (alone, or restricting the subject to
     it), else a subject, exported from the namespaces the client may export from
-    (``data["within"]``); the receipts listed are the client's own (``data["receipts"]``)."""
+    (``data["grants"]``); the receipts listed are the client's own (``data["receipts"]``)."""
     if data["namespace"] is not None:
         access.require([data["namespace"]], rule)
     else:
-        data["within"] = subject_scope(access, data["subject"], rule)
+        data["grants"] = subject_scope(access, data["subject"], rule)
     if not access.is_global(rule):
         data["receipts"] = ErasureRequest.objects.filter(user=access.user).values("receipt_id")
 
 
-def export_body(data: dict, actor: str = "") -> dict:
+def export_body(data: dict, actor: str = "", user=None) -> dict:
     """The export checked by :func:`authorize_export`, limited to what the client may see
-    (recorded as an API export by ``actor``)."""
+    (recorded as an API export by ``actor``, for the account ``user``)."""
     return erasure.export(
         subject=data["subject"],
         namespace=data["namespace"],
-        within=data.get("within"),
+        grants=data.get("grants"),
         receipts=data.get("receipts"),
         actor=actor,
         via=ExportVia.API,
+        user=user,
     )
 
 
@@ -237,12 +231,12 @@ def preview_body(data: dict) -> dict:
         **target,
         include_authored=data["include_authored"],
         rows=data.get("rows"),
-        within=data.get("within"),
+        grants=data.get("grants"),
     )
     authored = None
     if data["subject"] is not None:
         authored = erasure.authored_count(
-            data["subject"], namespace=data["namespace"], within=data.get("within")
+            data["subject"], namespace=data["namespace"], grants=data.get("grants")
         )
     return {
         "dry_run": True,
@@ -254,7 +248,7 @@ def preview_body(data: dict) -> dict:
 
 # ------------------------------------------------------------ erase, replay
 def _erase(data: dict, actor: str, receipt_id: str) -> ErasureReceipt:
-    names = ("subject", "namespace", "ids", "rows", "within")
+    names = ("subject", "namespace", "ids", "rows", "grants")
     targets = {k: data[k] for k in names if data.get(k) is not None}
     if data.get("everything"):
         targets["everything"] = True
@@ -416,6 +410,21 @@ def run_once(request, data: dict, actor: str, check: Callable[[], object]):
     return receipt, False
 
 
+def record_receipts(request, receipts) -> None:
+    """Let the client read receipts an erasure made on its behalf outside :func:`run_once`
+    (a review-queue purge): an :class:`ErasureRequest` of its own for each, with no
+    ``Idempotency-Key`` (such a request is not replayed), so :func:`authorize_receipt`
+    and :func:`visible_receipts` find them."""
+    ErasureRequest.objects.bulk_create(
+        ErasureRequest(
+            user=request.user,
+            fingerprint=_fingerprint(request, {"receipt": r.pk}),
+            receipt_id=r.pk,
+        )
+        for r in receipts
+    )
+
+
 def receipt_body(receipt) -> dict:
     """The JSON form of a receipt."""
     return ReceiptSerializer(receipt).data
@@ -486,13 +495,16 @@ def visible_receipts(access: Access, rule: permissions.Rule):
     return receipts.filter(pk__in=mine.values("receipt_id"))
 
 
-def visible_exports(access: Access, actor: str):
+def visible_exports(access: Access):
     """The export records a client may read: all for staff who may export everywhere,
-    else its own API exports (recorded under its actor name)."""
+    else its own API exports — by account, never by name: a deleted client's records
+    lose their account and go to no later client reusing its name."""
     records = ExportRecord.objects.order_by("-created_at", "id")
     if access.is_global(permissions.EXPORT):
         return records
-    return records.filter(actor=actor, via=ExportVia.API)
+    if access.user is None or access.user.pk is None:
+        return records.none()
+    return records.filter(user=access.user, via=ExportVia.API)
 
 
 class LookupInputSerializer(serializers.Serializer):
@@ -541,12 +553,12 @@ class LookupOutputSerializer(serializers.Serializer):
     exports = ExportRecordSerializer(many=True)
 
 
-def lookup_body(data: dict, access: Access, rule: permissions.Rule, actor: str) -> dict:
+def lookup_body(data: dict, access: Access, rule: permissions.Rule) -> dict:
     """The receipts and export records naming ``data["subject"]`` that the client may read."""
     found = lookup(
         data["subject"],
         receipts=visible_receipts(access, rule),
-        exports=visible_exports(access, actor),
+        exports=visible_exports(access),
     )
     return {
         "receipts": ReceiptSerializer(found.receipts, many=True).data,

@@ -22,7 +22,7 @@ from rest_framework.exceptions import NotFound, PermissionDenied
 from rest_framework.permissions import BasePermission
 
 from .. import permissions as perms
-from ..db.lookups import prefix_q
+from ..db.lookups import covering_q
 from .authentication import PREFETCHED_GRANTS
 from .models import NamespaceGrant
 
@@ -135,6 +135,13 @@ class Access:
             return None
         return _covering_q([g for g in self.grants if g.rights()[rule.right]], field)
 
+    def grant_rule(self, rule: Rule) -> tuple[tuple[str, bool], ...] | None:
+        """The grants giving ``rule``'s right as ``(namespace, is_prefix)`` pairs (the rule
+        :meth:`namespace_q` filters by, in a serialisable form); ``None`` = all (staff)."""
+        if self.is_global(rule):
+            return None
+        return grant_pairs(g for g in self.grants if g.rights()[rule.right])
+
     def scope(self, queryset, rule: Rule, field: str = "namespace"):
         """``queryset`` narrowed to the namespaces the user may do ``rule`` in."""
         q = self.namespace_q(rule, field)
@@ -153,16 +160,13 @@ class Access:
 
 def _covering_q(grants: Iterable[NamespaceGrant], field: str) -> Q:
     """Rows whose ``field`` some grant covers (an empty list matches nothing)."""
-    q = Q(pk__in=[])
-    exact: list[str] = []
-    for g in grants:
-        if g.is_prefix:
-            q |= prefix_q(field, g.namespace)
-        else:
-            exact.append(g.namespace)
-    if exact:
-        q |= Q(**{f"{field}__in": exact})
-    return q
+    return covering_q(field, grant_pairs(grants))
+
+
+def grant_pairs(grants: Iterable[NamespaceGrant]) -> tuple[tuple[str, bool], ...]:
+    """``grants`` as sorted, distinct ``(namespace, is_prefix)`` pairs: the plain form of
+    :func:`_covering_q`'s rule, which an erasure target can carry (and be sealed with)."""
+    return tuple(sorted({(g.namespace, g.is_prefix) for g in grants}))
 
 
 Check = Callable[[Access, Rule], object]

@@ -17,6 +17,7 @@ from types import SimpleNamespace
 
 from django.http import JsonResponse
 from django.urls import Resolver404, resolve, reverse
+from django.utils.cache import add_never_cache_headers
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -645,13 +646,19 @@ class ReviewItemViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Namesp
                     subject=subject,  # scoped to the rule
                 )
         # An erasure per namespace: hard delete, vendor purge, receipt (docs/behaviour.md §6, §9).
-        receipts = review.purge(
-            namespaces=namespaces,
-            status=wanted,
-            subject=subject,
-            actor=actor_of(request),
-            purge=purge_now(),
-        )
+        # Each receipt is the client's to read as soon as it exists: recorded one namespace
+        # at a time, so a failure in a later namespace leaves the earlier ones readable.
+        receipts = []
+        for ns in namespaces:
+            done = review.purge(
+                namespaces=[ns],
+                status=wanted,
+                subject=subject,
+                actor=actor_of(request),
+                purge=purge_now(),
+            )
+            erasures.record_receipts(request, done)
+            receipts.extend(done)
         return Response(
             {"purged": review.purged_count(receipts), "receipts": [r.id for r in receipts]}
         )
@@ -749,7 +756,7 @@ class ErasureViewSet(MemoryAPIMixin, viewsets.GenericViewSet):
         found: dict = {}
 
         def check(access, rule):
-            found["body"] = erasures.lookup_body(data, access, rule, actor_of(request))
+            found["body"] = erasures.lookup_body(data, access, rule)
 
         self.check_target_permissions(request, check)
         response = Response(found["body"])
@@ -803,7 +810,12 @@ class ExportView(MemoryAPIMixin, APIView):
     def get(self, request):
         data = validated(serializers.ExportQuerySerializer, request.query_params)
         self.check_target_permissions(request, partial(erasures.authorize_export, data))
-        return Response(erasures.export_body(data, actor_of(request)))
+        body = erasures.export_body(data, actor_of(request), user=request.user)
+        # The URL names the subject and the body holds its personal data: no cache
+        # (browser, proxy) may keep either.
+        response = Response(body)
+        add_never_cache_headers(response)
+        return response
 
 
 # ------------------------------------------------------------------ events

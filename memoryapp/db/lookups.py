@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from django.db.models import F, Q
 from django.db.models.lookups import Lookup, PatternLookup, StartsWith
 
@@ -31,6 +33,25 @@ class CaseSensitivePrefix(StartsWith):
 def prefix_q(field: str, prefix: str) -> Q:
     """A filter for rows whose ``field`` starts with ``prefix``, case-sensitively everywhere."""
     return Q(CaseSensitivePrefix(F(field), prefix))
+
+
+def covering_q(field: str, grants: Iterable[tuple[str, bool]]) -> Q:
+    """Rows whose ``field`` one of ``grants`` covers; an empty list matches nothing.
+
+    Each grant is ``(namespace, is_prefix)``: an exact name, or a prefix compared
+    case-sensitively (:func:`prefix_q`). Plain pairs, so the same rule can be built
+    from an API client's grants at request time and from a sealed erasure target later.
+    """
+    q = Q(pk__in=[])
+    exact: list[str] = []
+    for namespace, is_prefix in grants:
+        if is_prefix:
+            q |= prefix_q(field, namespace)
+        else:
+            exact.append(namespace)
+    if exact:
+        q |= Q(**{f"{field}__in": exact})
+    return q
 
 
 # ---------------------------------------------------------------- search (docs/behaviour.md §3)

@@ -143,10 +143,12 @@ def export(
     using: str | Sequence[str] | None = None,
     progress: Progress | None = None,
     within: Iterable[str] | None = None,
+    grants: Iterable[tuple[str, bool]] | None = None,
     receipts: Iterable[str] | None = None,
     actor: str = "",
     via: str = ExportVia.PYTHON,
     request_id: str = "",
+    user=None,
 ) -> dict:
     """Everything stored about a subject or a namespace, as one JSON-serialisable document.
 
@@ -166,6 +168,9 @@ def export(
         within: only rows of these namespaces (an API client's export of a
             subject: the namespaces its grants allow). The document then says
             ``"limited_to_grants": true``, whether or not rows exist elsewhere.
+        grants: only rows of the namespaces these ``(namespace, is_prefix)``
+            pairs cover (an API client's export of a subject: its grants, read
+            as the rows are); the document says ``"limited_to_grants": true`` too.
         receipts: only receipts with these ids (an iterable, or a ``values()``
             queryset of one column), beside those of an erasure restricted to
             ``namespace``: a client sees the receipts of its own erasures, never
@@ -173,6 +178,9 @@ def export(
         actor: who exports (a user name, ``api:<user>``…), for the audit record.
         via: the interface (:class:`~memoryapp.models.ExportVia`), for the record.
         request_id: the subject request the export answers, if any.
+        user: the account that asked (an API client), recorded as the record's
+            ``user``: it, not the actor's name, decides whose records a client
+            reads back, so a later account reusing the name inherits none.
 
     Every export writes an :class:`~memoryapp.models.ExportRecord` (the keyed
     HMACs of the subject and namespace, the counts, the actor — no subject key,
@@ -186,7 +194,7 @@ def export(
         from .service import ErasureRequestError
 
         raise ErasureRequestError("export needs a subject or a namespace")
-    target = build_target(subject=subject, namespace=namespace, within=within)
+    target = build_target(subject=subject, namespace=namespace, within=within, grants=grants)
     aliases = engine.aliases_for(using)
     plan: list[tuple[str, str, RowModel, Q | None]] = []
     for alias in aliases:
@@ -217,7 +225,8 @@ def export(
         progress(total, total)
     found_receipts = _receipts(aliases[0], subject, namespace, receipts)
     query = {k: v for k, v in (("subject", subject), ("namespace", namespace)) if v is not None}
-    limited = {"limited_to_grants": True} if target.within is not None else {}
+    scoped = target.within is not None or target.grants is not None
+    limited = {"limited_to_grants": True} if scoped else {}
     document = {
         "format": FORMAT,
         "generated_at": now().isoformat(),
@@ -248,6 +257,7 @@ def export(
         via=via,
         request_id=request_id,
         using=aliases[0],
+        user=user,
     )
     return document
 
@@ -261,6 +271,7 @@ def record_export(
     via: str,
     request_id: str = "",
     using: str = "default",
+    user=None,
 ) -> ExportRecord:
     """Write the audit record of an export document (no subject key, no exported text).
 
@@ -278,6 +289,7 @@ def record_export(
         limited_to_grants=bool(document.get("limited_to_grants")),
         counts=dict(document.get("counts") or {}),
         request_id=str(request_id or "")[:64],
+        user=user,
     )
 
 

@@ -79,6 +79,7 @@ def target_to_dict(t: Target) -> dict:
         "extra_ids": {table: list(ids) for table, ids in t.extra_ids.items()},
         "rows": {table: [list(r) for r in rows] for table, rows in t.rows.items()},
         "within": list(t.within) if t.within is not None else None,
+        "grants": [list(g) for g in t.grants] if t.grants is not None else None,
     }
 
 
@@ -96,4 +97,9 @@ def target_from_dict(d: dict) -> Target:
         extra_ids={t: tuple(ids) for t, ids in (d.get("extra_ids") or {}).items()},
         rows={t: tuple((ns, pk) for ns, pk in rows) for t, rows in (d.get("rows") or {}).items()},
         within=tuple(d["within"]) if d.get("within") is not None else None,
+        grants=(
+            tuple((str(ns), bool(prefix)) for ns, prefix in d["grants"])
+            if d.get("grants") is not None
+            else None
+        ),
     )

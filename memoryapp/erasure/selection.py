@@ -11,6 +11,7 @@ from django.apps import apps
 from django.db import connections, router
 from django.db.models import Q
 
+from ..db.lookups import covering_q
 from ..models import (
     ErasureTarget,
     Memory,
@@ -136,8 +137,12 @@ class Target:
     ``namespace`` is the namespace of a ``namespace`` target, and a restriction
     for ``ids``, ``subject`` and ``review_items`` targets. ``within`` (when not
     None) keeps only rows of those namespaces: a client's erasure or export of a
-    subject, scoped to the namespaces its grants allow. ``before`` keeps only
-    rows created at or before that moment (replay after restore).
+    subject by ids. ``grants`` (when not None) keeps only rows of the namespaces
+    those ``(namespace, is_prefix)`` pairs cover: an API client's subject erasure
+    or export, limited by its grants themselves, evaluated when the rows are
+    selected (under the erasure locks), so a namespace first written after the
+    request was authorised is covered too. ``before`` keeps only rows created at
+    or before that moment (replay after restore).
 
     An ``ids`` target deletes exactly ``rows`` (table → ``(namespace, id)``
     pairs), resolved and authorised once before the target is built
@@ -159,6 +164,7 @@ class Target:
     extra_ids: dict[str, tuple[str, ...]] = field(default_factory=dict)
     rows: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
     within: tuple[str, ...] | None = None
+    grants: tuple[tuple[str, bool], ...] | None = None
 
     @property
     def subject_key(self) -> str:
@@ -170,14 +176,35 @@ class Target:
         """True when ``namespace`` narrows a non-namespace target."""
         return self.namespace is not None and self.kind != ErasureTarget.NAMESPACE
 
+    def covers(self, namespace: str) -> bool:
+        """Whether ``within`` and ``grants`` let this target act in ``namespace``."""
+        if self.within is not None and namespace not in self.within:
+            return False
+        return self.grants is None or grants_cover(self.grants, namespace)
+
+
+def grants_cover(grants: Iterable[tuple[str, bool]], namespace: str) -> bool:
+    """Whether one of ``(namespace, is_prefix)`` ``grants`` covers ``namespace``
+    (as :func:`memoryapp.db.lookups.covering_q` selects it)."""
+    return any(namespace.startswith(ns) if prefix else namespace == ns for ns, prefix in grants)
+
+
+def _limits(t: Target) -> Q:
+    """The namespaces ``within`` and ``grants`` leave to ``t`` (``Q()``: no limit)."""
+    q = Q()
+    if t.within is not None:
+        q &= Q(namespace__in=list(t.within))
+    if t.grants is not None:
+        q &= covering_q("namespace", t.grants)
+    return q
+
 
 def _restrict(q: Q | None, t: Target, created: str = "created_at") -> Q | None:
     if q is None:
         return None
     if t.restricted:
         q &= Q(namespace=t.namespace)
-    if t.within is not None:
-        q &= Q(namespace__in=list(t.within))
+    q &= _limits(t)
     if t.before is not None:
         q &= Q(**{f"{created}__lte": t.before})
     return q
@@ -244,9 +271,7 @@ def id_restriction(t: Target) -> Q:
     q = Q()
     if t.kind == ErasureTarget.IDS and t.namespace is not None:
         q &= Q(namespace=t.namespace)
-    if t.within is not None:
-        q &= Q(namespace__in=list(t.within))
-    return q
+    return q & _limits(t)
 
 
 def events_filter(t: Target) -> Q | None:

@@ -96,6 +96,20 @@ def _within(within) -> tuple[str, ...] | None:
     return tuple(sorted({_text("namespace", ns) for ns in within}))
 
 
+def _grants(grants) -> tuple[tuple[str, bool], ...] | None:
+    if grants is None:
+        return None
+    if isinstance(grants, str):
+        raise ErasureRequestError("grants must be (namespace, is_prefix) pairs, not a string")
+    try:
+        pairs = [(ns, prefix) for ns, prefix in grants]
+    except (TypeError, ValueError):
+        raise ErasureRequestError("grants must be (namespace, is_prefix) pairs") from None
+    if any(not isinstance(p, bool) for _, p in pairs):
+        raise ErasureRequestError("grants must be (namespace, is_prefix) pairs")
+    return tuple(sorted({(_text("namespace", ns), p) for ns, p in pairs}))
+
+
 def build_target(
     *,
     subject: str | None = None,
@@ -105,24 +119,26 @@ def build_target(
     include_authored: bool = False,
     rows: RowsByTable | None = None,
     within: Iterable[str] | None = None,
+    grants: Iterable[tuple[str, bool]] | None = None,
 ) -> Target:
     """Validate an erase/preview/export request and return its :class:`Target`.
 
     Exactly one of ``subject``, ``ids`` (or ``rows``), ``namespace`` (alone) or
     ``everything`` names what to erase; ``namespace`` given together with
     ``subject`` or ``ids`` restricts them to that namespace, ``within`` (a
-    collection of namespaces) to those. An ``ids`` target comes back unresolved
+    collection of namespaces) to those, ``grants`` (``(namespace, is_prefix)``
+    pairs) to the namespaces they cover. An ``ids`` target comes back unresolved
     (no ``rows``): :func:`resolve` finds its rows on the databases it covers.
     """
     if everything:
-        if any(v is not None for v in (subject, namespace, ids, rows, within)):
+        if any(v is not None for v in (subject, namespace, ids, rows, within, grants)):
             raise ErasureRequestError("everything=True takes no subject, namespace or ids")
         return Target(ErasureTarget.EVERYTHING)
     if subject is not None and (ids is not None or rows is not None):
         raise ErasureRequestError("give either subject or ids, not both")
     if namespace is not None:
         namespace = _text("namespace", namespace)
-    scoped = _within(within)
+    scoped, granted = _within(within), _grants(grants)
     if subject is not None:
         return Target(
             ErasureTarget.SUBJECT,
@@ -130,17 +146,27 @@ def build_target(
             namespace=namespace,
             include_authored=bool(include_authored),
             within=scoped,
+            grants=granted,
         )
     if rows is not None:
         exact = _rows(rows)
         named = ids if ids is not None else [pk for pairs in exact.values() for _, pk in pairs]
         return Target(
-            ErasureTarget.IDS, ids=_ids(named), namespace=namespace, rows=exact, within=scoped
+            ErasureTarget.IDS,
+            ids=_ids(named),
+            namespace=namespace,
+            rows=exact,
+            within=scoped,
+            grants=granted,
         )
     if ids is not None:
-        return Target(ErasureTarget.IDS, ids=_ids(ids), namespace=namespace, within=scoped)
-    if scoped is not None:
-        raise ErasureRequestError("within restricts a subject or ids; it names nothing alone")
+        return Target(
+            ErasureTarget.IDS, ids=_ids(ids), namespace=namespace, within=scoped, grants=granted
+        )
+    if scoped is not None or granted is not None:
+        raise ErasureRequestError(
+            "within and grants restrict a subject or ids; they name nothing alone"
+        )
     if namespace is not None:
         return Target(ErasureTarget.NAMESPACE, namespace=namespace)
     raise ErasureRequestError("nothing to erase: give subject, namespace, ids or everything=True")
@@ -191,8 +217,7 @@ def resolve(target: Target, aliases: Sequence[str]) -> Target:
     for pk in target.ids:
         places = found.get(pk, {})
         namespaces = set().union(*places.values()) if places else set()
-        if target.within is not None:
-            namespaces &= set(target.within)
+        namespaces = {ns for ns in namespaces if target.covers(ns)}
         if len(namespaces) > 1:
             raise ErasureRequestError(
                 f"id {pk!r} names rows in {len(namespaces)} namespaces; give namespace= "
@@ -206,6 +231,7 @@ def resolve(target: Target, aliases: Sequence[str]) -> Target:
         ids=target.ids,
         namespace=target.namespace,
         within=target.within,
+        grants=target.grants,
         rows={table: tuple(pairs) for table, pairs in rows.items()},
     )
 
@@ -240,6 +266,7 @@ def erase(
     purge: bool = True,
     rows: RowsByTable | None = None,
     within: Iterable[str] | None = None,
+    grants: Iterable[tuple[str, bool]] | None = None,
     receipt_id: str | None = None,
 ) -> ErasureReceipt:
     """Erase for real (docs/behaviour.md §9): hard-delete, purge the bytes, verify, write a receipt.
@@ -273,7 +300,12 @@ def erase(
             ``(namespace, id)`` pairs), already resolved and authorised by the
             caller (the admin's selection, the API's ids within a client's grants).
         within: restrict a ``subject`` (or ``ids``) erasure to these namespaces
-            (the API: those a client may erase in).
+            (exactly these names).
+        grants: restrict a ``subject`` (or ``ids``) erasure to the namespaces
+            these ``(namespace, is_prefix)`` pairs cover, decided as the rows are
+            selected under the erasure locks (the API: the grants a client may
+            erase under; a namespace written after the request was authorised is
+            covered as well, one no grant covers never touched).
         receipt_id: the id to record the receipt under (chosen by the caller
             beforehand, as the API does for an ``Idempotency-Key``); an id already
             recorded raises ``engine.ReceiptTaken`` and erases nothing.
@@ -295,6 +327,7 @@ def erase(
         include_authored=include_authored,
         rows=rows,
         within=within,
+        grants=grants,
     )
     target = resolve(target, aliases)
     criteria: dict = {}
@@ -304,6 +337,8 @@ def erase(
         criteria["namespace_restricted"] = True
     if target.within is not None:
         criteria["limited_to_namespaces"] = len(target.within)
+    if target.grants is not None:
+        criteria["limited_to_grants"] = True
     receipt, _ = engine.execute(
         target.kind,
         [target],
@@ -330,6 +365,7 @@ def preview(
     using: str | Sequence[str] | None = None,
     rows: RowsByTable | None = None,
     within: Iterable[str] | None = None,
+    grants: Iterable[tuple[str, bool]] | None = None,
 ) -> dict:
     """What :func:`erase` would remove: counts per table, and kept authored memories."""
     aliases = engine.aliases_for(using)
@@ -341,6 +377,7 @@ def preview(
         include_authored=include_authored,
         rows=rows,
         within=within,
+        grants=grants,
     )
     return _preview([resolve(target, aliases)], aliases)
 
@@ -351,13 +388,14 @@ def authored_count(
     namespace: str | None = None,
     using: str | Sequence[str] | None = None,
     within: Iterable[str] | None = None,
+    grants: Iterable[tuple[str, bool]] | None = None,
 ) -> int:
     """How many project-scope memories ``subject`` authored (live and soft-deleted).
 
     A subject erasure keeps them unless ``include_authored``; this is the number the
     operator decides about, shown before the erasure (admin, API dry run, CLI).
     """
-    target = build_target(subject=subject, namespace=namespace, within=within)
+    target = build_target(subject=subject, namespace=namespace, within=within, grants=grants)
     q = authored_filter(target)
     return sum(Memory.objects.using(a).filter(q).count() for a in engine.aliases_for(using))
 
