@@ -182,8 +182,11 @@ def test_residue_every_time_backs_off_then_needs_attention_and_says_so(
     text = "\n".join(lines) + caplog.text
     assert not any(s in text for s in secrets) and GONE not in text
 
-    # /healthz: degraded with a count, still 200; liveness apart.
+    # /healthz: degraded, still 200; the count only for the metrics token (or staff).
     r = Client().get("/healthz")
+    assert r.status_code == 200
+    assert r.json()["status"] == "degraded" and "erasures" not in r.json()
+    r = Client().get("/healthz", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
     assert r.status_code == 200
     body = r.json()
     assert body["status"] == "degraded" and body["erasures"]["needs_attention"] == 1
@@ -225,7 +228,9 @@ def test_a_pending_erasure_past_the_stale_age_is_reported(settings, clock):
     assert Client().get("/healthz").json()["status"] == "ok"
     assert _metric("memoryapp_erasure_pending") == 1.0
     clock.advance(3601)
-    body = Client().get("/healthz").json()
+    anyone = Client().get("/healthz").json()
+    assert anyone["status"] == "degraded" and "erasures" not in anyone  # the status only
+    body = Client().get("/healthz", HTTP_AUTHORIZATION=f"Bearer {TOKEN}").json()
     assert body["status"] == "degraded" and body["erasures"]["stale"] == 1
     assert body["erasures"]["needs_attention"] == 0
     assert _metric("memoryapp_erasure_oldest_pending_age_seconds") == pytest.approx(3601, abs=1)
