@@ -71,9 +71,31 @@ class ReceiptTaken(Exception):
     process ran this request (an ``Idempotency-Key`` retry racing a slow first try)."""
 
 
+def process_started(pid: int) -> str | None:
+    """When process ``pid`` started, as the kernel counts it (clock ticks since boot:
+    field 22 of ``/proc/<pid>/stat``); None where that cannot be read (not Linux, gone).
+
+    With the pid it tells a process apart from a later one reusing its pid — as a
+    restarted container does, where the host name and the pid repeat.
+    """
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            data = stat.read()
+    except OSError:
+        return None
+    # Field 2 (the command) is in parentheses and may hold spaces or ")": count after it.
+    fields = data[data.rfind(b")") + 1 :].split()
+    if len(fields) < 20 or not fields[19].isdigit():
+        return None
+    return fields[19].decode()  # fields[0] is field 3, so field 22 is fields[19]
+
+
 def worker_name() -> str:
-    """This process as a claim on a receipt names it: ``host:pid``."""
-    return f"{socket.gethostname()}:{os.getpid()}"
+    """This process as a claim on a receipt names it: ``host:pid@started`` (its start
+    time, :func:`process_started`), or ``host:pid`` where the start time is unknown."""
+    pid = os.getpid()
+    started = process_started(pid)
+    return f"{socket.gethostname()}:{pid}" + (f"@{started}" if started else "")
 
 
 def aliases_for(using: str | Sequence[str] | None) -> list[str]:

@@ -8,7 +8,8 @@ machines: a claim is a lease written in the receipt (``claimed_by``,
 ``claimed_until``), taken under ``SELECT … FOR UPDATE SKIP LOCKED`` on
 PostgreSQL (SQLite serialises writers anyway). A worker killed at any moment
 leaves its receipts claimed until the lease ends — at once for a worker
-restarted on the same host, which sees the old process is gone. A receipt that
+restarted on the same host, which sees the old process is gone (its pid no longer
+runs, or runs a process started later: a restarted container reuses the pid). A receipt that
 could not be completed is retried later, backing off with its attempts.
 """
 
@@ -30,7 +31,7 @@ from ..fields import now
 from ..models import UNFINISHED_STATES, ErasureReceipt, ReceiptState
 from ..wording import plural
 from . import attention
-from .engine import resume, worker_name
+from .engine import process_started, resume, worker_name
 from .purging import finish, unfinished
 
 logger = logging.getLogger(__name__)
@@ -39,19 +40,31 @@ CLAIM_LIMIT = 50  # receipts purged together in one round
 
 
 def holder_gone(claimed_by: str) -> bool:
-    """True when the claim was made by a process of this host that no longer runs."""
-    host, _, pid = claimed_by.rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
+    """True when the claim was made by a process of this host that no longer runs.
+
+    ``claimed_by`` is a :func:`~.engine.worker_name`: ``host:pid@started``, or
+    ``host:pid`` as written before the start time was recorded. A process running
+    under that pid but started at another time is not the holder: it reuses the pid
+    (a restarted container repeats both the host name and the pid), so the holder is
+    gone. Without a start time (the old form, or one that cannot be read here) a
+    running pid counts as the holder, alive.
+    """
+    host, _, rest = claimed_by.rpartition(":")
+    pid_text, _, started = rest.partition("@")
+    if host != socket.gethostname() or not pid_text.isdigit():
         return False
-    if int(pid) == os.getpid():
+    pid = int(pid_text)
+    if pid != os.getpid():
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:  # alive, another user's
+            pass
+    if not started:
         return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:  # alive, another user's
-        return False
-    return False
+    running = process_started(pid)
+    return running is not None and running != started
 
 
 def backoff(attempts: int) -> float:
