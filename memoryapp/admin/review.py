@@ -64,9 +64,12 @@ SHOWN_APPROVED = 5
 """The new memories an approval message links by name; more are counted."""
 
 
-def _approved_message(approved: int, item_ids) -> str:
-    """ "Approved 1 review item; it is a memory now: <link to the memory>." (links for a few)."""
-    made = review.approved_memories(item_ids)
+def _approved_message(approved: int, items) -> str:
+    """ "Approved 1 review item; it is a memory now: <link to the memory>." (links for a few).
+
+    ``items``: the approved items' ``(namespace, id)`` pairs (an id alone may be
+    another namespace's item too)."""
+    made = review.approved_memories(items)
     # The memory's title is its key (as Agentao titles an approved item): shown as it is.
     titles = dict(
         Memory.objects.filter(pk__in=list(made.values())[:SHOWN_APPROVED]).values_list(
@@ -291,14 +294,15 @@ class ReviewItemAdmin(SubjectSearch, StyledAdmin):
                 ],
                 submit=("Yes, approve it", "Yes, approve them"),
             )
-        ids = list(pending.values_list("pk", flat=True))
+        pairs = list(pending.values_list("namespace", "pk"))
+        ids = [pk for _, pk in pairs]
         if selection_changed(self, request, ids):
             return None
         # The one decision path: chunks of items, each memory in its item's namespace,
         # scope and subject, the review_approve events logged with the decisions.
         approved, failed = review.approve_many(item_ids=ids, actor=actor(request))
         if approved:
-            self.message_user(request, _approved_message(approved, ids), messages.SUCCESS)
+            self.message_user(request, _approved_message(approved, pairs), messages.SUCCESS)
         refusals(self, request, failed, "approved")
         return None
 
