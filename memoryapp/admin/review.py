@@ -60,6 +60,9 @@ def receipt_link(receipt) -> str:
     return format_html('<a href="{}">receipt {}</a>', url, receipt.pk[:12])
 
 
+_EDIT_REFUSED = "_memoryapp_review_edit_refused"
+"""Set on a request whose edit the service refused after the form's checks passed."""
+
 SHOWN_APPROVED = 5
 """The new memories an approval message links by name; more are counted."""
 
@@ -190,16 +193,36 @@ class ReviewItemAdmin(SubjectSearch, StyledAdmin):
 
     def save_model(self, request, obj, form, change):
         # Never obj.save(): the correction goes through the guard, audited, in the service.
-        edited = review_edit.edit(
-            item_id=obj.pk,
-            namespace=obj.namespace,
-            changes=form.corrections,
-            actor=actor(request),
-        )
+        try:
+            edited = review_edit.edit(
+                item_id=obj.pk,
+                namespace=obj.namespace,
+                changes=form.corrections,
+                actor=actor(request),
+            )
+        except review_edit.ReviewEditConflict as exc:
+            # The form checked for a collision, but another edit (or a new candidate)
+            # took this scope and key between that check and this save: say so, as
+            # the form would have, instead of a server error. Its message holds no text.
+            setattr(request, _EDIT_REFUSED, True)
+            self.message_user(request, f"Not saved: {exc}.", messages.ERROR)
+            return
         if edited is None:  # decided or purged since the form was shown
+            setattr(request, _EDIT_REFUSED, True)
             self.message_user(
                 request, "The item is no longer pending: nothing was changed.", messages.ERROR
             )
+
+    def log_change(self, request, obj, message):
+        if getattr(request, _EDIT_REFUSED, False):
+            return None  # nothing changed: no "Changed …" history entry
+        return super().log_change(request, obj, message)
+
+    def response_change(self, request, obj):
+        if getattr(request, _EDIT_REFUSED, False):
+            # Back to the item as stored, with the refusal; not "changed successfully".
+            return HttpResponseRedirect(request.path)
+        return super().response_change(request, obj)
 
     def has_delete_permission(self, request, obj=None):
         return False  # removing is "purge": hard delete, vacuum, receipt
