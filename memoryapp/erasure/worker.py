@@ -18,7 +18,6 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
-import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,40 +30,12 @@ from ..fields import now
 from ..models import UNFINISHED_STATES, ErasureReceipt, ReceiptState
 from ..wording import plural
 from . import attention
-from .engine import process_started, resume, worker_name
+from .engine import holder_gone, resume, worker_name
 from .purging import finish, unfinished
 
 logger = logging.getLogger(__name__)
 
 CLAIM_LIMIT = 50  # receipts purged together in one round
-
-
-def holder_gone(claimed_by: str) -> bool:
-    """True when the claim was made by a process of this host that no longer runs.
-
-    ``claimed_by`` is a :func:`~.engine.worker_name`: ``host:pid@started``, or
-    ``host:pid`` as written before the start time was recorded. A process running
-    under that pid but started at another time is not the holder: it reuses the pid
-    (a restarted container repeats both the host name and the pid), so the holder is
-    gone. Without a start time (the old form, or one that cannot be read here) a
-    running pid counts as the holder, alive.
-    """
-    host, _, rest = claimed_by.rpartition(":")
-    pid_text, _, started = rest.partition("@")
-    if host != socket.gethostname() or not pid_text.isdigit():
-        return False
-    pid = int(pid_text)
-    if pid != os.getpid():
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        except PermissionError:  # alive, another user's
-            pass
-    if not started:
-        return False
-    running = process_started(pid)
-    return running is not None and running != started
 
 
 def backoff(attempts: int) -> float:
