@@ -5,7 +5,8 @@
 check passed and, when one failed, a reason without any row's content. The
 reason's detail — a driver's message, which names the database host, port and
 role — is shown only to staff (a session) and to the metrics token's holder, and
-written to the server log; anyone else sees the check's fixed wording.
+written to the server log; anyone else sees the check's fixed wording. Likewise
+the erasure counts behind a ``"degraded"`` status: anyone else sees the status only.
 ``/metrics`` is off unless ``MEMORYAPP_METRICS_TOKEN`` is set; it then answers
 only a request carrying ``Authorization: Bearer <token>``.
 """
@@ -131,11 +132,11 @@ def _may_see_details(request) -> bool:
 def healthz(request) -> JsonResponse:
     """Readiness: 200 ``{"status": "ok"}`` when every check passes, else 503 with the failed ones.
 
-    200 ``"degraded"`` when the checks pass but erasures need a person (``erasures``:
-    how many need attention, how many are unfinished past
-    ``MEMORYAPP_ERASURE_STALE_AFTER``). ``?live`` (or ``/livez``) is liveness only.
-    A failure's detail (host, port, role in a connection error) goes to the
-    server log; the answer holds it only for staff and the metrics token.
+    200 ``"degraded"`` when the checks pass but erasures need a person. The counts
+    (``erasures``: how many need attention, how many are unfinished past
+    ``MEMORYAPP_ERASURE_STALE_AFTER``, how many are pending) are shown only to staff
+    and the metrics token, like a failure's detail (host, port, role in a connection
+    error), which also goes to the server log. ``?live`` (or ``/livez``) is liveness only.
     """
     if "live" in request.GET:
         return livez(request)
@@ -143,7 +144,7 @@ def healthz(request) -> JsonResponse:
     failed = {name: reason for name, reason in results.items() if reason}
     for name, reason in failed.items():
         logger.warning("healthz: %s failed: %s", name, reason)
-    detailed = _may_see_details(request) if failed else False
+    detailed = _may_see_details(request)
     body: dict = {
         "status": "fail" if failed else "ok",
         "checks": {
@@ -154,7 +155,8 @@ def healthz(request) -> JsonResponse:
     if not failed:
         erasures = erasure_health()
         if erasures is not None:
-            body["erasures"] = erasures
+            if detailed:  # erasure activity is not for anyone who can reach the port
+                body["erasures"] = erasures
             if erasures["needs_attention"] or erasures["stale"]:
                 body["status"] = "degraded"
     return JsonResponse(body, status=503 if failed else 200)

@@ -110,6 +110,36 @@ def test_the_approval_message_links_the_new_memory(admin, rows):
     assert admin.get(f"/admin/memoryapp/memory/{memory.pk}/change/").status_code == 200
 
 
+def test_the_approval_message_never_links_another_namespaces_memory(admin, rows):
+    """Ids are unique within a namespace only: another namespace's approval event naming
+    the same item id (its own item; here logged later) is not this approval's."""
+    import datetime as dt
+    import json
+
+    from django.utils import timezone
+
+    from memoryapp.services import review
+
+    item = _item("Constraint")
+    MemoryManager(project="other/ns").save_memory("theirs", "another tenant's")
+    elsewhere = Memory.objects.get(namespace="other/ns").pk
+    MemoryEvent.objects.create(
+        memory_id=item.pk,
+        event_type="review_approve",
+        namespace="other/ns",
+        detail=json.dumps({"memory": elsewhere}),
+        timestamp=timezone.now() + dt.timedelta(days=1),
+    )
+    act(admin, REVIEW, "approve_selected", [item.pk], confirm=True)
+    memory = Memory.objects.get(key_normalized=item.key_normalized, namespace=PROJECT)
+    (message,) = messages_of(admin.get(REVIEW))
+    assert f"/admin/memoryapp/memory/{memory.pk}/change/" in message
+    assert elsewhere not in message
+    assert review.approved_memories([(PROJECT, item.pk)]) == {(PROJECT, item.pk): memory.pk}
+    assert review.approved_memories([("other/ns", item.pk)]) == {("other/ns", item.pk): elsewhere}
+    assert review.approved_memories([("third/ns", item.pk)]) == {}
+
+
 def test_a_large_approval_links_a_few_memories_and_counts_the_rest(admin, rows):
     for n in range(8):  # eight distinct candidates (the crystallizer would fold similar ones)
         ReviewItem.objects.create(

@@ -229,6 +229,25 @@ def test_a_running_erasure_with_the_same_key_is_409(acme, alice):
     assert r.status_code == 201 and r.json()["id"] == running.receipt_id
 
 
+def test_a_retry_takes_over_from_a_crashed_process_whose_host_and_pid_repeat(acme, alice):
+    """A restarted container: same host name, same pid, another process (its start time)."""
+    user = get_user_model().objects.get(username="acme-app")
+    body = {"namespace": "acme/web"}
+    erase(acme, body, HTTP_IDEMPOTENCY_KEY="done")  # learn the fingerprint of this body
+    fingerprint = ErasureRequest.objects.get(idempotency_key="done").fingerprint
+    host_pid = worker_name().partition("@")[0]
+    crashed = ErasureRequest.objects.create(
+        user=user,
+        idempotency_key="crashed",
+        fingerprint=fingerprint,
+        receipt_id=new_request_id(),
+        holder=f"{host_pid}@1",  # this host and pid, a process that started long ago
+        held_until=timezone.now() + dt.timedelta(minutes=5),
+    )
+    r = erase(acme, body, HTTP_IDEMPOTENCY_KEY="crashed")
+    assert r.status_code == 201 and r.json()["id"] == crashed.receipt_id
+
+
 def test_erasure_rights(alice):
     writer = token_client("writer", ["acme/"], write=True)
     assert erase(writer, {"namespace": "acme/web"}).status_code == 403

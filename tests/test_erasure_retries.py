@@ -182,8 +182,11 @@ def test_residue_every_time_backs_off_then_needs_attention_and_says_so(
     text = "\n".join(lines) + caplog.text
     assert not any(s in text for s in secrets) and GONE not in text
 
-    # /healthz: degraded with a count, still 200; liveness apart.
+    # /healthz: degraded, still 200; the count only for the metrics token (or staff).
     r = Client().get("/healthz")
+    assert r.status_code == 200
+    assert r.json()["status"] == "degraded" and "erasures" not in r.json()
+    r = Client().get("/healthz", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
     assert r.status_code == 200
     body = r.json()
     assert body["status"] == "degraded" and body["erasures"]["needs_attention"] == 1
@@ -225,7 +228,9 @@ def test_a_pending_erasure_past_the_stale_age_is_reported(settings, clock):
     assert Client().get("/healthz").json()["status"] == "ok"
     assert _metric("memoryapp_erasure_pending") == 1.0
     clock.advance(3601)
-    body = Client().get("/healthz").json()
+    anyone = Client().get("/healthz").json()
+    assert anyone["status"] == "degraded" and "erasures" not in anyone  # the status only
+    body = Client().get("/healthz", HTTP_AUTHORIZATION=f"Bearer {TOKEN}").json()
     assert body["status"] == "degraded" and body["erasures"]["stale"] == 1
     assert body["erasures"]["needs_attention"] == 0
     assert _metric("memoryapp_erasure_oldest_pending_age_seconds") == pytest.approx(3601, abs=1)
@@ -436,6 +441,113 @@ def test_the_receipt_page_guides_and_retry_now_is_permission_gated_and_confirmed
     receipt.refresh_from_db()
     assert receipt.state == ReceiptState.COMPLETE and receipt.verified
     assert 'id="receipt-attention"' not in eraser.get(change).content.decode()
+
+
+def test_a_retry_by_hand_leaves_a_receipt_another_live_process_holds(limits, clock):
+    """ "Retry now" and `erase --retry` take the worker's lease first: a receipt the worker
+    (here: another host's, so alive) holds is not run twice at once; it is said plainly."""
+    _seed()
+    receipt = erase(namespace=GONE, purge=False)
+    holder = "worker-host:4242@777"
+    ErasureReceipt.objects.filter(pk=receipt.pk).update(
+        claimed_by=holder, claimed_until=clock() + dt.timedelta(seconds=90)
+    )
+
+    def untouched() -> None:
+        receipt.refresh_from_db()
+        assert receipt.state == ReceiptState.DELETED and receipt.attempts == 0
+        assert receipt.claimed_by == holder and not receipt.purged
+
+    eraser = client_for(make_staff("rt-eraser", ["view_erasurereceipt", "erase_memory"]))
+    retry = f"/admin/memoryapp/erasurereceipt/{receipt.pk}/retry/"
+    said = messages_of(eraser.post(retry, {"post": "yes"}, follow=True))
+    assert any(f"in progress (held by {holder}), try again in 90 s" in m for m in said), said
+    untouched()
+
+    with pytest.raises(CommandError, match=rf"in progress \(held by {holder}\), try again in 90 s"):
+        call_command("memory", "erase", "--retry", receipt.pk, stdout=io.StringIO())
+    untouched()
+    out = io.StringIO()
+    call_command("memory", "erase", "--retry", "*", stdout=out)
+    assert f"Skipped: erasure receipt {receipt.pk} is in progress" in out.getvalue()
+    assert "0 receipts retried" in out.getvalue()
+    untouched()
+
+    # The admin's bulk action too.
+    admin = client_for(make_staff("rt-admin", superuser=True))
+    r = admin.post(
+        "/admin/memoryapp/erasurereceipt/",
+        {"action": "retry_purge_selected", "_selected_action": [receipt.pk]},
+        follow=True,
+    )
+    assert any("in progress" in m for m in messages_of(r)), messages_of(r)
+    untouched()
+
+    # The lease over (the holder died without a word): the retry runs, then lets go.
+    clock.advance(91)
+    out = io.StringIO()
+    call_command("memory", "erase", "--retry", receipt.pk, stdout=out)
+    assert "complete" in out.getvalue()
+    receipt.refresh_from_db()
+    assert receipt.state == ReceiptState.COMPLETE and receipt.claimed_by == ""
+
+
+def test_a_failed_retry_by_hand_lets_go_of_its_lease(limits, residue, clock):
+    limits.MEMORYAPP_ERASURE_MAX_ATTEMPTS = 1
+    _seed()
+    receipt = erase(namespace=GONE, purge=False)
+    eraser = client_for(make_staff("rt-eraser", ["view_erasurereceipt", "erase_memory"]))
+    retry = f"/admin/memoryapp/erasurereceipt/{receipt.pk}/retry/"
+    said = messages_of(eraser.post(retry, {"post": "yes"}, follow=True))
+    assert any("did not complete the erasure" in m for m in said), said
+    receipt.refresh_from_db()
+    assert receipt.state == ReceiptState.NEEDS_ATTENTION and receipt.claimed_by == ""
+    assert worker.claim(worker="other:1") == []  # needing attention: not automatic
+    said = messages_of(eraser.post(retry, {"post": "yes"}, follow=True))  # not held: runs
+    assert any("did not complete the erasure" in m for m in said), said
+    receipt.refresh_from_db()
+    assert receipt.attempts == 2 and receipt.claimed_by == ""
+
+
+def test_hand_retries_and_the_worker_never_hold_a_receipt_together():
+    """Racing for one receipt's lease, with a barrier: exactly one holder each round."""
+    from memoryapp.erasure.engine import ReceiptInProgress, take_lease
+
+    _seed()
+    receipt = erase(namespace=GONE, purge=False)
+
+    def by_hand(barrier: threading.Barrier, won: list[str], name: str) -> None:
+        try:
+            barrier.wait()
+            take_lease(receipt, using="default", holder=name)
+            won.append(name)
+        except ReceiptInProgress:
+            pass
+        finally:
+            connections.close_all()
+
+    def by_worker(barrier: threading.Barrier, won: list[str], name: str) -> None:
+        try:
+            barrier.wait()
+            if worker.claim(worker=name):
+                won.append(name)
+        finally:
+            connections.close_all()
+
+    for round_ in range(15):
+        ErasureReceipt.objects.filter(pk=receipt.pk).update(claimed_by="", claimed_until=None)
+        barrier = threading.Barrier(3)
+        won: list[str] = []
+        threads = [
+            threading.Thread(target=f, args=(barrier, won, name))
+            for f, name in ((by_hand, "hand:1"), (by_hand, "hand:2"), (by_worker, "worker:1"))
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        holder = ErasureReceipt.objects.values_list("claimed_by", flat=True).get(pk=receipt.pk)
+        assert won == [holder], (round_, won, holder)
 
 
 # ------------------------------------------------------------------ settings

@@ -167,6 +167,42 @@ def test_a_live_workers_claim_is_respected_and_a_dead_ones_is_taken_over():
     assert [r.pk for r in worker.claim(worker="other:2")] == [receipt.pk]
 
 
+def test_a_holder_is_told_apart_from_a_later_process_reusing_its_pid():
+    """A restarted container repeats host and pid: the start time tells the holders apart."""
+    from memoryapp.erasure.engine import process_started
+
+    host, pid = worker.worker_name().rpartition(":")[0], os.getpid()
+    mine = process_started(pid)
+    assert mine is not None and worker.worker_name() == f"{host}:{pid}@{mine}"
+    assert not worker.holder_gone(worker.worker_name())  # this very process
+    assert worker.holder_gone(f"{host}:{pid}@{int(mine) + 1}")  # this pid, started later
+    assert not worker.holder_gone(f"{host}:{pid}")  # the old form: as before, alive
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        started = process_started(other.pid)
+        assert started is not None
+        assert not worker.holder_gone(f"{host}:{other.pid}@{started}")
+        assert worker.holder_gone(f"{host}:{other.pid}@{int(started) - 1}")
+        assert not worker.holder_gone(f"{host}:{other.pid}")
+    finally:
+        other.kill()
+        other.wait()
+    assert worker.holder_gone(f"{host}:{other.pid}@{started}")  # exited
+    assert not worker.holder_gone(f"elsewhere:{pid}@1")  # another host: its lease decides
+
+
+def test_the_worker_takes_over_a_lease_of_a_crashed_process_whose_pid_repeats():
+    _seed()
+    receipt = erase(namespace=GONE, purge=False)
+    host, pid = worker.worker_name().rpartition(":")[0], os.getpid()
+    # The old form names no start time: a running pid holds its lease, as before.
+    assert [r.pk for r in worker.claim(worker=f"{host}:{pid}")] == [receipt.pk]
+    assert worker.claim(worker="other:2") == []
+    # This pid, but a process started long before this one: it crashed; taken over.
+    ErasureReceipt.objects.filter(pk=receipt.pk).update(claimed_by=f"{host}:{pid}@1")
+    assert [r.pk for r in worker.claim()] == [receipt.pk]
+
+
 def test_failed_attempts_back_off(monkeypatch):
     assert (
         worker.backoff(0) == 0 and 2.5 <= worker.backoff(1) <= 5 and 10 <= worker.backoff(3) <= 20
@@ -312,7 +348,7 @@ def test_a_worker_killed_mid_purge_is_taken_over_after_restart(tmp_path):
             if "purge_started" in receipt.details.get("phases", {}):
                 break
             time.sleep(0.1)
-        assert receipt.claimed_by.endswith(f":{first.pid}"), "the worker never claimed it"
+        assert f":{first.pid}@" in receipt.claimed_by, "the worker never claimed it"
         assert "purge_started" in receipt.details["phases"], "the worker never purged"
         time.sleep(0.3)  # it waits for the blocker now
         _kill(first)

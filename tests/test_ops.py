@@ -168,3 +168,51 @@ def test_healthz_shows_the_detail_to_staff_and_to_the_metrics_token(
     )
     r = staff.get("/healthz")
     assert r.status_code == 503 and "10.9.8.7" in r.json()["checks"]["database:default"]
+
+
+@pytest.fixture
+def attention_needed(settings):
+    """One erasure receipt needing a person (its automatic attempts spent)."""
+    from memoryapp.models import ReceiptState
+
+    MemoryManager(project="ops/gone").save_memory("plan", SECRET_TEXT)
+    receipt = erase(namespace="ops/gone", purge=False)
+    receipt.state = ReceiptState.NEEDS_ATTENTION
+    receipt.save(update_fields=["state"])
+    settings.MEMORYAPP_METRICS_TOKEN = TOKEN
+    return receipt
+
+
+def test_healthz_says_degraded_without_the_erasure_counts_to_anyone(
+    attention_needed, django_user_model
+):
+    for client, auth in (
+        (Client(), {}),
+        (Client(), {"HTTP_AUTHORIZATION": "Bearer not-it"}),
+    ):
+        r = client.get("/healthz", **auth)
+        assert r.status_code == 200
+        body = r.json()
+        assert body["status"] == "degraded" and "erasures" not in body, body
+        assert "needs_attention" not in r.content.decode()
+    plain = Client()
+    plain.force_login(django_user_model.objects.create_user("plain", password="pw-12345678"))
+    body = plain.get("/healthz").json()
+    assert body["status"] == "degraded" and "erasures" not in body
+
+
+def test_healthz_gives_the_erasure_counts_to_staff_and_the_metrics_token(
+    attention_needed, django_user_model
+):
+    r = Client().get("/healthz", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
+    assert r.status_code == 200
+    body = r.json()
+    assert body["status"] == "degraded"
+    assert body["erasures"]["needs_attention"] == 1 and body["erasures"]["pending"] == 0
+    staff = Client()
+    staff.force_login(
+        django_user_model.objects.create_user("ops", password="pw-12345678", is_staff=True)
+    )
+    body = staff.get("/healthz").json()
+    assert body["status"] == "degraded" and body["erasures"]["needs_attention"] == 1
+    assert "ops/gone" not in str(body) and "bluefinch" not in str(body)

@@ -255,6 +255,37 @@ def test_admin_edit_refusals_show_on_the_form_and_change_nothing():
     assert not MemoryEvent.objects.filter(event_type="review_edit").exists()
 
 
+def test_admin_edit_racing_another_edit_to_the_same_key_is_refused_not_a_500(monkeypatch):
+    """The form finds no collision; a concurrent write takes the scope and key before the
+    save: the service's ReviewEditConflict is an admin message, nothing changes."""
+    from memoryapp.admin.forms import ReviewItemForm
+
+    from ._admin_support import REVIEW, messages_of
+
+    item = _queue("Always use Postgres for the ledger")
+    checked = ReviewItemForm.clean
+
+    def then_another_takes_the_key(form):
+        cleaned = checked(form)
+        _queue("We chose use Postgres for the ledger")  # decision_use_postgres_for_the
+        return cleaned
+
+    monkeypatch.setattr(ReviewItemForm, "clean", then_another_takes_the_key)
+    admin = _admin()
+    url = f"{REVIEW}{item.pk}/change/"
+    r = admin.post(url, _form(item, type="decision"))
+    assert r.status_code == 302 and r["Location"] == url
+    said = messages_of(admin.get(url))
+    assert any("Not saved: Another pending item has this scope and key" in m for m in said), said
+    assert not any("successfully" in m for m in said), said
+    row = ReviewItem.objects.get(pk=item.pk)
+    assert (row.type, row.key_normalized) == (item.type, item.key_normalized)
+    assert not MemoryEvent.objects.filter(event_type="review_edit").exists()
+    from django.contrib.admin.models import LogEntry
+
+    assert not LogEntry.objects.filter(object_id=item.pk).exists()
+
+
 def test_admin_edit_needs_the_decide_right_and_a_pending_item():
     from ._admin_support import REVIEW
 

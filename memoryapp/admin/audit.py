@@ -10,7 +10,7 @@ from django.utils.html import format_html, format_html_join
 
 from .. import permissions as perms
 from ..db.meta import CHANGE_KEY, VERSION_KEY, read_change_counter
-from ..erasure import receipt_as_dict, retry_purge, rows_removed
+from ..erasure import ReceiptInProgress, receipt_as_dict, retry_purge, rows_removed
 from ..models import (
     ErasureReceipt,
     Memory,
@@ -382,10 +382,15 @@ class ErasureReceiptAdmin(ReadOnlyAdmin):
     @admin.action(description="Retry the purge and verification", permissions=["retry"])
     def retry_purge_selected(self, request, queryset):
         done = 0
+        held: list[ReceiptInProgress] = []
         for receipt in queryset:
             if receipt.purged and receipt.verified:
                 continue
-            retry_purge(receipt)
+            try:
+                retry_purge(receipt)
+            except ReceiptInProgress as busy:  # another process runs it now: left to it
+                held.append(busy)
+                continue
             done += 1
         self.message_user(
             request,
@@ -393,3 +398,5 @@ class ErasureReceiptAdmin(ReadOnlyAdmin):
             "see their purge and verification columns.",
             messages.SUCCESS,
         )
+        for other in held:
+            self.message_user(request, f"Not retried: {other}.", messages.WARNING)

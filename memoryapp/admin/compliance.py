@@ -19,6 +19,7 @@ from .. import permissions as perms
 from ..conf import PURGE_METHODS
 from ..erasure import (
     ErasureRequestError,
+    ReceiptInProgress,
     attention,
     authored_count,
     erase,
@@ -247,7 +248,14 @@ def retry_receipt_view(modeladmin, request, object_id: str):
         method = None
     if request.method == "POST" and confirmed(request):
         before = receipt.attempts
-        (done,) = retry_purge(receipt, method=method) or [receipt]
+        try:
+            (done,) = retry_purge(receipt, method=method) or [receipt]
+        except ReceiptInProgress as held:
+            # The worker (or a request) runs it right now: two runs at once could
+            # overwrite each other's outcome. Say so; nothing was attempted.
+            text = f"Not retried: this {held}."
+            modeladmin.message_user(request, text, messages.WARNING)
+            return HttpResponseRedirect(change)
         if done.state == ReceiptState.COMPLETE:
             text, level = "The erasure is complete: purged and verified.", messages.SUCCESS
         else:

@@ -60,13 +60,19 @@ def receipt_link(receipt) -> str:
     return format_html('<a href="{}">receipt {}</a>', url, receipt.pk[:12])
 
 
+_EDIT_REFUSED = "_memoryapp_review_edit_refused"
+"""Set on a request whose edit the service refused after the form's checks passed."""
+
 SHOWN_APPROVED = 5
 """The new memories an approval message links by name; more are counted."""
 
 
-def _approved_message(approved: int, item_ids) -> str:
-    """ "Approved 1 review item; it is a memory now: <link to the memory>." (links for a few)."""
-    made = review.approved_memories(item_ids)
+def _approved_message(approved: int, items) -> str:
+    """ "Approved 1 review item; it is a memory now: <link to the memory>." (links for a few).
+
+    ``items``: the approved items' ``(namespace, id)`` pairs (an id alone may be
+    another namespace's item too)."""
+    made = review.approved_memories(items)
     # The memory's title is its key (as Agentao titles an approved item): shown as it is.
     titles = dict(
         Memory.objects.filter(pk__in=list(made.values())[:SHOWN_APPROVED]).values_list(
@@ -187,16 +193,36 @@ class ReviewItemAdmin(SubjectSearch, StyledAdmin):
 
     def save_model(self, request, obj, form, change):
         # Never obj.save(): the correction goes through the guard, audited, in the service.
-        edited = review_edit.edit(
-            item_id=obj.pk,
-            namespace=obj.namespace,
-            changes=form.corrections,
-            actor=actor(request),
-        )
+        try:
+            edited = review_edit.edit(
+                item_id=obj.pk,
+                namespace=obj.namespace,
+                changes=form.corrections,
+                actor=actor(request),
+            )
+        except review_edit.ReviewEditConflict as exc:
+            # The form checked for a collision, but another edit (or a new candidate)
+            # took this scope and key between that check and this save: say so, as
+            # the form would have, instead of a server error. Its message holds no text.
+            setattr(request, _EDIT_REFUSED, True)
+            self.message_user(request, f"Not saved: {exc}.", messages.ERROR)
+            return
         if edited is None:  # decided or purged since the form was shown
+            setattr(request, _EDIT_REFUSED, True)
             self.message_user(
                 request, "The item is no longer pending: nothing was changed.", messages.ERROR
             )
+
+    def log_change(self, request, obj, message):
+        if getattr(request, _EDIT_REFUSED, False):
+            return None  # nothing changed: no "Changed …" history entry
+        return super().log_change(request, obj, message)
+
+    def response_change(self, request, obj):
+        if getattr(request, _EDIT_REFUSED, False):
+            # Back to the item as stored, with the refusal; not "changed successfully".
+            return HttpResponseRedirect(request.path)
+        return super().response_change(request, obj)
 
     def has_delete_permission(self, request, obj=None):
         return False  # removing is "purge": hard delete, vacuum, receipt
@@ -291,14 +317,15 @@ class ReviewItemAdmin(SubjectSearch, StyledAdmin):
                 ],
                 submit=("Yes, approve it", "Yes, approve them"),
             )
-        ids = list(pending.values_list("pk", flat=True))
+        pairs = list(pending.values_list("namespace", "pk"))
+        ids = [pk for _, pk in pairs]
         if selection_changed(self, request, ids):
             return None
         # The one decision path: chunks of items, each memory in its item's namespace,
         # scope and subject, the review_approve events logged with the decisions.
         approved, failed = review.approve_many(item_ids=ids, actor=actor(request))
         if approved:
-            self.message_user(request, _approved_message(approved, ids), messages.SUCCESS)
+            self.message_user(request, _approved_message(approved, pairs), messages.SUCCESS)
         refusals(self, request, failed, "approved")
         return None
 

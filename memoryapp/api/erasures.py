@@ -359,7 +359,7 @@ def _complete(receipt: ErasureReceipt) -> ErasureReceipt:
     receipt.refresh_from_db()
     try:
         if erasure.purge_now():
-            erasure_engine.retry(receipt)
+            erasure_engine.retry(receipt, held_by=me)  # the lease taken above
         else:
             erasure_engine.resume(receipt, purge=False)
     finally:

@@ -294,11 +294,16 @@ def do_erase(cmd, options) -> None:
     if options["retry"] is not None:
         target = None if options["retry"] == "*" else receipt_id(options["retry"], using)
         before = _states(target, using)
+        busy: list[erasure.ReceiptInProgress] = []
         try:
             with _erasure_progress(cmd, options), _method(options):
-                done = erasure.retry_purge(target, using=using)
+                done = erasure.retry_purge(target, using=using, busy=busy)
         except ErasureReceipt.DoesNotExist:
             raise CommandError(f"no erasure receipt {target!r}") from None
+        except erasure.ReceiptInProgress as held:
+            raise CommandError(str(held)) from None
+        for other in busy:  # retrying all: those another process runs are left to it
+            cmd.stdout.write(f"Skipped: {other}.")
         for r in done:
             _print_retry(cmd, r, before.get(r.pk, "unfinished"))
             _print_receipt(cmd, r)

@@ -13,6 +13,7 @@ erasure needs, encrypted), ``worker`` (completes receipts off the request), ``at
 from __future__ import annotations
 
 from . import attention, phases
+from .engine import ReceiptInProgress
 from .export import export, retention_statement
 from .receipts import as_dict as receipt_as_dict
 from .receipts import subject_hmac
@@ -40,6 +41,7 @@ __all__ = [
     "phases",
     "authored_count",
     "build_target",
+    "ReceiptInProgress",
     "ReplayReport",
     "erase",
     "erase_review_items",

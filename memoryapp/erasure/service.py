@@ -519,18 +519,21 @@ def retry_purge(
     *,
     using: str | None = None,
     method: str | None = None,
+    busy: list[engine.ReceiptInProgress] | None = None,
 ) -> list[ErasureReceipt]:
     """Complete a receipt now, or every unfinished one — those needing attention too.
 
     One vendor purge per database serves all of them. ``method`` (``"auto"``,
     ``"online"``, ``"rewrite"``) overrides ``MEMORYAPP_ERASURE_PURGE_METHOD`` for
     this retry. Returns the receipts retried (complete ones are skipped), each
-    saying how it ended.
+    saying how it ended. A receipt another live process holds (the worker, a
+    request) is left to it: asked for alone, :class:`~.engine.ReceiptInProgress`
+    is raised; among all, it is skipped and added to ``busy``.
     """
     if method is None:
-        return engine.retry(receipt, using=using)
+        return engine.retry(receipt, using=using, busy=busy)
     with conf.purge_method(method):
-        return engine.retry(receipt, using=using)
+        return engine.retry(receipt, using=using, busy=busy)
 
 
 def receipts_for(

@@ -8,7 +8,8 @@ machines: a claim is a lease written in the receipt (``claimed_by``,
 ``claimed_until``), taken under ``SELECT … FOR UPDATE SKIP LOCKED`` on
 PostgreSQL (SQLite serialises writers anyway). A worker killed at any moment
 leaves its receipts claimed until the lease ends — at once for a worker
-restarted on the same host, which sees the old process is gone. A receipt that
+restarted on the same host, which sees the old process is gone (its pid no longer
+runs, or runs a process started later: a restarted container reuses the pid). A receipt that
 could not be completed is retried later, backing off with its attempts.
 """
 
@@ -17,7 +18,6 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
-import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,28 +30,12 @@ from ..fields import now
 from ..models import UNFINISHED_STATES, ErasureReceipt, ReceiptState
 from ..wording import plural
 from . import attention
-from .engine import resume, worker_name
+from .engine import holder_gone, resume, worker_name
 from .purging import finish, unfinished
 
 logger = logging.getLogger(__name__)
 
 CLAIM_LIMIT = 50  # receipts purged together in one round
-
-
-def holder_gone(claimed_by: str) -> bool:
-    """True when the claim was made by a process of this host that no longer runs."""
-    host, _, pid = claimed_by.rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    if int(pid) == os.getpid():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:  # alive, another user's
-        return False
-    return False
 
 
 def backoff(attempts: int) -> float:

@@ -206,29 +206,37 @@ def approve_many(
     return approved, refused
 
 
-def approved_memories(item_ids: Iterable[str], *, using: str = DEFAULT_DB_ALIAS) -> dict[str, str]:
-    """Item id → the id of the memory its approval wrote, read from the ``review_approve`` events.
+def approved_memories(
+    items: Iterable[tuple[str, str]], *, using: str = DEFAULT_DB_ALIAS
+) -> dict[tuple[str, str], str]:
+    """``(namespace, item id)`` → the id of the memory its approval wrote, read from the
+    ``review_approve`` events logged in that namespace.
 
     For telling an operator where an approval went (the admin links each new
-    memory). Items never approved are absent; an item approved twice (never
-    the case: a decided item is not pending) would answer its latest approval.
+    memory). Ids are unique within a namespace only: an event of another
+    namespace naming the same item id is another item's. Items never approved are
+    absent; an item approved twice (never the case: a decided item is not
+    pending) would answer its latest approval.
     """
-    ids = list(dict.fromkeys(item_ids))
-    found: dict[str, str] = {}
+    by_namespace: dict[str, list[str]] = {}
+    for namespace, item_id in dict.fromkeys(items):
+        by_namespace.setdefault(namespace, []).append(item_id)
+    found: dict[tuple[str, str], str] = {}
     events = MemoryEvent.objects.using(using).filter(event_type="review_approve")
-    for start in range(0, len(ids), DECISION_CHUNK):
-        chunk = ids[start : start + DECISION_CHUNK]
-        for item_id, detail in (
-            events.filter(memory_id__in=chunk)
-            .order_by("timestamp", "id")
-            .values_list("memory_id", "detail")
-        ):
-            try:
-                memory_id = json.loads(detail or "{}").get("memory")
-            except (ValueError, AttributeError):
-                continue
-            if isinstance(memory_id, str) and memory_id:
-                found[item_id] = memory_id
+    for namespace, ids in by_namespace.items():
+        for start in range(0, len(ids), DECISION_CHUNK):
+            chunk = ids[start : start + DECISION_CHUNK]
+            for item_id, detail in (
+                events.filter(namespace=namespace, memory_id__in=chunk)
+                .order_by("timestamp", "id")
+                .values_list("memory_id", "detail")
+            ):
+                try:
+                    memory_id = json.loads(detail or "{}").get("memory")
+                except (ValueError, AttributeError):
+                    continue
+                if isinstance(memory_id, str) and memory_id:
+                    found[(namespace, item_id)] = memory_id
     return found
 
 
