@@ -253,6 +253,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "memoryapp.api.schema.postprocess_erasure_shapes",
+        "memoryapp.api.schema.postprocess_review_edit",
     ],
     "ENUM_NAME_OVERRIDES": {
         "ScopeEnum": "memoryapp.models.Scope",

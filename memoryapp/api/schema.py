@@ -150,6 +150,29 @@ def postprocess_erasure_shapes(result, generator, **kwargs):
     return result
 
 
+def postprocess_review_edit(result, generator, **kwargs):
+    """``PATCH /api/review-items/{id}/``: at least one known field, nothing else.
+
+    ReviewEditInput.validate refuses an empty body and an unknown field (400); a
+    serializer of optional fields cannot say either, so the schema is told here, and
+    the body is marked required, so that no schema-valid request is refused.
+    """
+    name = "PatchedReviewEditInputRequest"
+    component = result.get("components", {}).get("schemas", {}).get(name)
+    if not component:
+        return result
+    component["minProperties"] = 1
+    component["additionalProperties"] = False
+    ref = f"#/components/schemas/{name}"
+    for item in result.get("paths", {}).values():
+        for operation in item.values():
+            body = operation.get("requestBody") if isinstance(operation, dict) else None
+            media = (body or {}).get("content", {}).values()
+            if any(m.get("schema", {}).get("$ref") == ref for m in media):
+                body["required"] = True
+    return result
+
+
 _BODY_METHODS = ("POST", "PUT", "PATCH")
 
 

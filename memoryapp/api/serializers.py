@@ -958,8 +958,13 @@ class ReviewEditInput(serializers.Serializer):
     The service validates the text through the guard (docs/behaviour.md §6).
     """
 
-    title = serializers.CharField(required=False, trim_whitespace=False)
-    content = serializers.CharField(required=False, trim_whitespace=False)
+    title = StrictCharField(required=False, trim_whitespace=False, schema_pattern=TITLE_PATTERN)
+    content = StrictCharField(
+        required=False,
+        trim_whitespace=False,
+        max_length=guards.MAX_CONTENT_CHARS,
+        schema_pattern=NON_BLANK_PATTERN,
+    )
     type = StrictChoiceField(choices=MemoryType.choices, required=False)
     scope = StrictChoiceField(choices=Scope.choices, required=False)
 
