@@ -458,15 +458,33 @@ def get_receipt(pk: str) -> ErasureReceipt:
 
 
 # ------------------------------------------------- receipts list, key lookup
+class UtcDateTimeFilter(django_filters.IsoDateTimeFilter):
+    """An ISO 8601 bound, compared in UTC.
+
+    Python takes offsets up to ±23:59, PostgreSQL up to ±15:59: the bound goes to the
+    database in UTC. A bound that leaves the calendar in UTC (year 1 at a negative
+    offset, year 9999 at a positive one) is the calendar's own end.
+    """
+
+    def filter(self, qs, value):
+        if value is not None:
+            try:
+                value = value.astimezone(dt.UTC)
+            except OverflowError:
+                end = dt.datetime.min if value.year < 5000 else dt.datetime.max
+                value = end.replace(tzinfo=dt.UTC)
+        return super().filter(qs, value)
+
+
 class ReceiptFilter(django_filters.FilterSet):
     """``GET /api/erasures/``: by state and creation time (inclusive bounds, ISO 8601)."""
 
     state = StrictChoiceFilter(choices=ReceiptState.choices)
     target_kind = StrictChoiceFilter(choices=ErasureTarget.choices)
-    created_after = django_filters.IsoDateTimeFilter(
+    created_after = UtcDateTimeFilter(
         field_name="created_at", lookup_expr="gte", label="Created at or after (ISO 8601)."
     )
-    created_before = django_filters.IsoDateTimeFilter(
+    created_before = UtcDateTimeFilter(
         field_name="created_at", lookup_expr="lte", label="Created at or before (ISO 8601)."
     )
 
