@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 # Where `make run` serves (`make run RUN_ADDR=127.0.0.1:8011`); the printed login URL follows.
 RUN_ADDR ?= 127.0.0.1:8000
 
-.PHONY: run serve demo test test-sqlite test-postgres lint typecheck install system-deps bench bench-api bench-linear bench-tenants bench-erasure clean
+.PHONY: run serve demo test test-sqlite test-postgres lint typecheck install system-deps bench bench-api bench-linear bench-tenants bench-erasure bench-escalation clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -104,6 +104,12 @@ bench-tenants: $(STAMP)
 ## BENCH_ARGS="--quick" for a smoke run; "--vendor postgresql --pg-namespaces 1000" etc. (--help).
 bench-erasure: $(STAMP)
 	$(PY) bench/erasure.py $(BENCH_ARGS)
+
+## What each stronger purge costs when a verification finds erased bytes (SQLite, 100,000
+## and 1,000,000 memories) and how often each is needed: bench/ESCALATION.md.
+## BENCH_ARGS="--quick" for a smoke run (--help).
+bench-escalation: $(STAMP)
+	$(PY) bench/escalation.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) var/test_db.sqlite3*
