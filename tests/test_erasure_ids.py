@@ -19,7 +19,7 @@ from django.core.management import CommandError, call_command
 from memoryapp import MemoryManager
 from memoryapp.api.testing import token_client
 from memoryapp.erasure import ErasureRequestError, erase, preview
-from memoryapp.erasure.selection import MEMORIES, REVIEW, SUMMARIES
+from memoryapp.erasure.selection import MEMORIES, REVIEW, ROW_MODELS, SUMMARIES
 from memoryapp.models import Memory, MemoryEvent, ReviewItem, SessionSummary
 
 from ._admin_support import COMPLIANCE_PERMS, act, client_for, make_staff
@@ -40,19 +40,8 @@ def _settings(settings, tmp_path):
 
 def plant(table: str, namespace: str, pk: str, *, subject: str | None = None):
     """A row of ``table`` in ``namespace`` with id ``pk`` (another table's id, on purpose)."""
-    if table == MEMORIES:
-        return Memory.objects.create(
-            id=pk,
-            namespace=namespace,
-            subject=subject,
-            scope="project",
-            type="note",
-            key_normalized=f"planted {pk}",
-            title="decoy",
-            content="decoy",
-        )
-    if table == REVIEW:
-        return ReviewItem.objects.create(
+    if table in (MEMORIES, REVIEW):  # the same columns matter in both
+        return ROW_MODELS[table].objects.create(
             id=pk,
             namespace=namespace,
             subject=subject,
