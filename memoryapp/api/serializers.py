@@ -665,11 +665,10 @@ class ExportQuerySerializer(serializers.Serializer):
 
     Its schema is :data:`memoryapp.api.erasures.EXPORT_TARGET_PARAMETER`: one object of
     query parameters that names at least one of the two, and nothing else. A parameter
-    of another name is refused: a misspelt ``namespace`` must not widen the export of a
-    subject to every namespace (DRF's own ``format`` is left to DRF).
+    of another name is refused before this runs, as on every operation
+    (:mod:`memoryapp.api.query_params`): a misspelt ``namespace`` must not widen the
+    export of a subject to every namespace.
     """
-
-    KNOWN = frozenset({"subject", "namespace", "format"})
 
     subject = StrictCharField(
         max_length=NAMESPACE_MAX,
@@ -690,14 +689,6 @@ class ExportQuerySerializer(serializers.Serializer):
         # of blank HTML input); the schema says a subject is never empty, so say so.
         if getattr(self.initial_data, "get", lambda _k: None)("subject") == "":
             raise serializers.ValidationError({"subject": ["A subject is a non-empty user key."]})
-        unknown = sorted(set(getattr(self.initial_data, "keys", lambda: ())()) - self.KNOWN)
-        if unknown:
-            raise serializers.ValidationError(
-                {
-                    name: ["Unknown parameter: give `subject`, `namespace`, or both."]
-                    for name in unknown
-                }
-            )
         if attrs.get("subject") is None and attrs.get("namespace") is None:
             raise serializers.ValidationError(
                 {"non_field_errors": ["Give `subject`, `namespace`, or both."]}

@@ -19,7 +19,6 @@ from .selection import (
     Target,
     authored_filter,
     batches,
-    row_filter,
 )
 
 RowsByTable = Mapping[str, Iterable[tuple[str, str]]]
@@ -234,24 +233,6 @@ def resolve(target: Target, aliases: Sequence[str]) -> Target:
         grants=target.grants,
         rows={table: tuple(pairs) for table, pairs in rows.items()},
     )
-
-
-def namespaces_of(target: Target, *, using: str | Sequence[str] | None = None) -> set[str]:
-    """Every namespace holding a row ``target`` selects or changes (its kept authored rows,
-    pseudonymised under the subject's pseudonyms too): what an authorisation must check."""
-    names: set[str] = set()
-    for alias in engine.aliases_for(using):
-        for table, model in ROW_MODELS.items():
-            q = row_filter(table, target)
-            if q is not None:
-                qs = model.objects.using(alias).filter(q).order_by()
-                names.update(qs.values_list("namespace", flat=True).distinct())
-            names.update(ns for ns, _ in target.rows.get(table, ()))
-        authored = authored_filter(target)
-        if authored is not None:
-            qs = Memory.objects.using(alias).filter(authored).order_by()
-            names.update(qs.values_list("namespace", flat=True).distinct())
-    return names
 
 
 def erase(
