@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 
 from django.db import connections, transaction
 
-from . import guards, store
-from .db import locks, partitioning, vendor
-from .fields import now
-from .models import Memory, Source, new_id
+from memoryapp import guards, store
+from memoryapp.db import locks, partitioning, vendor
+from memoryapp.fields import now
+from memoryapp.models import Memory, Source, new_id
 
 CHUNK = 2000  # rows per bulk statement: bounded memory, few round trips
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 from django.db import transaction
 
-from .db import locks, vendor
-from .db.meta import SliceKey, read_change_counter, read_slice_counters
+from memoryapp.db import locks, vendor
+from memoryapp.db.meta import SliceKey, read_change_counter, read_slice_counters
 
 __all__ = ["ChangeWindow", "change_window"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from django.core import checks
 from django.db import connections
 
-from .conf import guard_class_path
-from .db import vendor as vendors
+from memoryapp.conf import guard_class_path
+from memoryapp.db import vendor as vendors
 
 
 @checks.register(checks.Tags.database, checks.Tags.compatibility)
@@ -32,7 +32,7 @@ def check_guard_setting(app_configs=None, **kwargs):
     """memoryapp.E002: MEMORYAPP_GUARD must name an importable MemoryGuard subclass."""
     from django.utils.module_loading import import_string
 
-    from .guards import MemoryGuard
+    from memoryapp.guards import MemoryGuard
 
     path = guard_class_path()
     try:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from .validation import SCOPES, TYPES, clean_tags, explicit_choice, require_str
+from memoryapp.validation import SCOPES, TYPES, clean_tags, explicit_choice, require_str
 
 __all__ = ["STOP_WORDS", "default_confidence", "extract_keywords", "infer_scope", "infer_type"]
 

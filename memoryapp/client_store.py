@@ -34,7 +34,7 @@ from urllib.parse import quote
 
 import httpx
 
-from .client import MemoryClient, MemoryClientError, NotFound, Refused
+from memoryapp.client import MemoryClient, MemoryClientError, NotFound, Refused
 
 if TYPE_CHECKING:
     from agentao.memory.models import MemoryRecord, MemoryReviewItem, SessionSummaryRecord

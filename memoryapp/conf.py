@@ -11,7 +11,7 @@ from django.conf import settings
 from django.utils.module_loading import import_string
 
 if TYPE_CHECKING:
-    from .guards import MemoryGuard
+    from memoryapp.guards import MemoryGuard
 
 
 def guard_class_path() -> str:

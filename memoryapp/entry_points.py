@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from . import querysets, store, validation
-from .conf import get_guard
-from .models import Memory
-from .services import memories, prompt
-from .services.prompt import RecallCandidate
-from .services.slices import StoreSlice
+from memoryapp import querysets, store, validation
+from memoryapp.conf import get_guard
+from memoryapp.models import Memory
+from memoryapp.services import memories, prompt
+from memoryapp.services.prompt import RecallCandidate
+from memoryapp.services.slices import StoreSlice
 
 
 def upsert(

@@ -15,7 +15,7 @@ from importlib import import_module
 
 from django.db import connections
 
-from .conf import ephemeral_database
+from memoryapp.conf import ephemeral_database
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ def new_namespace() -> str:
 
 def discard(alias: str, namespaces: tuple[str, ...]) -> None:
     """Hard-delete every row of the given namespaces from the ephemeral database."""
-    from .models import Memory, MemoryEvent, ReviewItem, SessionSummary
+    from memoryapp.models import Memory, MemoryEvent, ReviewItem, SessionSummary
 
     try:
         for model in (Memory, SessionSummary, ReviewItem, MemoryEvent):
@@ -92,7 +92,14 @@ def _settings_for(alias: str) -> dict:
 def _ensure_schema(alias: str) -> None:
     """Create the memory tables and the counter triggers unless they exist (no migrations:
     the database lives only as long as the process)."""
-    from .models import Memory, MemoryEvent, ReviewItem, SchemaMeta, SessionSummary, SliceChange
+    from memoryapp.models import (
+        Memory,
+        MemoryEvent,
+        ReviewItem,
+        SchemaMeta,
+        SessionSummary,
+        SliceChange,
+    )
 
     connection = connections[alias]
     existing = set(connection.introspection.table_names())

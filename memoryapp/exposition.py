@@ -16,8 +16,8 @@ from django.db.models import Count
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
-from .indexes import INDEXES
-from .models import ErasureReceipt, ReceiptState
+from memoryapp.indexes import INDEXES
+from memoryapp.models import ErasureReceipt, ReceiptState
 
 
 class ReceiptStates:
@@ -62,7 +62,7 @@ class UnfinishedErasures:
         return []
 
     def collect(self):
-        from .erasure import attention
+        from memoryapp.erasure import attention
 
         try:
             found = attention.status()

@@ -8,11 +8,17 @@ subclass, and re-exports the public names so ``memoryapp.guards`` stays the one 
 
 from __future__ import annotations
 
-from . import metrics, secret_scan
-from .classify import STOP_WORDS, default_confidence, extract_keywords, infer_scope, infer_type
-from .errors import MemoryValidationError, SensitiveMemoryError, about
-from .secret_scan import SECRET_PATTERNS, find_secret_family
-from .validation import (
+from memoryapp import metrics, secret_scan
+from memoryapp.classify import (
+    STOP_WORDS,
+    default_confidence,
+    extract_keywords,
+    infer_scope,
+    infer_type,
+)
+from memoryapp.errors import MemoryValidationError, SensitiveMemoryError, about
+from memoryapp.secret_scan import SECRET_PATTERNS, find_secret_family
+from memoryapp.validation import (
     AUTO_SOURCE_CAP,
     MAX_CONTENT_CHARS,
     MAX_KEY_CHARS,

@@ -11,9 +11,9 @@ from typing import Any
 from django.db import connections
 from django.utils.dateparse import parse_datetime
 
-from .db import vendor
-from .models import Confidence, Memory, json_list
-from .scoring import IndexRecord
+from memoryapp.db import vendor
+from memoryapp.models import Confidence, Memory, json_list
+from memoryapp.scoring import IndexRecord
 
 __all__ = ["live_records", "record_of", "row_fingerprint", "slice_rows", "to_record"]
 

@@ -31,15 +31,15 @@ from itertools import chain
 
 from django.db import connections
 
-from . import index_rows, metrics, recall_snapshot
-from .change_window import ChangeWindow, change_window
-from .conf import recall_cache_bytes, recall_snapshots
-from .db import snapshots as stored_snapshots
-from .fields import now
-from .index_rows import live_records, record_of
-from .models import Memory
-from .recall import RecallIndex
-from .stable_blocks import StableBlocks
+from memoryapp import index_rows, metrics, recall_snapshot
+from memoryapp.change_window import ChangeWindow, change_window
+from memoryapp.conf import recall_cache_bytes, recall_snapshots
+from memoryapp.db import snapshots as stored_snapshots
+from memoryapp.fields import now
+from memoryapp.index_rows import live_records, record_of
+from memoryapp.models import Memory
+from memoryapp.recall import RecallIndex
+from memoryapp.stable_blocks import StableBlocks
 
 __all__ = [
     "DELTA_SLACK",

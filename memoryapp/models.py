@@ -9,9 +9,9 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from .fields import IsoDateTimeField, now
-from .permissions import MEMORY_CUSTOM, REVIEW_CUSTOM
-from .querysets import MemoryObjects, ReviewItemQuerySet, SessionSummaryQuerySet
+from memoryapp.fields import IsoDateTimeField, now
+from memoryapp.permissions import MEMORY_CUSTOM, REVIEW_CUSTOM
+from memoryapp.querysets import MemoryObjects, ReviewItemQuerySet, SessionSummaryQuerySet
 
 
 def new_id() -> str:

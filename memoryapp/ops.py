@@ -23,8 +23,8 @@ from django.http import Http404, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from . import exposition, metrics
-from .models import ErasureReceipt, Memory, ReviewItem, SessionSummary
+from memoryapp import exposition, metrics
+from memoryapp.models import ErasureReceipt, Memory, ReviewItem, SessionSummary
 
 _TABLES = (Memory, SessionSummary, ReviewItem, ErasureReceipt)
 logger = logging.getLogger(__name__)
@@ -95,7 +95,7 @@ def erasure_health() -> dict | None:
     Not a failure of this process: ``/healthz`` stays 200 and says ``degraded``, so
     a load balancer keeps a healthy worker while a person is told.
     """
-    from .erasure import attention
+    from memoryapp.erasure import attention
 
     try:
         found = attention.status()

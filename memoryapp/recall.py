@@ -15,7 +15,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from .scoring import (
+from memoryapp.scoring import (
     REASON_ORDER,
     SECONDS_PER_DAY,
     STALE_DAYS,
@@ -28,7 +28,7 @@ from .scoring import (
     score,
     tag_weight,
 )
-from .tokens import expand, path_hints, query_tokens, tokenize
+from memoryapp.tokens import expand, path_hints, query_tokens, tokenize
 
 __all__ = [
     "REASON_ORDER",

@@ -42,8 +42,8 @@ from array import array
 
 import numpy as np
 
-from .recall import _CODE_BITS, TOKEN_OBJECT_BYTES, RecallIndex, _Posting
-from .tokens import rules_id
+from memoryapp.recall import _CODE_BITS, TOKEN_OBJECT_BYTES, RecallIndex, _Posting
+from memoryapp.tokens import rules_id
 
 __all__ = ["FORMAT", "dump", "load", "strings"]
 

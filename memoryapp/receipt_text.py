@@ -16,7 +16,7 @@ import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .wording import plural
+from memoryapp.wording import plural
 
 __all__ = ["ReceiptSummary", "day", "summarize"]
 

@@ -9,10 +9,10 @@ from collections.abc import Iterable
 
 from django.db import transaction
 
-from .crystallizer import Proposal
-from .db import locks
-from .fields import now
-from .models import Confidence, ReviewItem, ReviewStatus, dump_list
+from memoryapp.crystallizer import Proposal
+from memoryapp.db import locks
+from memoryapp.fields import now
+from memoryapp.models import Confidence, ReviewItem, ReviewStatus, dump_list
 
 # Occurrences from which a folded candidate counts as inferred (docs/behaviour.md §6).
 INFERRED_FROM = 2

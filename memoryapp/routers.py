@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .conf import ephemeral_database
+from memoryapp.conf import ephemeral_database
 
 
 class EphemeralRouter:

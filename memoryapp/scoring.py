@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from .tokens import token_set
+from memoryapp.tokens import token_set
 
 __all__ = [
     "CONTENT_CHARS",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.db.models import F, Q
 
-from .db.lookups import FoldedContains, JsonItemFolded, JsonItemFoldedEquals
-from .models import Memory
+from memoryapp.db.lookups import FoldedContains, JsonItemFolded, JsonItemFoldedEquals
+from memoryapp.models import Memory
 
 # Characters of the JSON text of the tag and keyword columns outside the values
 # themselves. A needle without any of them cannot match across two values, so a

@@ -15,11 +15,11 @@ from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from . import guards
-from .db import vendor
-from .errors import about
-from .fields import now
-from .models import Memory, MemoryEvent, Source, dump_list, new_id
+from memoryapp import guards
+from memoryapp.db import vendor
+from memoryapp.errors import about
+from memoryapp.fields import now
+from memoryapp.models import Memory, MemoryEvent, Source, dump_list, new_id
 
 
 @dataclass(frozen=True)
@@ -236,7 +236,7 @@ def _aware(value) -> dt.datetime:
 
 def enforce_auto_cap(using: str, namespace: str, scope: str, *, actor: str = "") -> list[str]:
     """Soft-delete the least recently updated ``auto`` memories past the cap; returns their ids."""
-    from .conf import auto_source_cap
+    from memoryapp.conf import auto_source_cap
 
     cap = auto_source_cap()
     auto = (

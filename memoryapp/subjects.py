@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from django.db.models import Model, Q, QuerySet
 
-from .models import Memory, MemoryEvent, ReviewItem, Scope, SessionSummary
+from memoryapp.models import Memory, MemoryEvent, ReviewItem, Scope, SessionSummary
 
 __all__ = ["matching", "subject_q"]
 

@@ -13,7 +13,7 @@ import unicodedata
 from collections.abc import Callable, Iterable
 from typing import ParamSpec, TypeVar
 
-from .errors import MemoryValidationError
+from memoryapp.errors import MemoryValidationError
 
 __all__ = [
     "AUTO_SOURCE_CAP",

@@ -24,10 +24,10 @@ from django.utils.formats import date_format
 from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 
-from .. import subjects
-from ..models import Memory, MemoryEvent, ReviewItem, SessionSummary
-from ..validation import MAX_NAMESPACE_CHARS
-from ..wording import plural  # noqa: F401  (re-exported: the admin modules import it from here)
+from memoryapp import subjects
+from memoryapp.models import Memory, MemoryEvent, ReviewItem, SessionSummary
+from memoryapp.validation import MAX_NAMESPACE_CHARS
+from memoryapp.wording import plural  # noqa: F401  (re-exported: the admin modules import it from here)
 
 # The tables an erasure reports counts for (receipts and previews are keyed by table name).
 MEMORIES = Memory._meta.db_table
@@ -509,8 +509,8 @@ def json_download(document: dict, filename: str) -> HttpResponse:
 
 def worker_note(receipt) -> str:
     """What to add to an erasure's message when the erasure worker finishes it."""
-    from ..erasure import purge_now
-    from ..models import ReceiptState
+    from memoryapp.erasure import purge_now
+    from memoryapp.models import ReceiptState
 
     if purge_now() or receipt.state == ReceiptState.COMPLETE:
         return ""

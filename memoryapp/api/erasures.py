@@ -23,6 +23,19 @@ from rest_framework.exceptions import NotFound, PermissionDenied, ValidationErro
 from rest_framework.response import Response
 
 from memoryapp import conf, erasure
+from memoryapp.api import permissions
+from memoryapp.api.exceptions import Conflict, Unprocessable
+from memoryapp.api.filters import StrictChoiceFilter
+from memoryapp.api.models import ErasureRequest
+from memoryapp.api.patterns import HEADER_KEY_PATTERN, NON_BLANK_PATTERN, TEXT_PATTERN
+from memoryapp.api.permissions import Access
+from memoryapp.api.serializers import (
+    NAMESPACE_MAX,
+    ErasurePreviewSerializer,
+    ErrorSerializer,
+    ReceiptSerializer,
+    StrictCharField,
+)
 from memoryapp.erasure import engine as erasure_engine
 from memoryapp.erasure import erase, worker
 from memoryapp.erasure.engine import worker_name
@@ -36,20 +49,6 @@ from memoryapp.models import (
     ExportVia,
     ReceiptState,
     new_request_id,
-)
-
-from . import permissions
-from .exceptions import Conflict, Unprocessable
-from .filters import StrictChoiceFilter
-from .models import ErasureRequest
-from .patterns import HEADER_KEY_PATTERN, NON_BLANK_PATTERN, TEXT_PATTERN
-from .permissions import Access
-from .serializers import (
-    NAMESPACE_MAX,
-    ErasurePreviewSerializer,
-    ErrorSerializer,
-    ReceiptSerializer,
-    StrictCharField,
 )
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"

@@ -16,6 +16,14 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from memoryapp import guards, validation
+from memoryapp.api.patterns import (
+    KEY_PATTERN,
+    NAMESPACE_PATTERN,
+    NON_BLANK_PATTERN,
+    NORMALISABLE_PATTERN,
+    TEXT_PATTERN,
+    TITLE_PATTERN,
+)
 from memoryapp.conf import get_guard
 from memoryapp.errors import MemoryValidationError
 from memoryapp.models import (
@@ -32,15 +40,6 @@ from memoryapp.models import (
     Source,
 )
 from memoryapp.validation import MAX_SUMMARY_CHARS, check_namespace, check_stored_key
-
-from .patterns import (
-    KEY_PATTERN,
-    NAMESPACE_PATTERN,
-    NON_BLANK_PATTERN,
-    NORMALISABLE_PATTERN,
-    TEXT_PATTERN,
-    TITLE_PATTERN,
-)
 
 NAMESPACE_MAX = 255  # the namespace / subject / session columns are varchar(255)
 INT_MAX = 2**31 - 1  # the summary counters are 32-bit integer columns

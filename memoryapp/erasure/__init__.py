@@ -12,14 +12,14 @@ erasure needs, encrypted), ``worker`` (completes receipts off the request), ``at
 
 from __future__ import annotations
 
-from . import attention, phases
-from .engine import ReceiptInProgress
-from .export import export, retention_statement
-from .receipts import as_dict as receipt_as_dict
-from .receipts import subject_hmac
-from .replay import ReplayReport, replay
-from .selection import rows_removed
-from .service import (
+from memoryapp.erasure import attention, phases
+from memoryapp.erasure.engine import ReceiptInProgress
+from memoryapp.erasure.export import export, retention_statement
+from memoryapp.erasure.receipts import as_dict as receipt_as_dict
+from memoryapp.erasure.receipts import subject_hmac
+from memoryapp.erasure.replay import ReplayReport, replay
+from memoryapp.erasure.selection import rows_removed
+from memoryapp.erasure.service import (
     ErasureRequestError,
     authored_count,
     build_target,

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from django.db import DEFAULT_DB_ALIAS
 from django.db.models import Count, Min, Q
 
-from .. import conf, retries
-from ..fields import now
-from ..models import RETRIED_STATES, ErasureReceipt, ReceiptState
+from memoryapp import conf, retries
+from memoryapp.fields import now
+from memoryapp.models import RETRIED_STATES, ErasureReceipt, ReceiptState
 
 _random = random.Random()
 

@@ -20,23 +20,14 @@ from dataclasses import dataclass, field
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, connections, transaction
 from django.db.models import Q, QuerySet
 
-from .. import conf
-from ..db import locks, partitioning
-from ..db import purge as vendor_purge
-from ..db.vendor import of as vendor_of
-from ..fields import now
-from ..models import (
-    ErasureReceipt,
-    ErasureTarget,
-    Memory,
-    MemoryEvent,
-    ReceiptState,
-    SliceChange,
-)
-from . import attention, phases, probes, sealed
-from .purging import caveats, finish, finish_after_commit, unfinished
-from .receipts import append_ledger, key_id, keyed_hmac, safe_actor
-from .selection import (
+from memoryapp import conf
+from memoryapp.db import locks, partitioning
+from memoryapp.db import purge as vendor_purge
+from memoryapp.db.vendor import of as vendor_of
+from memoryapp.erasure import attention, phases, probes, sealed
+from memoryapp.erasure.purging import caveats, finish, finish_after_commit, unfinished
+from memoryapp.erasure.receipts import append_ledger, key_id, keyed_hmac, safe_actor
+from memoryapp.erasure.selection import (
     ADMIN_LOG,
     CONTENT_TABLES,
     EVENTS,
@@ -53,6 +44,15 @@ from .selection import (
     purge_all_tables,
     row_filter,
     subject_pseudonym,
+)
+from memoryapp.fields import now
+from memoryapp.models import (
+    ErasureReceipt,
+    ErasureTarget,
+    Memory,
+    MemoryEvent,
+    ReceiptState,
+    SliceChange,
 )
 
 logger = logging.getLogger(__name__)

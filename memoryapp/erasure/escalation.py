@@ -22,12 +22,12 @@ from collections.abc import Callable, Sequence
 
 from django.db import connections
 
-from .. import conf, metrics
-from ..db import ladder
-from ..db.purge import PurgeOutcome
-from ..fields import now
-from ..models import ErasureReceipt
-from . import phases
+from memoryapp import conf, metrics
+from memoryapp.db import ladder
+from memoryapp.db.purge import PurgeOutcome
+from memoryapp.erasure import phases
+from memoryapp.fields import now
+from memoryapp.models import ErasureReceipt
 
 # What each step's verification came to (the ``outcome`` of a recorded step).
 VERIFIED, RESIDUE, NOT_VERIFIED, NOT_PURGED = "verified", "residue", "not verified", "not purged"

@@ -9,21 +9,10 @@ from typing import Any
 
 from django.db.models import Q, QuerySet
 
-from .. import conf
-from ..fields import now
-from ..models import (
-    ErasureReceipt,
-    ErasureTarget,
-    ExportRecord,
-    ExportVia,
-    Memory,
-    MemoryEvent,
-    ReviewItem,
-    SessionSummary,
-)
-from . import engine
-from .receipts import as_dict, key_id, keyed_hmac, safe_actor
-from .selection import (
+from memoryapp import conf
+from memoryapp.erasure import engine
+from memoryapp.erasure.receipts import as_dict, key_id, keyed_hmac, safe_actor
+from memoryapp.erasure.selection import (
     MEMORIES,
     REVIEW,
     SUMMARIES,
@@ -33,7 +22,18 @@ from .selection import (
     batches,
     row_filter,
 )
-from .service import build_target
+from memoryapp.erasure.service import build_target
+from memoryapp.fields import now
+from memoryapp.models import (
+    ErasureReceipt,
+    ErasureTarget,
+    ExportRecord,
+    ExportVia,
+    Memory,
+    MemoryEvent,
+    ReviewItem,
+    SessionSummary,
+)
 
 FORMAT = "memoryapp-export/1"
 CHUNK = 1000
@@ -191,7 +191,7 @@ def export(
         ErasureRequestError: neither subject nor namespace given.
     """
     if subject is None and namespace is None:
-        from .service import ErasureRequestError
+        from memoryapp.erasure.service import ErasureRequestError
 
         raise ErasureRequestError("export needs a subject or a namespace")
     target = build_target(subject=subject, namespace=namespace, within=within, grants=grants)

@@ -25,11 +25,18 @@ from collections.abc import Iterator, Sequence
 from django.db import connections
 from django.db.models import Model
 
-from .. import recall_snapshot
-from ..db import partitioning
-from ..db.finder import Finder
-from ..models import RecallSnapshot
-from .selection import MEMORIES, REVIEW, ROW_MODELS, SNAPSHOTS, SUMMARIES, admin_log_available
+from memoryapp import recall_snapshot
+from memoryapp.db import partitioning
+from memoryapp.db.finder import Finder
+from memoryapp.erasure.selection import (
+    MEMORIES,
+    REVIEW,
+    ROW_MODELS,
+    SNAPSHOTS,
+    SUMMARIES,
+    admin_log_available,
+)
+from memoryapp.models import RecallSnapshot
 
 KEPT_COLUMNS = {
     MEMORIES: ("title", "content", "key_normalized", "tags_json", "keywords_json"),

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from django.db.models import QuerySet
 
-from ..models import ErasureReceipt, ExportRecord
-from .receipts import keyed_hmac, known_keys
+from memoryapp.erasure.receipts import keyed_hmac, known_keys
+from memoryapp.models import ErasureReceipt, ExportRecord
 
 
 @dataclass(frozen=True)

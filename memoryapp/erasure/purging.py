@@ -9,26 +9,20 @@ from collections.abc import Iterable, Sequence
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.utils.dateparse import parse_datetime
 
-from .. import conf
-from ..db import partitioning
-from ..db import purge as vendor_purge
-from ..fields import now
-from ..models import (
+from memoryapp import conf
+from memoryapp.db import partitioning
+from memoryapp.db import purge as vendor_purge
+from memoryapp.erasure import attention, escalation, probes, sealed
+from memoryapp.erasure.kept import explained as explained_by_kept_rows
+from memoryapp.erasure.receipts import append_ledger
+from memoryapp.erasure.selection import ADMIN_LOG, CONTENT_TABLES, ROW_MODELS, batches, purged_with
+from memoryapp.fields import now
+from memoryapp.models import (
     RETRIED_STATES,
     UNFINISHED_STATES,
     ErasureReceipt,
     MemoryEvent,
     ReceiptState,
-)
-from . import attention, escalation, probes, sealed
-from .kept import explained as explained_by_kept_rows
-from .receipts import append_ledger
-from .selection import (
-    ADMIN_LOG,
-    CONTENT_TABLES,
-    ROW_MODELS,
-    batches,
-    purged_with,
 )
 
 logger = logging.getLogger(__name__)

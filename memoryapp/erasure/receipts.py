@@ -13,8 +13,8 @@ from pathlib import Path
 
 from django.utils.dateparse import parse_datetime
 
-from .. import conf
-from ..models import ErasureReceipt, ReceiptState
+from memoryapp import conf
+from memoryapp.models import ErasureReceipt, ReceiptState
 
 logger = logging.getLogger(__name__)
 

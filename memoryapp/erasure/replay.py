@@ -17,10 +17,9 @@ from dataclasses import dataclass, field
 
 from django.db import transaction
 
-from .. import conf
-from ..models import ErasureReceipt, ErasureTarget, Memory, ReviewItem, SessionSummary
-from . import engine
-from .receipts import (
+from memoryapp import conf
+from memoryapp.erasure import engine
+from memoryapp.erasure.receipts import (
     append_ledger,
     as_dict,
     from_dict,
@@ -29,7 +28,8 @@ from .receipts import (
     parse_stamp,
     read_ledger,
 )
-from .selection import ROW_MODELS, Target
+from memoryapp.erasure.selection import ROW_MODELS, Target
+from memoryapp.models import ErasureReceipt, ErasureTarget, Memory, ReviewItem, SessionSummary
 
 
 @dataclass

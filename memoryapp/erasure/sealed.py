@@ -20,8 +20,8 @@ from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from .. import conf
-from .selection import Target
+from memoryapp import conf
+from memoryapp.erasure.selection import Target
 
 _INFO = b"memoryapp.erasure.sealed-request"
 

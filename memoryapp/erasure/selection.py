@@ -11,8 +11,8 @@ from django.apps import apps
 from django.db import connections, router
 from django.db.models import Q
 
-from ..db.lookups import covering_q
-from ..models import (
+from memoryapp.db.lookups import covering_q
+from memoryapp.models import (
     ErasureTarget,
     Memory,
     MemoryEvent,
@@ -89,14 +89,14 @@ def subject_pseudonym(subject: str, key: bytes | None = None) -> str:
     ``include_authored``), but the user key is personal data; the pseudonym still
     lets a later erasure of the same subject, with ``include_authored``, find it.
     """
-    from .receipts import keyed_hmac
+    from memoryapp.erasure.receipts import keyed_hmac
 
     return PSEUDONYM_PREFIX + keyed_hmac(subject, key)[:48]
 
 
 def subject_names(subject: str) -> list[str]:
     """The subject key and its pseudonyms under the current and fallback erasure keys."""
-    from .receipts import known_keys
+    from memoryapp.erasure.receipts import known_keys
 
     return [subject, *dict.fromkeys(subject_pseudonym(subject, k) for k in known_keys().values())]
 

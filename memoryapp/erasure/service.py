@@ -5,13 +5,9 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
 
-from .. import conf
-from ..errors import MemoryValidationError
-from ..fields import now
-from ..models import ErasureReceipt, ErasureTarget, Memory, ReviewStatus
-from ..validation import check_id, check_stored_key
-from . import engine
-from .selection import (
+from memoryapp import conf
+from memoryapp.erasure import engine
+from memoryapp.erasure.selection import (
     MEMORIES,
     REVIEW,
     ROW_MODELS,
@@ -20,6 +16,10 @@ from .selection import (
     authored_filter,
     batches,
 )
+from memoryapp.errors import MemoryValidationError
+from memoryapp.fields import now
+from memoryapp.models import ErasureReceipt, ErasureTarget, Memory, ReviewStatus
+from memoryapp.validation import check_id, check_stored_key
 
 RowsByTable = Mapping[str, Iterable[tuple[str, str]]]
 """Exact rows to erase: table name → ``(namespace, id)`` pairs."""
@@ -521,7 +521,7 @@ def receipts_for(
     *, subject: str | None = None, namespace: str | None = None, using: str | None = None
 ):
     """The receipts of erasures that named ``subject`` or ``namespace`` (matched by HMAC)."""
-    from .receipts import keyed_hmac
+    from memoryapp.erasure.receipts import keyed_hmac
 
     qs = ErasureReceipt.objects.using(using or "default")
     if subject is not None:

@@ -25,13 +25,13 @@ from dataclasses import dataclass
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.models import Q
 
-from .. import conf
-from ..fields import now
-from ..models import UNFINISHED_STATES, ErasureReceipt, ReceiptState
-from ..wording import plural
-from . import attention
-from .engine import holder_gone, resume, worker_name
-from .purging import finish, unfinished
+from memoryapp import conf
+from memoryapp.erasure import attention
+from memoryapp.erasure.engine import holder_gone, resume, worker_name
+from memoryapp.erasure.purging import finish, unfinished
+from memoryapp.fields import now
+from memoryapp.models import UNFINISHED_STATES, ErasureReceipt, ReceiptState
+from memoryapp.wording import plural
 
 logger = logging.getLogger(__name__)
 

@@ -27,13 +27,10 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models import F, QuerySet
 from django.db.models.expressions import OrderBy, RawSQL
 
-from ..db import vendor
-from ..db.meta import read_change_counter, read_slice_counters
-from ..fields import now
-from ..models import Memory, ReviewItem, SessionSummary
-from ..querysets import MemoryQuerySet
-from ..services import records as writes
-from .errors import (
+from memoryapp.db import vendor
+from memoryapp.db.meta import read_change_counter, read_slice_counters
+from memoryapp.fields import now
+from memoryapp.interop.errors import (
     StoreDatabaseError,
     StoreDataError,
     StoreIntegrityError,
@@ -44,7 +41,10 @@ from .errors import (
     StoreProgrammingError,
     translated,
 )
-from .records import iso, parse_iso, to_record, to_review_item, to_summary
+from memoryapp.interop.records import iso, parse_iso, to_record, to_review_item, to_summary
+from memoryapp.models import Memory, ReviewItem, SessionSummary
+from memoryapp.querysets import MemoryQuerySet
+from memoryapp.services import records as writes
 
 if TYPE_CHECKING:
     from agentao.memory.models import MemoryRecord, MemoryReviewItem, SessionSummaryRecord

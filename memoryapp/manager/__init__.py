@@ -9,10 +9,10 @@ summaries), ``blocks`` (recall and the prompt blocks), ``queue`` (the review
 queue), ``problems`` (store problems), ``children`` (sub-agents).
 """
 
-from .blocks import EXCERPT_CHARS, _fact
-from .children import ChildManager
-from .core import MemoryManager
-from .types import RecallCandidate, WipeResult
+from memoryapp.manager.blocks import EXCERPT_CHARS, _fact
+from memoryapp.manager.children import ChildManager
+from memoryapp.manager.core import MemoryManager
+from memoryapp.manager.types import RecallCandidate, WipeResult
 
 # MemoryManager.child() makes ChildManagers, a subclass of it: the package, which
 # imports both, hands the class down (docs/design.md, "Layers").

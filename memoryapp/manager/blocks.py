@@ -14,16 +14,16 @@ from typing import TYPE_CHECKING
 
 from django.db import DatabaseError
 
-from .. import metrics, render
-from ..models import Memory
-from ..services import prompt
-from ..services.prompt import CONTEXT_TOP_K, EXCERPT_CHARS, RecallCandidate
-from ..services.prompt import fact as _fact
+from memoryapp import metrics, render
+from memoryapp.models import Memory
+from memoryapp.services import prompt
+from memoryapp.services.prompt import CONTEXT_TOP_K, EXCERPT_CHARS, RecallCandidate
+from memoryapp.services.prompt import fact as _fact
 
 if TYPE_CHECKING:
-    from ..services.slices import StoreSlice
-    from .problems import StoreProblems
-    from .types import Reads
+    from memoryapp.manager.problems import StoreProblems
+    from memoryapp.manager.types import Reads
+    from memoryapp.services.slices import StoreSlice
 
 logger = logging.getLogger("memoryapp.manager")
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .core import MemoryManager
-from .types import SEES_NOTHING
+from memoryapp.manager.core import MemoryManager
+from memoryapp.manager.types import SEES_NOTHING
 
 
 class ChildManager(MemoryManager):

@@ -13,18 +13,18 @@ from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, DatabaseError
 
-from .. import bulk, ephemeral, guards, store, validation
-from ..conf import get_guard, user_database
-from ..db.meta import read_change_counter
-from ..models import Memory, Source
-from ..services import memories, reads, wipe
-from ..services.memories import SCOPE_DOWNGRADE_WARNING
-from ..services.slices import Binding, StoreSlice
-from .blocks import PromptBlocks
-from .problems import StoreProblems
-from .queue import ReviewQueue
-from .sessions import SessionSummaries, new_session_id
-from .types import SEES_ALL, Reads, WipeResult
+from memoryapp import bulk, ephemeral, guards, store, validation
+from memoryapp.conf import get_guard, user_database
+from memoryapp.db.meta import read_change_counter
+from memoryapp.manager.blocks import PromptBlocks
+from memoryapp.manager.problems import StoreProblems
+from memoryapp.manager.queue import ReviewQueue
+from memoryapp.manager.sessions import SessionSummaries, new_session_id
+from memoryapp.manager.types import SEES_ALL, Reads, WipeResult
+from memoryapp.models import Memory, Source
+from memoryapp.services import memories, reads, wipe
+from memoryapp.services.memories import SCOPE_DOWNGRADE_WARNING
+from memoryapp.services.slices import Binding, StoreSlice
 
 logger = logging.getLogger("memoryapp.manager")
 

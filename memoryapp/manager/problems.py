@@ -6,7 +6,7 @@ import logging
 
 from django.db import DatabaseError
 
-from ..services.slices import StoreSlice
+from memoryapp.services.slices import StoreSlice
 
 logger = logging.getLogger("memoryapp.manager")
 

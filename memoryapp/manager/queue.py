@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..models import Memory, ReviewItem
-from ..services import review
-from ..services.review import DECISION_CHUNK
+from memoryapp.models import Memory, ReviewItem
+from memoryapp.services import review
+from memoryapp.services.review import DECISION_CHUNK
 
 if TYPE_CHECKING:
-    from ..guards import MemoryGuard
+    from memoryapp.guards import MemoryGuard
 
 __all__ = ["DECISION_CHUNK", "ReviewQueue"]
 

@@ -11,15 +11,15 @@ from typing import TYPE_CHECKING
 
 from django.db import DatabaseError
 
-from ..models import SessionSummary
-from ..render import cross_session_tail
-from ..services import summaries
+from memoryapp.models import SessionSummary
+from memoryapp.render import cross_session_tail
+from memoryapp.services import summaries
 
 if TYPE_CHECKING:
-    from ..guards import MemoryGuard
-    from ..services.slices import Binding
-    from .problems import StoreProblems
-    from .types import Reads
+    from memoryapp.guards import MemoryGuard
+    from memoryapp.manager.problems import StoreProblems
+    from memoryapp.manager.types import Reads
+    from memoryapp.services.slices import Binding
 
 logger = logging.getLogger("memoryapp.manager")
 

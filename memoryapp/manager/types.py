@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..services.prompt import RecallCandidate
-from ..services.slices import StoreSlice
-from ..services.wipe import WipeResult
+from memoryapp.services.prompt import RecallCandidate
+from memoryapp.services.slices import StoreSlice
+from memoryapp.services.wipe import WipeResult
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,11 @@ import logging
 from collections.abc import Iterable
 from dataclasses import replace
 
-from .. import bulk, guards, store, validation
-from ..fields import now
-from ..indexes import INDEXES, change_window
-from ..models import Memory, Scope, Source
-from .slices import Binding, StoreSlice
+from memoryapp import bulk, guards, store, validation
+from memoryapp.fields import now
+from memoryapp.indexes import INDEXES, change_window
+from memoryapp.models import Memory, Scope, Source
+from memoryapp.services.slices import Binding, StoreSlice
 
 logger = logging.getLogger("memoryapp.manager")
 

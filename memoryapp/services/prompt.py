@@ -16,16 +16,16 @@ from django.db import connections
 from django.db.models import Q, Value
 from django.db.models.functions import Least, Length
 
-from .. import render
-from ..conf import recall_snapshots
-from ..db import compiled, vendor
-from ..db import snapshots as stored_snapshots
-from ..db.meta import read_slice_counters
-from ..index_rows import column_timestamp
-from ..indexes import INDEXES, NOT_READ
-from ..models import Memory, Scope, json_list
-from ..recall import Scored, path_hints, query_tokens, rank_key
-from .slices import StoreSlice
+from memoryapp import render
+from memoryapp.conf import recall_snapshots
+from memoryapp.db import compiled, vendor
+from memoryapp.db import snapshots as stored_snapshots
+from memoryapp.db.meta import read_slice_counters
+from memoryapp.index_rows import column_timestamp
+from memoryapp.indexes import INDEXES, NOT_READ
+from memoryapp.models import Memory, Scope, json_list
+from memoryapp.recall import Scored, path_hints, query_tokens, rank_key
+from memoryapp.services.slices import StoreSlice
 
 EXCERPT_CHARS = 200  # of a recall candidate's content (docs/behaviour.md §5)
 CONTEXT_TOP_K = 5  # memories in the context block: recall's default top_k (docs/behaviour.md §5)

@@ -6,9 +6,9 @@ store problem. The matching rules are :mod:`memoryapp.search`'s.
 
 from __future__ import annotations
 
-from .. import search, validation
-from ..models import Memory
-from .slices import StoreSlice, live_filter
+from memoryapp import search, validation
+from memoryapp.models import Memory
+from memoryapp.services.slices import StoreSlice, live_filter
 
 
 def live(*, stores: list[StoreSlice], refine=None) -> list[Memory]:

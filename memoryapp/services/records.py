@@ -30,13 +30,13 @@ from typing import Any
 
 from django.db import IntegrityError, connections, transaction
 
-from .. import store, validation
-from ..db import locks, partitioning, vendor
-from ..fields import now
-from ..indexes import INDEXES, change_window
-from ..models import Memory, ReviewItem, SessionSummary, new_id
-from . import memories, summaries
-from .slices import Binding, StoreSlice
+from memoryapp import store, validation
+from memoryapp.db import locks, partitioning, vendor
+from memoryapp.fields import now
+from memoryapp.indexes import INDEXES, change_window
+from memoryapp.models import Memory, ReviewItem, SessionSummary, new_id
+from memoryapp.services import memories, summaries
+from memoryapp.services.slices import Binding, StoreSlice
 
 INSERT_ATTEMPTS = 5  # fresh ids drawn before an insert gives up
 MAX_OCCURRENCES = 2**31 - 1  # memory_review_queue.occurrences is a 32-bit integer

@@ -16,13 +16,13 @@ from collections.abc import Iterable, Sequence
 
 from django.db import DEFAULT_DB_ALIAS, transaction
 
-from .. import bulk, crystallizer, guards, review, store, validation
-from ..conf import get_guard, user_database
-from ..db import locks
-from ..fields import now
-from ..models import Memory, MemoryEvent, ReviewItem, ReviewStatus, Source
-from . import memories
-from .slices import Binding
+from memoryapp import bulk, crystallizer, guards, review, store, validation
+from memoryapp.conf import get_guard, user_database
+from memoryapp.db import locks
+from memoryapp.fields import now
+from memoryapp.models import Memory, MemoryEvent, ReviewItem, ReviewStatus, Source
+from memoryapp.services import memories
+from memoryapp.services.slices import Binding
 
 DECISION_CHUNK = 500  # review items decided per transaction (and per IN list)
 
@@ -245,7 +245,7 @@ def _by_namespace(item_ids: Iterable[str], namespace: str | None, using: str):
     ids = list(dict.fromkeys(item_ids))
     if namespace is not None:
         return {namespace: ids} if ids else {}
-    from ..erasure.selection import batches  # the erasure package is heavy to import
+    from memoryapp.erasure.selection import batches  # the erasure package is heavy to import
 
     pending = ReviewItem.objects.using(using).pending()
     found: dict[str, list[str]] = {}
@@ -379,7 +379,7 @@ def purge(
             raise guards.MemoryValidationError(
                 f"Unknown review status {one!r}: expected one of {', '.join(ReviewStatus.values)}"
             )
-    from ..erasure import erase_review_items  # the erasure package is heavy to import
+    from memoryapp.erasure import erase_review_items  # the erasure package is heavy to import
 
     # The statuses as read once above: a caller's iterator would be spent after the
     # first namespace's erasure.

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from django.db import DEFAULT_DB_ALIAS
 from django.db.models import Q
 
-from .. import guards
-from ..conf import user_database
-from ..models import Memory, Scope
+from memoryapp import guards
+from memoryapp.conf import user_database
+from memoryapp.models import Memory, Scope
 
 
 @dataclass(frozen=True)

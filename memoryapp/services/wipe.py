@@ -10,10 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .. import validation
-from ..models import Memory
-from . import memories, summaries
-from .slices import Binding
+from memoryapp import validation
+from memoryapp.models import Memory
+from memoryapp.services import memories, summaries
+from memoryapp.services.slices import Binding
 
 logger = logging.getLogger("memoryapp.manager")
 
