@@ -15,7 +15,8 @@ class MemoryAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from memoryapp import entry_points, logs
+        from memoryapp.ops import logs
+        from memoryapp.services import queryset_methods as entry_points
 
         # Django's SQL log carries the values of every statement: memory text.
         logs.install()

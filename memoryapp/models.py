@@ -491,7 +491,7 @@ class ExportRecord(models.Model):
 
     Like an erasure receipt, it names the subject and the namespace only as
     keyed HMACs (``MEMORYAPP_ERASURE_KEY``; ``key_id`` says which key), so a
-    lookup by key finds it (:mod:`memoryapp.erasure.lookup`) while the table
+    lookup by key finds it (:mod:`memoryapp.compliance.lookup`) while the table
     holds no subject key nor any exported text: the counts per part, the actor,
     the interface and the request id (API) are all it keeps.
     """

@@ -24,8 +24,8 @@ from memoryapp.admin.common import (
     plural,
     two_lines,
 )
+from memoryapp.compliance import ReceiptInProgress, receipt_as_dict, retry_purge, rows_removed
 from memoryapp.db.meta import CHANGE_KEY, VERSION_KEY, read_change_counter
-from memoryapp.erasure import ReceiptInProgress, receipt_as_dict, retry_purge, rows_removed
 from memoryapp.models import (
     ErasureReceipt,
     Memory,

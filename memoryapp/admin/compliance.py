@@ -27,8 +27,7 @@ from memoryapp.admin.common import (
     namespace_label,
 )
 from memoryapp.admin.forms import EraseSubjectForm, ExportForm, WipeForm
-from memoryapp.conf import PURGE_METHODS
-from memoryapp.erasure import (
+from memoryapp.compliance import (
     ErasureRequestError,
     ReceiptInProgress,
     attention,
@@ -40,9 +39,10 @@ from memoryapp.erasure import (
     receipt_as_dict,
     retry_purge,
 )
-from memoryapp.erasure.lookup import lookup
+from memoryapp.compliance.lookup import lookup
+from memoryapp.conf import PURGE_METHODS
+from memoryapp.facade import MemoryManager
 from memoryapp.fields import now
-from memoryapp.manager import MemoryManager
 from memoryapp.models import (
     ErasureReceipt,
     ExportRecord,
@@ -52,8 +52,8 @@ from memoryapp.models import (
     ReviewItem,
     SessionSummary,
 )
-from memoryapp.receipt_text import summarize
-from memoryapp.wording import plural
+from memoryapp.rules.receipt_text import summarize
+from memoryapp.rules.wording import plural
 
 ERASE_PERM = perms.ERASE_MEMORY
 WIPE_PERM = perms.WIPE_MEMORY

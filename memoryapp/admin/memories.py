@@ -11,7 +11,6 @@ from django.utils.safestring import mark_safe
 from django.utils.text import Truncator
 
 from memoryapp import permissions as perms
-from memoryapp import validation
 from memoryapp.admin.common import (
     NamespaceFilter,
     StyledAdmin,
@@ -35,11 +34,12 @@ from memoryapp.admin.common import (
     worker_note,
 )
 from memoryapp.admin.forms import MemoryForm
-from memoryapp.erasure import ErasureRequestError, erase, preview, purge_now
-from memoryapp.erasure.export import export_memories
-from memoryapp.erasure.selection import batches
+from memoryapp.compliance import ErasureRequestError, erase, preview, purge_now
+from memoryapp.compliance.export import export_memories
+from memoryapp.compliance.selection import batches
 from memoryapp.fields import now
 from memoryapp.models import Memory, MemoryEvent, Scope
+from memoryapp.rules import validation
 from memoryapp.services import memories
 
 HISTORY_ROWS = 50  # events shown on a memory's page (the full list is one click away)

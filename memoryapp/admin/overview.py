@@ -15,7 +15,7 @@ from django.utils.text import Truncator
 
 from memoryapp.admin.common import db_for, namespace_label, plural
 from memoryapp.db.meta import read_change_counter
-from memoryapp.manager import MemoryManager
+from memoryapp.facade import MemoryManager
 from memoryapp.models import ErasureReceipt, Memory, MemoryType, ReviewItem, SessionSummary
 
 logger = logging.getLogger(__name__)

@@ -37,8 +37,8 @@ from memoryapp.admin.common import (
     worker_note,
 )
 from memoryapp.admin.forms import PurgeForm, ReviewItemForm
-from memoryapp.erasure import ErasureRequestError, erase, preview, purge_now
-from memoryapp.erasure.selection import batches
+from memoryapp.compliance import ErasureRequestError, erase, preview, purge_now
+from memoryapp.compliance.selection import batches
 from memoryapp.models import Memory, MemoryEvent, ReviewItem, ReviewStatus, SessionSummary
 from memoryapp.services import review, review_edit, summaries
 

@@ -50,9 +50,9 @@ from memoryapp.api.permissions import (
 )
 from memoryapp.api.schema import MemoryAutoSchema
 from memoryapp.api.throttles import ERASE, LIST, RECALL, WRITE, MemoryScopedThrottle
-from memoryapp.erasure import purge_now
+from memoryapp.compliance import purge_now
+from memoryapp.facade import MemoryManager
 from memoryapp.interop.store import RowStore
-from memoryapp.manager import MemoryManager
 from memoryapp.models import (
     ErasureReceipt,
     Memory,

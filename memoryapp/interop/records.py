@@ -12,7 +12,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from memoryapp.models import Memory, ReviewItem, SessionSummary
-from memoryapp.validation import check_stamp
+from memoryapp.rules.validation import check_stamp
 
 if TYPE_CHECKING:
     from agentao.memory.models import MemoryRecord, MemoryReviewItem, SessionSummaryRecord

@@ -13,12 +13,14 @@ from collections.abc import Mapping
 
 from django.db import DEFAULT_DB_ALIAS, transaction
 
-from memoryapp import guards, store, validation
 from memoryapp.conf import get_guard
 from memoryapp.db import locks
-from memoryapp.errors import about
 from memoryapp.fields import now
 from memoryapp.models import MemoryType, ReviewItem, ReviewStatus, Scope
+from memoryapp.rules import guard as guards
+from memoryapp.rules import validation
+from memoryapp.rules.errors import about
+from memoryapp.writes import store
 
 __all__ = ["EDITABLE", "ReviewEditConflict", "clean", "collides", "edit", "retyped_key"]
 

@@ -10,12 +10,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from memoryapp import validation
 from memoryapp.models import Memory
+from memoryapp.rules import validation
 from memoryapp.services import memories, summaries
 from memoryapp.services.slices import Binding
 
-logger = logging.getLogger("memoryapp.manager")
+logger = logging.getLogger("memoryapp.facade")
 
 
 @dataclass(frozen=True)
