@@ -318,7 +318,7 @@ out = {
 }
 if len(sys.argv) > 1:
     from memoryapp.db.meta import read_change_counter
-    from memoryapp.indexes import INDEXES
+    from memoryapp.recall.cache import INDEXES
     def rss():
         with open("/proc/self/status") as f:
             return next(int(l.split()[1]) for l in f if l.startswith("VmRSS")) / 1024
@@ -361,7 +361,7 @@ _started = []
 
 
 def _flush_forever():
-    from memoryapp.indexes import INDEXES
+    from memoryapp.recall.cache import INDEXES
 
     last = None
     while True:
@@ -401,7 +401,7 @@ def write_gunicorn_hooks() -> Path:
 
     It tells, exactly and per worker, how many indexes were built and are held (the LRU
     must hold every namespace; no measured request may build one) without touching
-    memoryapp/: the hook only reads ``memoryapp.indexes.INDEXES``.
+    memoryapp/: the hook only reads ``memoryapp.recall.cache.INDEXES``.
     """
     SETTINGS_DIR.mkdir(parents=True, exist_ok=True)
     for old in SETTINGS_DIR.glob("worker-*.json"):

@@ -21,7 +21,7 @@ second process (bench/erasure_load.py) recalls and upserts in 20 other namespace
   3. "after": the default ``"auto"`` (SQLite incremental_vacuum; PostgreSQL pg_repack of
      the partitions that held the erased rows), another namespace and the other user.
 
-Each erasure goes through ``memoryapp.erasure.erase``; its phases are timed by wrapping
+Each erasure goes through ``memoryapp.compliance.erase``; its phases are timed by wrapping
 the vendor purge and the verification (delete = until the purge starts; verify = the SQL
 check, structure check, byte scan and kept-row check). The other process's longest
 operation, p99 and errors are taken over the erasure and over its purge alone. Raw
@@ -110,8 +110,8 @@ class Phases:
     """Wraps the vendor purge and the verification to time the phases of each erasure."""
 
     def __init__(self) -> None:
+        from memoryapp.compliance import purging
         from memoryapp.db import purge as vendor_purge
-        from memoryapp.erasure import purging
 
         self.marks: dict[str, float] = {}
         self.seconds: dict[str, float] = {}
@@ -148,7 +148,7 @@ class Phases:
 
 def erase_once(phases: Phases, load_ops_since, **target) -> dict:
     """One ``erase`` with its phase times and the receipt's verdict."""
-    from memoryapp.erasure import erase
+    from memoryapp.compliance import erase
 
     phases.marks.clear()
     phases.seconds.clear()

@@ -7,10 +7,10 @@ A fresh database (a file under bench/out/ for SQLite; ``memoryapp_verify_bench``
 postgres://postgres@127.0.0.1:5432 for PostgreSQL) gets ``--rows`` memories spread over
 ``--namespaces`` namespaces that all hold the same content (bench/corpus.py, seed 1234,
 imported into the first namespace and copied into the others),
-then one namespace is erased with ``memoryapp.erasure.erase``. Every fragment the byte
+then one namespace is erased with ``memoryapp.compliance.erase``. Every fragment the byte
 scan finds is then also in a kept row, the worst case of the old kept-row check. During the
 erasure the check is timed twice on the same fragments: the current one
-(``memoryapp.erasure.kept``) and the one it replaced (``_old_in_kept_rows`` below, a
+(``memoryapp.compliance.kept``) and the one it replaced (``_old_in_kept_rows`` below, a
 ``LIKE '%fragment%'`` query per fragment), and their answers are compared.
 ``--old-limit K`` times the old check on K fragments only and extrapolates (it takes
 minutes at 10,000 rows). Last, the new check's worst case is timed: 4,000 fragments no
@@ -47,7 +47,7 @@ def _old_in_kept_rows(alias: str, piece: bytes) -> bool:
     from django.contrib.admin.models import LogEntry
     from django.db.models import Q
 
-    from memoryapp.erasure.selection import (
+    from memoryapp.compliance.selection import (
         MEMORIES,
         REVIEW,
         ROW_MODELS,
@@ -136,7 +136,7 @@ def worker(args: argparse.Namespace) -> dict:
 
     call_command("migrate", verbosity=0, interactive=False)
     from memoryapp import MemoryManager
-    from memoryapp.erasure import erase, kept, purging
+    from memoryapp.compliance import erase, kept, purging
 
     per = args.rows // args.namespaces
     corpus, _, _ = load_corpus_module().make_corpus(per, seed=SEED)

@@ -84,8 +84,8 @@ def convert() -> float:
 
 def common_case(namespace: str) -> dict:
     """One erasure end to end; the purge and verification timed by wrapping them."""
+    from memoryapp.compliance import erase, purging
     from memoryapp.db import ladder
-    from memoryapp.erasure import erase, purging
 
     seconds = {"purge": 0.0, "verify": 0.0}
     real_run, real_verify = ladder.run, purging._verify
@@ -124,10 +124,10 @@ def each_step(namespace: str) -> list[dict]:
     from django.db import connection
 
     from memoryapp import conf
+    from memoryapp.compliance import erase
+    from memoryapp.compliance.selection import ADMIN_LOG, CONTENT_TABLES, purged_with
     from memoryapp.db import ladder
     from memoryapp.db.purge import for_connection
-    from memoryapp.erasure import erase
-    from memoryapp.erasure.selection import ADMIN_LOG, CONTENT_TABLES, purged_with
 
     receipt = erase(namespace=namespace, purge=False)
     vendor = for_connection(connection)
@@ -260,7 +260,7 @@ def residue_runs(seeds: int) -> list[dict]:
     """Per layout kind, the steps each seed's erasure needed."""
     from django.db import connection
 
-    from memoryapp.erasure import erase
+    from memoryapp.compliance import erase
     from memoryapp.models import ErasureReceipt, Memory
 
     out = []

@@ -4,7 +4,7 @@ Usage: .venv/bin/python bench/import_speed.py [--sizes 20000,100000]
        [--vendors sqlite,postgresql] [--runs 1] [--label after] [--profile] [--reimport]
 
 The path measured is the one of ``manage.py memory import FILE``: the file is read line by
-line through ``memoryapp.bulk.parse_json_lines`` and imported into a fresh, migrated
+line through ``memoryapp.writes.bulk.parse_json_lines`` and imported into a fresh, migrated
 database (a file under bench/out/ for SQLite, with project/settings.py's options; a fresh
 database on postgres://postgres@127.0.0.1:5432 for PostgreSQL). Each (vendor, N, run) runs
 in its own interpreter. The corpus is ``bench/corpus.py`` ``make_corpus(n,
@@ -120,7 +120,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
     from django.db import connection
 
     from memoryapp import MemoryManager
-    from memoryapp.bulk import parse_json_lines
+    from memoryapp.writes.bulk import parse_json_lines
 
     mm = MemoryManager(project=NAMESPACE)
     profiler = cProfile.Profile() if args.profile else None

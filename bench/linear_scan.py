@@ -26,9 +26,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 
 from benchlib import code_version  # noqa: E402  (bench/ is sys.path[0])
 
-from memoryapp.classify import extract_keywords  # noqa: E402
-from memoryapp.secret_scan import find_secret_family  # noqa: E402
-from memoryapp.tokens import path_matches, token_set  # noqa: E402
+from memoryapp.recall.tokens import path_matches, token_set
+from memoryapp.rules.classify import extract_keywords
+from memoryapp.rules.secret_scan import find_secret_family
 
 OLD_PATH = re.compile(r"[\w./\\-]+\.\w{2,6}")
 OUT = Path(__file__).resolve().parent / "LINEAR.md"

@@ -67,7 +67,7 @@ def tenant_pieces(t: int) -> dict[str, list[bytes]]:
 
 def unique_pieces(values: list[str], marker: str) -> list[bytes]:
     """Fragments of ``values`` that contain ``marker`` (so no kept row can hold them)."""
-    from memoryapp.erasure.probes import pieces_of
+    from memoryapp.compliance.probes import pieces_of
 
     out = []
     for value in values:
@@ -79,7 +79,7 @@ def unique_pieces(values: list[str], marker: str) -> list[bytes]:
 
 def tenant_values(t: int) -> list[str]:
     """Every probed text value of tenant ``t``'s memories, read before the erasure."""
-    from memoryapp.erasure.selection import TEXT_FIELDS
+    from memoryapp.compliance.selection import TEXT_FIELDS
     from memoryapp.models import Memory
 
     values = []
@@ -237,7 +237,7 @@ def run_sqlite(args) -> dict:
     counts = seed.seed_sqlite(str(path), args.namespaces, args.per, 100, log=log)
     result: dict = {"vendor": "sqlite", "seed_seconds": round(time.perf_counter() - started, 1)}
     result["rows"] = counts
-    from memoryapp.erasure import erase
+    from memoryapp.compliance import erase
 
     steps = {}
     for step, t in (("checkpoint only", 7), ("incremental_vacuum", 11)):
@@ -358,8 +358,8 @@ def run_postgres(args) -> dict:
         for table in partitioning.TABLES:
             partitioning.unpartition_table(cursor, table)
 
-    from memoryapp.erasure import erase
-    from memoryapp.erasure.selection import ADMIN_LOG, CONTENT_TABLES, purged_with
+    from memoryapp.compliance import erase
+    from memoryapp.compliance.selection import ADMIN_LOG, CONTENT_TABLES, purged_with
 
     started = time.perf_counter()
     with psycopg.connect(url, autocommit=True) as conn:

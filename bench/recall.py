@@ -221,7 +221,7 @@ def database_versions() -> dict[str, str]:
 
 # ============================================================================ our worker
 class FrozenClock:
-    """Stands in for the ``time`` module inside memoryapp.manager: ``time()`` is fixed."""
+    """Stands in for the ``time`` module inside memoryapp.facade: ``time()`` is fixed."""
 
     def __init__(self, at: float) -> None:
         self.at = at
@@ -234,14 +234,14 @@ class FrozenClock:
 
 
 def _manager_modules() -> list[Any]:
-    """memoryapp.manager and memoryapp.services with their submodules: the facade, and the
+    """memoryapp.facade and memoryapp.services with their submodules: the facade, and the
     services it delegates to (recall reads the clock in ``services.prompt``)."""
-    import memoryapp.manager
+    import memoryapp.facade
     import memoryapp.services.prompt  # noqa: F401  (imported so that it is in sys.modules)
 
     packages = (["memoryapp", "manager"], ["memoryapp", "services"])
     names = [name for name in sys.modules if name.split(".")[:2] in packages]
-    return [sys.modules[name] for name in names] or [memoryapp.manager]
+    return [sys.modules[name] for name in names] or [memoryapp.facade]
 
 
 def freeze_our_clock(at: float | None) -> None:
@@ -263,22 +263,22 @@ def forget_indexes() -> None:
     rows in the past, and a delta (of a cached index, or of a stored snapshot a
     cold process loads) finds changed rows by their recent ``updated_at`` only.
     """
-    from memoryapp.indexes import INDEXES
     from memoryapp.models import RecallSnapshot
+    from memoryapp.recall.cache import INDEXES
 
     INDEXES.clear()
     RecallSnapshot.objects.all().delete()
 
 
 def index_entry(using: str, namespace: str) -> Any:
-    from memoryapp.indexes import INDEXES
+    from memoryapp.recall.cache import INDEXES
 
     return INDEXES._entries.get((using, namespace, "project"))
 
 
 def import_corpus(mm: Any, n: int) -> tuple[float, float, Any]:
     """Import the cached corpus as `manage.py memory import` does; (wall s, CPU s, report)."""
-    from memoryapp.bulk import parse_json_lines
+    from memoryapp.writes.bulk import parse_json_lines
 
     started, cpu = time.perf_counter(), time.process_time()
     with open(CORPUS_DIR / f"n{n}.jsonl", encoding="utf-8") as f:
@@ -334,8 +334,8 @@ def worker_ours(args: argparse.Namespace) -> dict[str, Any]:
     from django.db import connection
 
     from memoryapp import MemoryManager
-    from memoryapp.indexes import INDEXES
     from memoryapp.models import Memory
+    from memoryapp.recall.cache import INDEXES
 
     n, label = args.n, f"[ours {args.vendor} N={args.n:,} run {args.run}]"
     meta = read_meta(n)
@@ -483,11 +483,11 @@ def spread_timestamps(namespace: str, days: float, seed: int, at: float) -> int:
 def rows_in_delta_window(namespace: str) -> int:
     """Rows the next delta of A's index re-reads: updated since its watermark minus the slack.
 
-    Reads the cached entry's own ``watermark`` and ``memoryapp.indexes.DELTA_SLACK``.
+    Reads the cached entry's own ``watermark`` and ``memoryapp.recall.cache.DELTA_SLACK``.
     """
     from django.db import connection
 
-    import memoryapp.indexes as indexes
+    import memoryapp.recall.cache as indexes
     from memoryapp.models import Memory
 
     entry = index_entry(connection.alias, namespace)
@@ -504,7 +504,7 @@ def concurrent_phase(mm: Any, warm: list, label: str, states: tuple[str, ...]) -
     them: nearly all within the delta slack of the newest one), time-boxed; then ``spread``
     (A's rows re-stamped over the last 30 days, the index rebuilt once before measuring).
     """
-    from memoryapp.indexes import INDEXES
+    from memoryapp.recall.cache import INDEXES
 
     out: dict[str, Any] = {}
     stop = Path(tempfile.mkdtemp(prefix="bench-stop-", dir=OUT)) / "stop"
@@ -1254,7 +1254,8 @@ def write_results(report: dict[str, Any]) -> None:
         f"{CONCURRENT_BUDGET_S:.0f} s when slower). Two states of A: `as imported` (A's rows as "
         "the import and the write phases stamped them), then, at 10,000 only, `spread` (A's "
         "`updated_at` re-stamped over the last 30 days by one raw `executemany`, A's index "
-        "rebuilt once before measuring). Rebuilds and deltas: `memoryapp.indexes.INDEXES.builds` "
+        "rebuilt once before measuring). Rebuilds and deltas: "
+        "`memoryapp.recall.cache.INDEXES.builds` "
         "/ `.deltas` in A's process; \"rows within the delta slack\": A's rows with `updated_at` "
         "at or after the index entry's watermark minus `DELTA_SLACK`, i.e. what one delta "
         "re-reads.",
@@ -1284,7 +1285,7 @@ def write_results(report: dict[str, Any]) -> None:
         f"200 warm queries at {PARITY_N:,}, matched by normalised key: the same memories in the "
         f"same order with scores within {PARITY_SCORE_TOL:g}; inside a tie (scores within "
         f"{TIE_TOL:g}) any order, and a tie across 5th place may pick different members of it. "
-        "Both clocks are frozen at the same instant (ours: `memoryapp.manager.time` replaced by a "
+        "Both clocks are frozen at the same instant (ours: `memoryapp.facade.time` replaced by a "
         "frozen stand-in; Agentao: `agentao.memory.retriever.datetime.now`), and Agentao's rows "
         "carry exactly our timestamps. `imported`: the timestamps our import wrote; `spread`: "
         "`updated_at` set uniformly 0–120 days before the frozen clock (recency varies, ~25 % "

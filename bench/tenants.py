@@ -363,7 +363,7 @@ def worker_seed(args: argparse.Namespace) -> dict[str, Any]:
     setup_django(migrate=True)
     from django.db import connection
 
-    import memoryapp.bulk as bulk
+    import memoryapp.writes.bulk as bulk
     from memoryapp import MemoryManager
 
     out: dict[str, Any] = {"migrate_s": round(time.perf_counter() - started, 2)}
@@ -445,7 +445,7 @@ def _generated(pool: Any, jobs: list[tuple[int, int]]) -> Any:
 
 
 def _counters() -> tuple[int, int, int, int]:
-    from memoryapp.indexes import INDEXES
+    from memoryapp.recall.cache import INDEXES
 
     return INDEXES.builds, INDEXES.loads, INDEXES.deltas, INDEXES.persists
 
@@ -484,7 +484,7 @@ def worker_recall(args: argparse.Namespace) -> dict[str, Any]:
     setup_django()
     from memoryapp import MemoryManager
     from memoryapp.conf import recall_cache_bytes, recall_snapshots
-    from memoryapp.indexes import INDEXES
+    from memoryapp.recall.cache import INDEXES
 
     draws = json.loads(Path(args.draws).read_text())
     result: dict[str, Any] = {
@@ -1347,7 +1347,7 @@ def write_markdown(report: dict[str, Any], extras: list[dict[str, Any]] = ()) ->
         "table (dropped before each measurement): its first recall of a tenant builds the "
         "index and stores the snapshot inside that recall. The database files / buffers are "
         "warm from the seed (the OS page cache holds the whole SQLite file).",
-        "- **Builds / loads / persists**: `memoryapp.indexes.INDEXES.builds / loads / "
+        "- **Builds / loads / persists**: `memoryapp.recall.cache.INDEXES.builds / loads / "
         "persists` at the end of the loop; each recall is classed by what its index needed "
         "(built, loaded from a snapshot, or already in the process's LRU). Recall LRU cap: "
         "the default `MEMORYAPP_RECALL_CACHE_BYTES` "

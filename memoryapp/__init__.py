@@ -12,17 +12,17 @@ from typing import TYPE_CHECKING, Any
 __all__ = ["MemoryManager", "SensitiveMemoryError", "WipeResult", "RecallCandidate"]
 
 if TYPE_CHECKING:
-    from .guards import SensitiveMemoryError
-    from .manager import MemoryManager, RecallCandidate, WipeResult
+    from memoryapp.facade import MemoryManager, RecallCandidate, WipeResult
+    from memoryapp.rules.guard import SensitiveMemoryError
 
 
 def __getattr__(name: str) -> Any:
     if name == "SensitiveMemoryError":
-        from .guards import SensitiveMemoryError
+        from memoryapp.rules.guard import SensitiveMemoryError
 
         return SensitiveMemoryError
     if name in ("MemoryManager", "WipeResult", "RecallCandidate"):
-        from . import manager
+        from memoryapp import facade as manager
 
         return getattr(manager, name)
     raise AttributeError(f"module 'memoryapp' has no attribute {name!r}")

@@ -15,8 +15,8 @@ Importing this module needs Django set up (it uses the models) but not
 ``agentao``; see ``docs/agentao.md``.
 """
 
-from .interop.adopt import AdoptionReport, adopt, inspect_layout
-from .interop.store import (
+from memoryapp.interop.adopt import AdoptionReport, adopt, inspect_layout
+from memoryapp.interop.store import (
     DjangoMemoryStore,
     StoreDatabaseError,
     StoreIntegrityError,

@@ -4,7 +4,7 @@ from django.apps import AppConfig
 from django.db import DEFAULT_DB_ALIAS, connections, router
 from django.db.models.signals import post_migrate
 
-from .db.meta import CHANGE_KEY, SCHEMA_VERSION, VERSION_KEY
+from memoryapp.db.meta import CHANGE_KEY, SCHEMA_VERSION, VERSION_KEY
 
 
 class MemoryAppConfig(AppConfig):
@@ -15,11 +15,8 @@ class MemoryAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import (
-            checks,  # noqa: F401  (registers the checks)
-            entry_points,
-            logs,
-        )
+        from memoryapp.ops import logs
+        from memoryapp.services import queryset_methods as entry_points
 
         # Django's SQL log carries the values of every statement: memory text.
         logs.install()
@@ -39,7 +36,7 @@ def ensure_meta_rows(sender=None, using: str = DEFAULT_DB_ALIAS, **kwargs) -> No
     anyway, but ``change_version()`` should read a row, not a default).
     """
     # Here, not in db.meta: the models sit above the vendor SQL, which must not import them.
-    from .models import SchemaMeta
+    from memoryapp.models import SchemaMeta
 
     if not router.allow_migrate_model(using, SchemaMeta):
         return

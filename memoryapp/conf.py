@@ -11,17 +11,17 @@ from django.conf import settings
 from django.utils.module_loading import import_string
 
 if TYPE_CHECKING:
-    from .guards import MemoryGuard
+    from memoryapp.rules.guard import MemoryGuard
 
 
 def guard_class_path() -> str:
     """``MEMORYAPP_GUARD``: dotted path of the guard class used everywhere.
 
     The manager, the admin and the API all build their guard from this, so a
-    host's stricter subclass of :class:`memoryapp.guards.MemoryGuard` applies
-    to every write path. Default ``"memoryapp.guards.MemoryGuard"``.
+    host's stricter subclass of :class:`memoryapp.rules.guard.MemoryGuard` applies
+    to every write path. Default ``"memoryapp.rules.guard.MemoryGuard"``.
     """
-    return getattr(settings, "MEMORYAPP_GUARD", "memoryapp.guards.MemoryGuard")
+    return getattr(settings, "MEMORYAPP_GUARD", "memoryapp.rules.guard.MemoryGuard")
 
 
 @lru_cache(maxsize=8)
@@ -75,9 +75,9 @@ def ephemeral_database() -> str:
     return getattr(settings, "MEMORYAPP_EPHEMERAL_DATABASE", "memoryapp_ephemeral")
 
 
-# --- erasure, retention, export (memoryapp.erasure; docs/compliance.md) -----
+# --- erasure, retention, export (memoryapp.compliance; docs/compliance.md) -----
 
-_DERIVED_KEY_LABEL = b"memoryapp.erasure.receipt-key.v1"
+_DERIVED_KEY_LABEL = b"memoryapp.compliance.receipt-key.v1"
 
 
 def _derive_from_secret(secret: str | bytes) -> bytes:

@@ -7,7 +7,7 @@ import datetime as dt
 from django.db import models
 from django.utils import timezone
 
-from .db.vendor import known
+from memoryapp.db.vendor import known
 
 
 class IsoDateTimeField(models.DateTimeField):

@@ -9,9 +9,9 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from .fields import IsoDateTimeField, now
-from .permissions import MEMORY_CUSTOM, REVIEW_CUSTOM
-from .querysets import MemoryObjects, ReviewItemQuerySet, SessionSummaryQuerySet
+from memoryapp.fields import IsoDateTimeField, now
+from memoryapp.permissions import MEMORY_CUSTOM, REVIEW_CUSTOM
+from memoryapp.querysets import MemoryObjects, ReviewItemQuerySet, SessionSummaryQuerySet
 
 
 def new_id() -> str:
@@ -491,7 +491,7 @@ class ExportRecord(models.Model):
 
     Like an erasure receipt, it names the subject and the namespace only as
     keyed HMACs (``MEMORYAPP_ERASURE_KEY``; ``key_id`` says which key), so a
-    lookup by key finds it (:mod:`memoryapp.erasure.lookup`) while the table
+    lookup by key finds it (:mod:`memoryapp.compliance.lookup`) while the table
     holds no subject key nor any exported text: the counts per part, the actor,
     the interface and the request id (API) are all it keeps.
     """

@@ -15,13 +15,14 @@ _NARROWED = object()
 
 # ``Memory.objects.upsert`` and ``.recall`` run the store's write and the facade's
 # recall, which import the models: importing them here would close a cycle
-# (models -> querysets -> store -> models). memoryapp.entry_points installs them
+# (models -> querysets -> store -> models). memoryapp.services.queryset_methods installs them
 # at start-up instead (AppConfig.ready).
 _INSTALLED: dict[str, Callable[..., Any]] = {}
 
 
 def install(*, upsert: Callable[..., Any], recall: Callable[..., Any]) -> None:
-    """Give ``Memory.objects`` its write and recall code (see :mod:`memoryapp.entry_points`).
+    """Give ``Memory.objects`` its write and recall code
+    (see :mod:`memoryapp.services.queryset_methods`).
 
     Args:
         upsert: ``upsert(using, key, value, tags, scope, type, source, *, namespace,
@@ -92,8 +93,8 @@ class MemoryQuerySet(models.QuerySet):
 
         ``Memory.objects.in_namespace("acme/web").recall(q)`` gives the candidates
         ``MemoryManager(project="acme/web").recall(q)`` gives — one implementation
-        (:func:`memoryapp.manager.blocks.recall_slices`, installed by
-        :mod:`memoryapp.entry_points`) behind both, on the same
+        (:func:`memoryapp.facade.blocks.recall_slices`, installed by
+        :mod:`memoryapp.services.queryset_methods`) behind both, on the same
         per-slice indexes. Both scopes of the namespace are ranked unless
         ``in_scope`` chose one (a project namespace holds only project rows).
 
@@ -115,7 +116,7 @@ class MemoryQuerySet(models.QuerySet):
     def search_prefilter(self, query: str) -> MemoryQuerySet:
         """Rows whose title, content, key, tags or keywords text contains ``query``.
 
-        A superset of :func:`memoryapp.search.matches` (the JSON text of the
+        A superset of :func:`memoryapp.recall.search.matches` (the JSON text of the
         tag and keyword columns may match across two items); Django's
         ``icontains`` escapes ``%`` and ``_``, so they match literally.
         """

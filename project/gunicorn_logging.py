@@ -4,7 +4,7 @@ gunicorn's default access line holds the request line with its query string and
 the ``Referer`` (``?subject=acme%2Ferin``, ``?q=<searched text>``): values an
 erasure cannot reach once they are in a log file (docs/compliance.md §10).
 :class:`AccessLogger` keeps each parameter's name and replaces its value with
-``…`` (``memoryapp.logs.redact_uri``), leaves out the request and response
+``…`` (``memoryapp.ops.logs.redact_uri``), leaves out the request and response
 headers and the environment (an ``Authorization`` header is a credential), and
 writes one JSON object per line when ``LOG_FORMAT=json``. gunicorn's error log
 gets the same filter as Django's request loggers.
@@ -17,14 +17,14 @@ import os
 
 from gunicorn import glogging
 
-from memoryapp.logs import REDACTED_VALUE, WithoutValues, redact_query_string, redact_uri
+from memoryapp.ops.logs import REDACTED_VALUE, WithoutValues, redact_query_string, redact_uri
 
 
 class AccessLogger(glogging.Logger):
     """gunicorn's ``Logger`` whose access atoms hold no query value, header or environ.
 
     Its error log (``Error handling request /path?q=…`` and the traceback after it)
-    passes ``memoryapp.logs.WithoutValues`` as well.
+    passes ``memoryapp.ops.logs.WithoutValues`` as well.
     """
 
     def setup(self, cfg) -> None:

@@ -59,7 +59,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "memoryapp.ops.ApiMetricsMiddleware",
+    "memoryapp.ops.views.ApiMetricsMiddleware",
     # Last, as django-axes requires: turns a locked-out login into its 429 answer.
     "axes.middleware.AxesMiddleware",
 ]
@@ -127,14 +127,14 @@ _TEST_SUFFIX = f"_{os.getpid()}" if "pytest" in sys.modules else ""
 DATABASES = {
     "default": _database(env("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}")),
     # The throw-away in-memory store of MemoryManager.ephemeral() and sub-agent
-    # managers (memoryapp.ephemeral); declared so that test cases can list it.
+    # managers (memoryapp.facade.ephemeral); declared so that test cases can list it.
     "memoryapp_ephemeral": {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": "file:memoryapp_ephemeral?mode=memory&cache=shared",
         "TEST": {"NAME": "file:memoryapp_ephemeral_test?mode=memory&cache=shared"},
     },
 }
-DATABASE_ROUTERS = ["memoryapp.routers.EphemeralRouter"]
+DATABASE_ROUTERS = ["memoryapp.db.routers.EphemeralRouter"]
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -277,7 +277,7 @@ LOG_FORMAT = env("LOG_FORMAT", default="text")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"without_values": {"()": "memoryapp.logs.WithoutValues"}},
+    "filters": {"without_values": {"()": "memoryapp.ops.logs.WithoutValues"}},
     "formatters": {
         "text": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
         "json": {
@@ -302,7 +302,7 @@ LOGGING = {
 }
 
 # --- memoryapp settings (documented in memoryapp/conf.py) -------------------
-MEMORYAPP_GUARD = env("MEMORYAPP_GUARD", default="memoryapp.guards.MemoryGuard")
+MEMORYAPP_GUARD = env("MEMORYAPP_GUARD", default="memoryapp.rules.guard.MemoryGuard")
 # Per-process cap of the recall indexes (an LRU over namespaces); an index takes
 # about 4.7 MiB per 10,000 memories (bench/RESULTS.md: 38 MiB at 100,000).
 MEMORYAPP_RECALL_CACHE_BYTES = env.int("MEMORYAPP_RECALL_CACHE_BYTES", default=256 * 1024 * 1024)

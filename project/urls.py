@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.urls import include, path
 from django.views.generic import RedirectView
 
-from memoryapp.ops import healthz, livez, metrics_view
+from memoryapp.ops.views import healthz, livez, metrics_view
 
 urlpatterns = [
     path("", RedirectView.as_view(url="/admin/", permanent=False)),

@@ -7,7 +7,7 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 
 from memoryapp import MemoryManager
-from memoryapp.guards import MemoryGuard, SensitiveMemoryError
+from memoryapp.rules.guard import MemoryGuard, SensitiveMemoryError
 
 PROJECT = "acme/web"
 ALICE = "acme/alice"

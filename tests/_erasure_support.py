@@ -11,9 +11,9 @@ import pytest
 from django.db import connection, connections
 
 from memoryapp import MemoryManager
+from memoryapp.compliance.selection import ADMIN_LOG, CONTENT_TABLES
 from memoryapp.db import partitioning, vendor
 from memoryapp.db.purge import for_connection
-from memoryapp.erasure.selection import ADMIN_LOG, CONTENT_TABLES
 from memoryapp.models import Memory, MemoryEvent, ReviewItem, SessionSummary
 
 PROJECT = "acme/web"

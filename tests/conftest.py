@@ -84,7 +84,7 @@ def _fresh_recall_indexes():
     later test could meet an index "current" for a counter value that now
     describes other rows (the same thing a restore from backup would do).
     """
-    from memoryapp.indexes import INDEXES
+    from memoryapp.recall.cache import INDEXES
 
     INDEXES.clear()
     yield

@@ -9,7 +9,7 @@ import pytest
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.contenttypes.models import ContentType
 
-from memoryapp import erasure
+from memoryapp import compliance as erasure
 from memoryapp.models import ErasureReceipt, Memory, ReceiptState
 
 from ._admin_support import (

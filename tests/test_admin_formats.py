@@ -10,8 +10,8 @@ from django.utils import timezone
 
 from memoryapp import MemoryManager
 from memoryapp.models import ErasureReceipt, Memory, MemoryEvent
+from memoryapp.rules.wording import plural
 from memoryapp.templatetags.memoryapp_admin import thousands
-from memoryapp.wording import plural
 
 from ._admin_support import (
     ERASE_SUBJECT,

@@ -686,7 +686,7 @@ import sys
 sys.modules["agentao"] = None  # any "import agentao..." now raises ImportError
 import django
 django.setup()
-import memoryapp.manager, memoryapp.models, memoryapp.agentao, memoryapp.cli.interop
+import memoryapp.facade, memoryapp.models, memoryapp.agentao, memoryapp.cli.interop
 from django.core.management import call_command
 from memoryapp.agentao import DjangoMemoryStore
 from memoryapp.interop import records

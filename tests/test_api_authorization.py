@@ -112,7 +112,7 @@ SAMPLES: dict[tuple[str, str], list[tuple[dict, dict | None]]] = {
     ("wipe-all", "post"): [({}, BOUND)],
     ("export", "get"): [({"namespace": NS}, None), ({"subject": USER}, None)],
     ("store-problems", "get"): [({"project": NS}, None)],
-    # Agentao's store protocol (memoryapp.client_store.HttpMemoryStore)
+    # Agentao's store protocol (memoryapp.clients.store.HttpMemoryStore)
     ("memory-detail", "get"): [({}, None), ({"namespace": NS}, None)],
     ("memory-records", "post"): [
         ({}, {"namespace": NS, "scope": "project", "type": "note"} | RECORD),

@@ -42,7 +42,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 import django; django.setup()
 from django.test import Client
 from memoryapp.api import erasures
-from memoryapp.erasure import engine
+from memoryapp.compliance import engine
 
 step, token, key, namespace = sys.argv[1:5]
 
@@ -169,7 +169,7 @@ def test_a_retry_after_a_crash_returns_the_one_real_receipt(step, worker, settin
 def test_a_request_that_failed_after_recording_is_completed_by_its_retry(settings, monkeypatch):
     """No crash: the deletion raised (a timeout, a lost connection). The request answers
     500, its receipt stays ``requested``, and the retry completes that receipt."""
-    from memoryapp.erasure import engine
+    from memoryapp.compliance import engine
 
     _seed()
     api = token_client("acme-crash", ["acme/"], write=True, erase=True)

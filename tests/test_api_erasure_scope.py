@@ -23,8 +23,8 @@ from memoryapp import MemoryManager
 from memoryapp.api import erasures
 from memoryapp.api.models import NamespaceGrant
 from memoryapp.api.testing import token_client
-from memoryapp.erasure import engine, erase, sealed
-from memoryapp.erasure.selection import Target
+from memoryapp.compliance import engine, erase, sealed
+from memoryapp.compliance.selection import Target
 from memoryapp.models import (
     ErasureReceipt,
     ExportRecord,

@@ -171,7 +171,7 @@ def test_schema_documents_every_endpoint_and_its_errors(client):
         "/api/exports/": {"get"},
         "/api/events/": {"get"},
         "/api/store-problems/": {"get"},
-        # Agentao's store protocol (memoryapp.client_store.HttpMemoryStore)
+        # Agentao's store protocol (memoryapp.clients.store.HttpMemoryStore)
         "/api/memories/records/": {"post"},
         "/api/memories/clear/": {"post"},
         "/api/memories/change-version/": {"get"},

@@ -53,7 +53,7 @@ SAMPLES: dict[str, tuple[dict, dict | None]] = {
     "session_summaries_create": ({}, {**BOUND, "session_id": "s1", "summary": "a summary"}),
     "store_problems_retrieve": ({"project": NS}, None),
     "wipe_all_create": ({}, BOUND),
-    # Agentao's store protocol (memoryapp.client_store.HttpMemoryStore)
+    # Agentao's store protocol (memoryapp.clients.store.HttpMemoryStore)
     "memories_records_create": ({}, {"namespace": NS, "scope": "project", "type": "note"} | RECORD),
     "memories_clear_create": ({}, {"namespace": NS}),
     "memories_change_version_retrieve": ({"namespace": NS}, None),

@@ -22,7 +22,7 @@ def _lines(*records) -> list[str]:
 
 
 def _import(mm, *records, **kwargs):
-    from memoryapp.bulk import parse_json_lines
+    from memoryapp.writes.bulk import parse_json_lines
 
     return mm.import_memories(parse_json_lines(_lines(*records)), **kwargs)
 

@@ -1,6 +1,6 @@
 """The plain-SQL writes of the bulk import write what the ORM version wrote.
 
-``_orm_write_chunk`` below is ``memoryapp.bulk._write_chunk`` as it was before the
+``_orm_write_chunk`` below is ``memoryapp.writes.bulk._write_chunk`` as it was before the
 import was rewritten for speed (``Memory(...)`` + ``bulk_create``/``bulk_update``,
 ``MemoryEvent`` + ``bulk_create``). The same records are imported through both,
 into two namespaces of one database, with the clock frozen, and every column of
@@ -19,8 +19,11 @@ import pytest
 from django.db import IntegrityError, connection
 from django.test.utils import CaptureQueriesContext
 
-from memoryapp import MemoryManager, bulk, guards, store, validation
+from memoryapp import MemoryManager
 from memoryapp.models import Memory, MemoryEvent, dump_list
+from memoryapp.rules import guard as guards
+from memoryapp.rules import validation
+from memoryapp.writes import bulk, store
 
 from .test_guard_prefilter import unfiltered_find_secret_family
 from .test_guards import SECRET_SAMPLES

@@ -1,4 +1,4 @@
-"""``memoryapp.client.MemoryClient`` against a live server: the facade's answers, over HTTP."""
+"""``memoryapp.clients.MemoryClient`` against a live server: the facade's answers, over HTTP."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from memoryapp import MemoryManager
 from memoryapp.api.grants import provision_client
 from memoryapp.api.throttles import SCOPES, MemoryScopedThrottle
-from memoryapp.client import (
+from memoryapp.clients.memory import (
     REFUSED_SECRET,
     MemoryClient,
     NotFound,
@@ -119,7 +119,7 @@ def test_a_429_is_retried_after_retry_after(monkeypatch):
         return next(answers)
 
     slept: list[float] = []
-    monkeypatch.setattr("memoryapp.client.time.sleep", slept.append)
+    monkeypatch.setattr("memoryapp.clients.memory.time.sleep", slept.append)
     client = MemoryClient("http://memory.test", "t0k", transport=httpx.MockTransport(handler))
     assert client.render_stable_block() == "S"
     assert len(seen) == 2 and slept == [0.0]
@@ -131,7 +131,7 @@ def test_the_client_needs_no_django():
     import subprocess
     import sys
 
-    code = "import sys, memoryapp.client; print('django' in sys.modules)"
+    code = "import sys, memoryapp.clients.memory; print('django' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

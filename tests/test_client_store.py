@@ -18,8 +18,8 @@ from agentao.memory import MemoryManager, MemoryRetriever  # noqa: E402
 from agentao.memory.models import MemoryRecord, MemoryReviewItem  # noqa: E402
 
 from memoryapp import MemoryManager as AppManager  # noqa: E402
-from memoryapp.client import MemoryClient, Refused  # noqa: E402
-from memoryapp.client_store import HttpMemoryStore, RemoteStoreError  # noqa: E402
+from memoryapp.clients.memory import MemoryClient, Refused
+from memoryapp.clients.store import HttpMemoryStore, RemoteStoreError
 from memoryapp.models import Memory, MemoryEvent, ReviewItem, SessionSummary  # noqa: E402
 
 from .test_agentao_store import (  # noqa: E402
@@ -209,7 +209,7 @@ def test_folding_saturates_at_the_columns_bound(stores):
 def test_lists_read_every_page_of_the_namespace_only(live_server, token, monkeypatch):
     from .test_client import CountingTransport, _fill
 
-    monkeypatch.setattr("memoryapp.client_store._PAGE", 10)
+    monkeypatch.setattr("memoryapp.clients.store._PAGE", 10)
     mine = _fill(PROJECT, 25)
     _fill("acme/api", 12)  # visible to the token, never in acme/web's store
     transport = CountingTransport()
@@ -227,7 +227,7 @@ def test_lists_read_every_page_of_the_namespace_only(live_server, token, monkeyp
 def test_a_store_degrades_when_the_list_has_no_end(live_server, token, monkeypatch):
     from .test_client import CountingTransport, _fill
 
-    monkeypatch.setattr("memoryapp.client_store._PAGE", 10)
+    monkeypatch.setattr("memoryapp.clients.store._PAGE", 10)
     _fill(PROJECT, 35)
     transport = CountingTransport()
     client = MemoryClient(live_server.url, token, transport=transport, max_pages=3)

@@ -10,9 +10,9 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
-from memoryapp import erasure
+from memoryapp import compliance as erasure
 from memoryapp.api.testing import token_client
-from memoryapp.erasure.receipts import keyed_hmac
+from memoryapp.compliance.receipts import keyed_hmac
 from memoryapp.models import ErasureReceipt, ExportRecord
 
 from ._admin_support import (

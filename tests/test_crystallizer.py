@@ -1,4 +1,4 @@
-"""Tests for the rule-based crystallizer (memoryapp.crystallizer, docs/behaviour.md §6)."""
+"""Tests for the rule-based crystallizer (memoryapp.rules.crystallizer, docs/behaviour.md §6)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from memoryapp.crystallizer import Proposal, propose, user_texts
+from memoryapp.rules.crystallizer import Proposal, propose, user_texts
 
 
 def user(content: object) -> dict[str, object]:

@@ -18,8 +18,7 @@ from django.core.management import call_command
 from django.db import connection, connections, transaction
 
 from memoryapp import MemoryManager
-from memoryapp.db.purge import for_connection
-from memoryapp.erasure import (
+from memoryapp.compliance import (
     ErasureRequestError,
     erase,
     erase_review_items,
@@ -30,6 +29,7 @@ from memoryapp.erasure import (
     retry_purge,
     subject_hmac,
 )
+from memoryapp.db.purge import for_connection
 from memoryapp.models import ErasureReceipt, Memory, MemoryEvent, ReviewItem, SessionSummary
 
 from ._erasure_support import (
@@ -487,7 +487,7 @@ def test_byte_scan_finds_exactly_what_a_naive_search_finds(tmp_path, monkeypatch
 
 def test_the_erased_subjects_key_goes_too_kept_rows_are_pseudonymised():
     """Issue 12.5: the key itself is personal data (slice counters, kept rows' subject)."""
-    from memoryapp.erasure.selection import CONTENT_TABLES, SLICES, SNAPSHOTS
+    from memoryapp.compliance.selection import CONTENT_TABLES, SLICES, SNAPSHOTS
     from memoryapp.models import SliceChange
 
     subject = "acme/user-" + os.urandom(8).hex()  # long enough to probe (12+ bytes)

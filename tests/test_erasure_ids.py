@@ -18,8 +18,8 @@ from django.core.management import CommandError, call_command
 
 from memoryapp import MemoryManager
 from memoryapp.api.testing import token_client
-from memoryapp.erasure import ErasureRequestError, erase, preview
-from memoryapp.erasure.selection import MEMORIES, REVIEW, ROW_MODELS, SUMMARIES
+from memoryapp.compliance import ErasureRequestError, erase, preview
+from memoryapp.compliance.selection import MEMORIES, REVIEW, ROW_MODELS, SUMMARIES
 from memoryapp.models import Memory, MemoryEvent, ReviewItem, SessionSummary
 
 from ._admin_support import COMPLIANCE_PERMS, act, client_for, make_staff
@@ -129,7 +129,7 @@ def test_erasing_one_memory_leaves_another_tenants_rows_with_its_id(acme):
 def test_the_worker_erases_exactly_the_authorised_rows(acme, victim, settings):
     # Deferred to the worker: the request (its rows) is sealed into the receipt and
     # read back there; the worker's deletion must not widen it either.
-    from memoryapp.erasure import engine
+    from memoryapp.compliance import engine
 
     settings.MEMORYAPP_ERASURE_WORKER = True
     plant(REVIEW, ACME, victim)

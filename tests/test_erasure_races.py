@@ -22,9 +22,10 @@ import pytest
 from django.db import connections
 from django.test import Client
 
-from memoryapp import MemoryManager, erasure
+from memoryapp import MemoryManager
+from memoryapp import compliance as erasure
 from memoryapp.api.testing import token_client
-from memoryapp.erasure import engine
+from memoryapp.compliance import engine
 from memoryapp.models import (
     ErasureReceipt,
     Memory,

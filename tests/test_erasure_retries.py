@@ -25,10 +25,11 @@ from django.db import connections
 from django.test import Client
 from django.utils import timezone
 
-from memoryapp import MemoryManager, retries
+from memoryapp import MemoryManager
+from memoryapp.compliance import attention, erase, worker
 from memoryapp.db import purge as vendor_purge
-from memoryapp.erasure import attention, erase, worker
 from memoryapp.models import ErasureReceipt, Memory, ReceiptState
+from memoryapp.rules import retries
 
 from ._admin_support import client_for, make_staff, messages_of
 from ._erasure_support import marker
@@ -511,7 +512,7 @@ def test_a_failed_retry_by_hand_lets_go_of_its_lease(limits, residue, clock):
 
 def test_hand_retries_and_the_worker_never_hold_a_receipt_together():
     """Racing for one receipt's lease, with a barrier: exactly one holder each round."""
-    from memoryapp.erasure.engine import ReceiptInProgress, take_lease
+    from memoryapp.compliance.engine import ReceiptInProgress, take_lease
 
     _seed()
     receipt = erase(namespace=GONE, purge=False)

@@ -22,8 +22,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from memoryapp import MemoryManager
+from memoryapp.compliance import erase, kept, probes
 from memoryapp.db import purge as vendor_purge
-from memoryapp.erasure import erase, kept, probes
 from memoryapp.models import Memory
 
 from ._erasure_support import filler_with, found_in, marker, namespace_beside, stored_bytes
@@ -329,7 +329,7 @@ def test_sqlite_an_erased_fragment_in_the_wal_still_fails(tmp_path, monkeypatch)
 @pytest.mark.django_db(transaction=True)
 def test_sqlite_without_a_byte_scan_the_wal_must_still_be_empty(tmp_path, monkeypatch):
     """Without fragments (the key that sealed them is gone) nothing can judge the WAL's pages."""
-    from memoryapp.erasure import purging
+    from memoryapp.compliance import purging
 
     _save(GONE, "fact", "erased fact " + marker("noscan"))
     with _Writer(tmp_path / "writer.log") as writer:

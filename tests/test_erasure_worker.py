@@ -21,7 +21,7 @@ from django.db import connection, connections
 
 from memoryapp import MemoryManager
 from memoryapp.api.testing import token_client
-from memoryapp.erasure import erase, retry_purge, sealed, worker
+from memoryapp.compliance import erase, retry_purge, sealed, worker
 from memoryapp.models import ErasureReceipt, Memory, ReceiptState
 
 from ._erasure_support import marker
@@ -93,7 +93,7 @@ def _scan_done(r: ErasureReceipt) -> bool:
 # ------------------------------------------------------------------ in process
 def test_the_request_is_recorded_before_any_row_goes(monkeypatch):
     """A deletion that fails leaves a ``requested`` receipt; the worker completes it."""
-    from memoryapp.erasure import engine
+    from memoryapp.compliance import engine
 
     _seed()
     calls = []
@@ -129,7 +129,7 @@ def test_a_deferred_purge_is_completed_by_the_worker_with_a_byte_scan():
     stored = ErasureReceipt.objects.filter(pk=receipt.pk).values_list("sealed", flat=True)[0]
     assert not any(s in stored for s in secrets)
 
-    from memoryapp.erasure import probes
+    from memoryapp.compliance import probes
 
     probes.forget(receipt.pk)  # as in another process: only the receipt knows them
     handled = worker.run_once()
@@ -169,7 +169,7 @@ def test_a_live_workers_claim_is_respected_and_a_dead_ones_is_taken_over():
 
 def test_a_holder_is_told_apart_from_a_later_process_reusing_its_pid():
     """A restarted container repeats host and pid: the start time tells the holders apart."""
-    from memoryapp.erasure.engine import process_started
+    from memoryapp.compliance.engine import process_started
 
     host, pid = worker.worker_name().rpartition(":")[0], os.getpid()
     mine = process_started(pid)
@@ -269,7 +269,7 @@ _ERASE_AND_HANG = """
 import os, sys, time
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 import django; django.setup()
-from memoryapp.erasure import engine, erase
+from memoryapp.compliance import engine, erase
 real = engine.apply
 def hang(*a, **k):
     work = real(*a, **k)          # rows deleted inside the open transaction
@@ -397,7 +397,7 @@ def test_admin_subject_erasure_leaves_the_purge_to_the_worker(settings):
 
 def test_a_worker_never_purges_a_receipt_its_own_process_is_purging(monkeypatch):
     """An inline erasure holds its receipt: a worker polling meanwhile skips it."""
-    from memoryapp.erasure import phases
+    from memoryapp.compliance import phases
 
     _seed()
     seen: list[list] = []

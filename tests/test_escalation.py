@@ -19,16 +19,10 @@ import pytest
 from django.db import connection
 
 from memoryapp import conf
+from memoryapp.compliance import erase, probes, purging, retry_purge, worker
+from memoryapp.compliance.escalation import INTERRUPTED, NOT_VERIFIED, RESIDUE, STARTED, VERIFIED
 from memoryapp.db import ladder
 from memoryapp.db import purge as vendor_purge
-from memoryapp.erasure import erase, probes, purging, retry_purge, worker
-from memoryapp.erasure.escalation import (
-    INTERRUPTED,
-    NOT_VERIFIED,
-    RESIDUE,
-    STARTED,
-    VERIFIED,
-)
 from memoryapp.fields import now
 from memoryapp.models import ErasureReceipt, Memory, ReceiptState
 
@@ -348,7 +342,7 @@ import django; django.setup()
 from django.db import connection, transaction
 from memoryapp.db import ladder
 from memoryapp.db import purge as vendor_purge
-from memoryapp.erasure import purging, worker
+from memoryapp.compliance import purging, worker
 real_verify, real_run = purging._verify, ladder.run
 def verify(alias, r, vendor, tables):          # the first verification finds residue
     ok, text, facts = real_verify(alias, r, vendor, tables)

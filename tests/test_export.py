@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from memoryapp.erasure import ErasureRequestError, erase, export
+from memoryapp.compliance import ErasureRequestError, erase, export
 from memoryapp.models import Memory
 
 from ._erasure_support import ALICE, BOB, PROJECT, seed, subject_markers

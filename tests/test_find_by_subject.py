@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import pytest
 
-from memoryapp import MemoryManager, subjects
+from memoryapp import MemoryManager
 from memoryapp.api.testing import token_client
 from memoryapp.models import Memory, MemoryEvent, ReviewItem, SessionSummary
+from memoryapp.services import subjects
 
 from ._admin_support import EVENTS, MEMORIES, REVIEW, SUMMARIES, client_for, make_staff
 

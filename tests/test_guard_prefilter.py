@@ -25,8 +25,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memoryapp import classify, guards, secret_scan, validation
-from memoryapp.guards import SECRET_PATTERNS, MemoryValidationError, find_secret_family
+from memoryapp.rules import classify, secret_scan, validation
+from memoryapp.rules import guard as guards
+from memoryapp.rules.guard import SECRET_PATTERNS, MemoryValidationError, find_secret_family
 
 from .test_guards import NEAR_MISSES, PROSE, SECRET_SAMPLES
 

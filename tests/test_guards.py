@@ -1,4 +1,4 @@
-"""Unit tests for memoryapp.guards (pure Python: no database, no Django)."""
+"""Unit tests for memoryapp.rules.guard (pure Python: no database, no Django)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import unicodedata
 
 import pytest
 
-from memoryapp import classify, guards
-from memoryapp.guards import (
+from memoryapp.rules import classify
+from memoryapp.rules import guard as guards
+from memoryapp.rules.guard import (
     AUTO_SOURCE_CAP,
     MAX_CONTENT_CHARS,
     MAX_KEY_CHARS,

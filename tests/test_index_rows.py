@@ -1,4 +1,4 @@
-"""Rows read as index records (memoryapp.index_rows): foreign timestamp forms, JSON columns."""
+"""Rows read as index records (memoryapp.recall.rows): foreign timestamp forms, JSON columns."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 
 from memoryapp import MemoryManager
-from memoryapp.index_rows import _json_tuple, column_timestamp, live_records
+from memoryapp.recall.rows import _json_tuple, column_timestamp, live_records
 
 UTC_NOON = dt.datetime(2026, 1, 2, 12, 0, tzinfo=dt.UTC).timestamp()
 

@@ -1,4 +1,4 @@
-"""The process-wide recall index cache (memoryapp.indexes): its byte cap across namespaces."""
+"""The process-wide recall index cache (memoryapp.recall.cache): its byte cap across namespaces."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from memoryapp import MemoryManager
 
 @pytest.mark.django_db
 def test_the_indexes_of_many_namespaces_stay_under_the_byte_cap(settings):
-    from memoryapp.indexes import INDEXES
+    from memoryapp.recall.cache import INDEXES
 
     managers = [MemoryManager(project=f"tenant/{i}") for i in range(6)]
     for i, mm in enumerate(managers):
@@ -32,7 +32,7 @@ def test_the_indexes_of_many_namespaces_stay_under_the_byte_cap(settings):
 
 
 def _total_is_exact() -> bool:
-    from memoryapp.indexes import INDEXES
+    from memoryapp.recall.cache import INDEXES
 
     held = list(INDEXES._entries.values())
     return INDEXES.usage() == (len(held), sum(e.nbytes for e in held)) and all(
@@ -43,7 +43,7 @@ def _total_is_exact() -> bool:
 @pytest.mark.django_db
 def test_the_running_byte_total_follows_every_change(settings):
     """The LRU keeps its byte total as entries come, grow, shrink and go, never by summing."""
-    from memoryapp.indexes import INDEXES
+    from memoryapp.recall.cache import INDEXES
 
     INDEXES.clear()
     assert INDEXES.usage() == (0, 0)

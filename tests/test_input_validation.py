@@ -17,10 +17,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from memoryapp import MemoryManager
-from memoryapp.erasure import ErasureRequestError, erase, export
-from memoryapp.errors import MemoryValidationError
+from memoryapp.compliance import ErasureRequestError, erase, export
 from memoryapp.models import Memory, MemoryEvent, ReviewItem, SessionSummary
-from memoryapp.validation import (
+from memoryapp.rules.errors import MemoryValidationError
+from memoryapp.rules.validation import (
     MAX_QUERY_CHARS,
     MAX_SUMMARY_CHARS,
     MAX_TAG_CHARS,
@@ -215,8 +215,8 @@ def test_the_cli_reports_a_bad_namespace_as_a_command_error():
 )
 def test_a_refused_write_names_its_field(options, field):
     """What the admin form attaches the message to (MemoryValidationError.field)."""
-    from memoryapp import store
-    from memoryapp.guards import MemoryGuard
+    from memoryapp.rules.guard import MemoryGuard
+    from memoryapp.writes import store
 
     with pytest.raises(MemoryValidationError) as caught:
         store.prepare(MemoryGuard(), "a key", "some content", **options)
@@ -224,8 +224,8 @@ def test_a_refused_write_names_its_field(options, field):
 
 
 def test_a_credential_in_a_tag_is_refused_on_the_tags():
-    from memoryapp import store
-    from memoryapp.guards import MemoryGuard, SensitiveMemoryError
+    from memoryapp.rules.guard import MemoryGuard, SensitiveMemoryError
+    from memoryapp.writes import store
 
     with pytest.raises(SensitiveMemoryError) as caught:
         store.prepare(MemoryGuard(), "a key", "some content", ["AKIA" + "IOSFODNN7EXAMPLE"])

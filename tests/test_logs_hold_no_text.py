@@ -1,7 +1,7 @@
 """No log record carries a memory's text, with Django's SQL log at DEBUG.
 
 Django logs each statement on ``django.db.backends`` with its values; the app's
-filter (``memoryapp.logs``) must take them out before any handler sees them.
+filter (``memoryapp.ops.logs``) must take them out before any handler sees them.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import pytest
 from django.db import connection
 
 from memoryapp import MemoryManager
-from memoryapp.erasure import erase
-from memoryapp.errors import SensitiveMemoryError
-from memoryapp.logs import redact_sql
+from memoryapp.compliance import erase
+from memoryapp.ops.logs import redact_sql
+from memoryapp.rules.errors import SensitiveMemoryError
 
 pytestmark = pytest.mark.django_db
 

@@ -8,8 +8,8 @@ import logging
 import pytest
 
 from memoryapp import MemoryManager, SensitiveMemoryError
-from memoryapp.guards import MemoryValidationError
 from memoryapp.models import Memory, MemoryEvent, SessionSummary
+from memoryapp.rules.guard import MemoryValidationError
 
 pytestmark = pytest.mark.django_db
 
@@ -269,7 +269,7 @@ def test_wipe_all_reports_failed_memories(mm, monkeypatch):
     def boom(*args, **kwargs):
         raise DatabaseError("locked")
 
-    monkeypatch.setattr("memoryapp.store.clear", boom)
+    monkeypatch.setattr("memoryapp.writes.store.clear", boom)
     result = mm.wipe_all()
     assert "memories" in result.not_cleared and not result.ok
 

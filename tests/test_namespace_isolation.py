@@ -19,9 +19,9 @@ from memoryapp import MemoryManager
 from memoryapp.api.testing import token_client
 from memoryapp.api.throttles import MemoryScopedThrottle
 from memoryapp.db.lookups import prefix_q
-from memoryapp.errors import MemoryValidationError
 from memoryapp.models import Memory, MemoryEvent, ReviewItem, SessionSummary
-from memoryapp.validation import check_namespace
+from memoryapp.rules.errors import MemoryValidationError
+from memoryapp.rules.validation import check_namespace
 
 pytestmark = pytest.mark.django_db
 

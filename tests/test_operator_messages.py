@@ -7,9 +7,9 @@ import pytest
 from memoryapp import MemoryManager
 from memoryapp.admin.memories import USER_SCOPE_WITHOUT_USER
 from memoryapp.api.testing import token_client
-from memoryapp.manager.core import SCOPE_DOWNGRADE_WARNING
+from memoryapp.facade.core import SCOPE_DOWNGRADE_WARNING
 from memoryapp.models import Memory
-from memoryapp.validation import KEY_CUT_WARNING
+from memoryapp.rules.validation import KEY_CUT_WARNING
 
 from ._admin_support import MEMORIES, WIPE, client_for, make_staff, messages_of
 

@@ -10,8 +10,8 @@ from django.test import Client
 
 from memoryapp import MemoryManager
 from memoryapp.api.testing import token_client
-from memoryapp.erasure import erase
-from memoryapp.errors import SensitiveMemoryError
+from memoryapp.compliance import erase
+from memoryapp.rules.errors import SensitiveMemoryError
 
 pytestmark = pytest.mark.django_db
 
@@ -128,7 +128,7 @@ class _Unreachable:
 
 @pytest.fixture
 def unreachable(monkeypatch):
-    from memoryapp import ops
+    from memoryapp.ops import views as ops
 
     monkeypatch.setattr(ops, "connections", _Unreachable())
 

@@ -11,8 +11,8 @@ import pytest
 from django.db import connection
 
 from memoryapp import MemoryManager
+from memoryapp.compliance import erase
 from memoryapp.db import partitioning
-from memoryapp.erasure import erase
 from memoryapp.models import Memory, MemoryEvent
 
 
@@ -178,7 +178,7 @@ def test_sqlite_keeps_one_file_and_purges_the_tables_as_they_are():
 def test_the_kept_row_check_reads_the_scanned_partitions_first():
     from django.test.utils import CaptureQueriesContext
 
-    from memoryapp.erasure import kept
+    from memoryapp.compliance import kept
 
     here, elsewhere = "acme/here", None
     with connection.cursor() as cursor:

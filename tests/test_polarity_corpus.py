@@ -13,7 +13,7 @@ from collections import Counter
 import pytest
 
 from memoryapp import MemoryManager
-from memoryapp.crystallizer import TITLE_CUT, TITLE_MAX, propose
+from memoryapp.rules.crystallizer import TITLE_CUT, TITLE_MAX, propose
 
 from .polarity_corpus import AGENTAO_AGREES, AGENTAO_INVERTS, CASES, CATEGORIES, Expected
 

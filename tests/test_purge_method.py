@@ -21,10 +21,10 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
 from memoryapp import conf
+from memoryapp.compliance import erase, retry_purge
 from memoryapp.db import purge as vendor_purge
 from memoryapp.db import scan_child
 from memoryapp.db.finder import FileFinder
-from memoryapp.erasure import erase, retry_purge
 
 from ._erasure_support import (
     ALICE,
@@ -343,13 +343,13 @@ def test_sqlite_pages_freed_by_others_after_the_purge_are_left_to_the_scan(
     two_subjects, monkeypatch, scanned
 ):
     """Another tenant deleting while we verify must not fail the receipt, nor pass it blind."""
-    from memoryapp.erasure import probes
+    from memoryapp.compliance import probes
 
     _set_auto_vacuum("INCREMENTAL")
     _bulky(BOB)
     _free_pages_after_the_purge(monkeypatch, BOB)
     if not scanned:  # no probes and no readable sealed fragments: nothing reads the pages
-        from memoryapp.erasure import sealed
+        from memoryapp.compliance import sealed
 
         monkeypatch.setattr(probes, "recall", lambda rid, alias: None)
         monkeypatch.setattr(sealed, "unseal", lambda token: None)

@@ -4,7 +4,7 @@ A lone surrogate (no UTF-8 form: ``UnicodeEncodeError`` from the driver), a NUL
 or an over-long actor (PostgreSQL's ``DataError``, SQLite stored it), an integer
 namespace (``ProgrammingError``) and a counter beyond the integer column
 (``tokens_before=2**63``) used to reach the database; PostgreSQL then logged the
-failing statement with its values. ``memoryapp.validation`` refuses them at the
+failing statement with its values. ``memoryapp.rules.validation`` refuses them at the
 service and facade boundary, before any statement (issue #26, Low).
 """
 
@@ -15,8 +15,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from memoryapp import MemoryManager
-from memoryapp.errors import MemoryValidationError
 from memoryapp.models import Memory, MemoryEvent, ReviewItem, SessionSummary
+from memoryapp.rules.errors import MemoryValidationError
 from memoryapp.services import review as review_service
 
 pytestmark = pytest.mark.django_db

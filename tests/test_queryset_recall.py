@@ -8,7 +8,7 @@ import random
 import pytest
 
 from memoryapp import MemoryManager
-from memoryapp.manager import blocks
+from memoryapp.facade import blocks
 from memoryapp.models import Memory
 
 pytestmark = pytest.mark.django_db

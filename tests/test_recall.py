@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from memoryapp import recall
-from memoryapp.recall import (
+from memoryapp.recall import index as recall
+from memoryapp.recall.index import (
     IndexRecord,
     RecallIndex,
     expand,
@@ -112,7 +112,7 @@ class TestRecallIndexExactness:
             assert 4 * index._dead < max(len(index._ids), 1)
 
     def test_a_loaded_snapshot_is_exact_before_and_after_writes(self):
-        from memoryapp import recall_snapshot
+        from memoryapp.recall import snapshot as recall_snapshot
 
         rng = random.Random(15)
         # Tokens outside ASCII too: the snapshot keeps them sorted by code point and a
@@ -142,7 +142,7 @@ class TestRecallIndexExactness:
         assert_same(again, live, rng)
 
     def test_a_loaded_snapshot_counts_what_it_holds(self):
-        from memoryapp import recall_snapshot
+        from memoryapp.recall import snapshot as recall_snapshot
 
         rng = random.Random(16)
         built = RecallIndex(random_record(rng, f"c{i:03d}") for i in range(300))

@@ -8,7 +8,7 @@ import pytest
 
 from memoryapp import MemoryManager
 from memoryapp.api.testing import token_client
-from memoryapp.manager import blocks
+from memoryapp.facade import blocks
 
 pytestmark = pytest.mark.django_db
 

@@ -10,7 +10,7 @@ from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.contenttypes.models import ContentType
 from django.core.management import call_command
 
-from memoryapp import erasure
+from memoryapp import compliance as erasure
 from memoryapp.models import ErasureReceipt, Memory
 
 from ._admin_support import RECEIPTS, make_staff

@@ -1,10 +1,10 @@
-"""The plain-language receipt summary (memoryapp.receipt_text): pure, no database."""
+"""The plain-language receipt summary (memoryapp.rules.receipt_text): pure, no database."""
 
 from __future__ import annotations
 
 import datetime as dt
 
-from memoryapp.receipt_text import day, summarize
+from memoryapp.rules.receipt_text import day, summarize
 
 WHEN = "2026-12-05T10:00:00+00:00"
 CAVEATS = (

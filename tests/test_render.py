@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from memoryapp.render import (
+from memoryapp.rules.render import (
     CONTEXT_BLOCK_MAX_CHARS,
     SESSION_TAIL_CHARS,
     STABLE_BLOCK_MAX_CHARS,

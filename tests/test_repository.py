@@ -134,7 +134,8 @@ Import = tuple[str, str]  # (imported module, "path:line" of the statement)
 
 
 def module_name(path: Path) -> str:
-    """``memoryapp/erasure/engine.py`` -> ``memoryapp.erasure.engine``; a package: its __init__."""
+    """``memoryapp/compliance/engine.py`` -> ``memoryapp.compliance.engine``;
+    a package: its __init__."""
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
@@ -249,19 +250,18 @@ def test_memoryapp_has_no_import_cycle():
 
 
 # docs/design.md: "Pure rules are plain Python over plain values ... None of them imports Django."
-PURE_RULES = (
-    "validation",
-    "classify",
-    "secret_scan",
-    "guards",
-    "tokens",
-    "scoring",
-    "recall",
-    "render",
-    "crystallizer",
-    "recall_snapshot",
-    "errors",
-    "wording",
+# Every module of ``memoryapp.rules`` is pure, and so is the core of recall (what a query
+# matches, how it scores, the index and its bytes): workers and clients reuse them without Django.
+RECALL_CORE = ("tokens", "scoring", "index", "snapshot")
+PURE_RULES = tuple(
+    sorted(
+        [
+            f"rules.{p.stem}"
+            for p in (ROOT / "memoryapp" / "rules").glob("*.py")
+            if p.stem != "__init__"
+        ]
+        + [f"recall.{name}" for name in RECALL_CORE]
+    )
 )
 
 

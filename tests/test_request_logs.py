@@ -28,7 +28,7 @@ import pytest
 from django.test import Client
 
 from memoryapp.api.grants import provision_client
-from memoryapp.logs import (
+from memoryapp.ops.logs import (
     WithoutValues,
     format_exception_without_values,
     redact_queries,

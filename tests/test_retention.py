@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 
 from memoryapp import MemoryManager
-from memoryapp.erasure import preview_expired, purge_expired, retention_cutoffs
+from memoryapp.compliance import preview_expired, purge_expired, retention_cutoffs
 from memoryapp.models import Memory, MemoryEvent, ReviewItem, SessionSummary
 
 from ._erasure_support import ALICE, PROJECT, found_in, marker, stored_bytes

@@ -13,7 +13,7 @@ from django.core.management import call_command
 
 from memoryapp import MemoryManager
 from memoryapp.api.testing import token_client
-from memoryapp.erasure import erase
+from memoryapp.compliance import erase
 from memoryapp.models import Memory, ReviewItem
 
 from ._admin_support import REVIEW, act, client_for, make_staff

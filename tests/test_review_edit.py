@@ -9,8 +9,8 @@ import pytest
 
 from memoryapp import MemoryManager
 from memoryapp.api.testing import token_client
-from memoryapp.guards import MemoryValidationError, SensitiveMemoryError
 from memoryapp.models import Memory, MemoryEvent, ReviewItem
+from memoryapp.rules.guard import MemoryValidationError, SensitiveMemoryError
 from memoryapp.services import review_edit
 
 pytestmark = pytest.mark.django_db

@@ -158,7 +158,7 @@ def test_makemigrations_is_clean():
 
 
 def test_unsupported_vendor_fails_the_system_check(monkeypatch):
-    from memoryapp.checks import check_database_vendor
+    from memoryapp.ops.checks import check_database_vendor
 
     assert check_database_vendor() == []
     monkeypatch.setattr(type(connections["default"]), "vendor", "mysql")
@@ -170,7 +170,7 @@ def test_unsupported_vendor_fails_the_system_check(monkeypatch):
 def test_sqlite_without_immediate_transactions_fails_the_system_check(monkeypatch):
     import copy
 
-    from memoryapp.checks import check_sqlite_transactions
+    from memoryapp.ops.checks import check_sqlite_transactions
 
     assert check_sqlite_transactions() == []
     deferred = copy.deepcopy(connections.settings["default"])

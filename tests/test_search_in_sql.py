@@ -16,9 +16,10 @@ from django.core.cache import cache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from memoryapp import MemoryManager, search
+from memoryapp import MemoryManager
 from memoryapp.api.testing import token_client
 from memoryapp.models import Memory
+from memoryapp.recall import search
 
 pytestmark = pytest.mark.django_db
 

@@ -12,8 +12,8 @@ import re
 
 import pytest
 
-from memoryapp import secret_scan
-from memoryapp.guards import MemoryGuard, SensitiveMemoryError, find_secret_family
+from memoryapp.rules import secret_scan
+from memoryapp.rules.guard import MemoryGuard, SensitiveMemoryError, find_secret_family
 
 from .secret_corpus import CREDENTIALS, DELIBERATE, LOOK_ALIKES
 from .test_guard_prefilter import _mixed_text

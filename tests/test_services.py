@@ -6,14 +6,16 @@ from types import SimpleNamespace
 
 import pytest
 
-from memoryapp import MemoryManager, store
+from memoryapp import MemoryManager
 from memoryapp.conf import get_guard
 from memoryapp.fields import now
-from memoryapp.indexes import INDEXES
+from memoryapp.interop import writes as records
 from memoryapp.interop.store import RowStore
 from memoryapp.models import Memory, MemoryEvent, ReviewItem, SessionSummary
-from memoryapp.services import memories, records, review, wipe
+from memoryapp.recall.cache import INDEXES
+from memoryapp.services import memories, review, wipe
 from memoryapp.services.slices import Binding
+from memoryapp.writes import store
 
 pytestmark = pytest.mark.django_db
 
@@ -69,8 +71,8 @@ def test_the_wipe_preview_counts_what_the_wipe_clears():
 
 
 def test_a_child_manager_is_a_read_strategy_not_overridden_hooks():
-    from memoryapp.manager.children import ChildManager
-    from memoryapp.manager.core import MemoryManager as Facade
+    from memoryapp.facade.children import ChildManager
+    from memoryapp.facade.core import MemoryManager as Facade
 
     overridden = {
         name

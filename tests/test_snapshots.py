@@ -16,11 +16,12 @@ import zlib
 import pytest
 from django.db import connection, transaction
 
-from memoryapp import MemoryManager, recall_snapshot
-from memoryapp.erasure import erase
-from memoryapp.indexes import INDEXES, live_records
+from memoryapp import MemoryManager
+from memoryapp.compliance import erase
 from memoryapp.models import RecallSnapshot
-from memoryapp.recall import RecallIndex, query_tokens, rank_key, score
+from memoryapp.recall import snapshot as recall_snapshot
+from memoryapp.recall.cache import INDEXES, live_records
+from memoryapp.recall.index import RecallIndex, query_tokens, rank_key, score
 
 from ._erasure_support import namespace_beside, stored_bytes
 

@@ -1,11 +1,11 @@
-"""The process's stable-block cache (memoryapp.stable_blocks): reuse, bounds, no stale text."""
+"""The stable-block cache (memoryapp.recall.stable_blocks): reuse, bounds, no stale text."""
 
 from __future__ import annotations
 
 import pytest
 
 from memoryapp import MemoryManager
-from memoryapp.stable_blocks import StableBlocks
+from memoryapp.recall.stable_blocks import StableBlocks
 
 
 def _key(tail: str, *versions: tuple[str, str, str, int]) -> tuple:
@@ -43,7 +43,7 @@ def test_the_cache_stays_within_its_bound(monkeypatch):
 
 @pytest.mark.django_db
 def test_an_edited_fact_leaves_the_process_cache_at_the_next_turn():
-    from memoryapp.indexes import INDEXES
+    from memoryapp.recall.cache import INDEXES
 
     INDEXES.clear()
     mm = MemoryManager(project="acme/web")

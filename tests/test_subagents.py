@@ -92,7 +92,7 @@ def test_a_host_test_without_the_alias_gets_an_error_that_says_what_to_add():
     from django.test import TestCase
     from django.test.testcases import DatabaseOperationForbidden
 
-    from memoryapp.ephemeral import ephemeral_alias
+    from memoryapp.facade.ephemeral import ephemeral_alias
 
     ephemeral_alias()  # registered earlier in the process, as in a real test session
 

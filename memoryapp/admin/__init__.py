@@ -8,4 +8,4 @@ export), ``overview`` (the index chart and the store-problems banner, shown by
 the ``{% memoryapp_overview %}`` tag of ``memoryapp_admin``).
 """
 
-from . import audit, memories, review  # noqa: F401  (registers the model admins)
+from memoryapp.admin import audit, memories, review  # noqa: F401  (registers the model admins)

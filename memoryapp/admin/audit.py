@@ -8,20 +8,9 @@ from django.db.models import Exists, OuterRef
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
-from .. import permissions as perms
-from ..db.meta import CHANGE_KEY, VERSION_KEY, read_change_counter
-from ..erasure import ReceiptInProgress, receipt_as_dict, retry_purge, rows_removed
-from ..models import (
-    ErasureReceipt,
-    Memory,
-    MemoryEvent,
-    ReceiptState,
-    ReviewItem,
-    SchemaMeta,
-    SessionSummary,
-)
-from . import compliance
-from .common import (
+from memoryapp import permissions as perms
+from memoryapp.admin import compliance
+from memoryapp.admin.common import (
     ADMIN_LOG,
     InputFilter,
     ReadOnlyAdmin,
@@ -34,6 +23,17 @@ from .common import (
     namespace_cell,
     plural,
     two_lines,
+)
+from memoryapp.compliance import ReceiptInProgress, receipt_as_dict, retry_purge, rows_removed
+from memoryapp.db.meta import CHANGE_KEY, VERSION_KEY, read_change_counter
+from memoryapp.models import (
+    ErasureReceipt,
+    Memory,
+    MemoryEvent,
+    ReceiptState,
+    ReviewItem,
+    SchemaMeta,
+    SessionSummary,
 )
 
 RECEIPT_REFRESH_SECONDS = 5

@@ -24,10 +24,10 @@ from django.utils.formats import date_format
 from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 
-from .. import subjects
-from ..models import Memory, MemoryEvent, ReviewItem, SessionSummary
-from ..validation import MAX_NAMESPACE_CHARS
-from ..wording import plural  # noqa: F401  (re-exported: the admin modules import it from here)
+from memoryapp.models import Memory, MemoryEvent, ReviewItem, SessionSummary
+from memoryapp.rules.validation import MAX_NAMESPACE_CHARS
+from memoryapp.rules.wording import plural
+from memoryapp.services import subjects
 
 # The tables an erasure reports counts for (receipts and previews are keyed by table name).
 MEMORIES = Memory._meta.db_table
@@ -446,7 +446,7 @@ class InputFilter(admin.SimpleListFilter):
 
 
 class SubjectFilter(InputFilter):
-    """The rows of one subject key (exact; :mod:`memoryapp.subjects`), typed in the sidebar."""
+    """The rows of one subject key, sidebar input (:mod:`memoryapp.services.subjects`)."""
 
     title = "subject"
     parameter_name = "subject"
@@ -509,8 +509,8 @@ def json_download(document: dict, filename: str) -> HttpResponse:
 
 def worker_note(receipt) -> str:
     """What to add to an erasure's message when the erasure worker finishes it."""
-    from ..erasure import purge_now
-    from ..models import ReceiptState
+    from memoryapp.compliance import purge_now
+    from memoryapp.models import ReceiptState
 
     if purge_now() or receipt.state == ReceiptState.COMPLETE:
         return ""

@@ -14,10 +14,20 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.text import slugify
 
-from .. import conf
-from .. import permissions as perms
-from ..conf import PURGE_METHODS
-from ..erasure import (
+from memoryapp import conf
+from memoryapp import permissions as perms
+from memoryapp.admin.common import (
+    ReadOnlyAdmin,
+    actor,
+    confirmed,
+    count_rows,
+    db_for,
+    forbidden,
+    json_download,
+    namespace_label,
+)
+from memoryapp.admin.forms import EraseSubjectForm, ExportForm, WipeForm
+from memoryapp.compliance import (
     ErasureRequestError,
     ReceiptInProgress,
     attention,
@@ -29,10 +39,11 @@ from ..erasure import (
     receipt_as_dict,
     retry_purge,
 )
-from ..erasure.lookup import lookup
-from ..fields import now
-from ..manager import MemoryManager
-from ..models import (
+from memoryapp.compliance.lookup import lookup
+from memoryapp.conf import PURGE_METHODS
+from memoryapp.facade import MemoryManager
+from memoryapp.fields import now
+from memoryapp.models import (
     ErasureReceipt,
     ExportRecord,
     ExportVia,
@@ -41,19 +52,8 @@ from ..models import (
     ReviewItem,
     SessionSummary,
 )
-from ..receipt_text import summarize
-from ..wording import plural
-from .common import (
-    ReadOnlyAdmin,
-    actor,
-    confirmed,
-    count_rows,
-    db_for,
-    forbidden,
-    json_download,
-    namespace_label,
-)
-from .forms import EraseSubjectForm, ExportForm, WipeForm
+from memoryapp.rules.receipt_text import summarize
+from memoryapp.rules.wording import plural
 
 ERASE_PERM = perms.ERASE_MEMORY
 WIPE_PERM = perms.WIPE_MEMORY

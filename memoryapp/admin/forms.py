@@ -7,12 +7,14 @@ from typing import cast
 from django import forms
 from django.http import QueryDict
 
-from .. import guards, store, validation
-from ..conf import get_guard
-from ..errors import MemoryValidationError, SensitiveMemoryError
-from ..models import Memory, MemoryType, ReviewItem, ReviewStatus, Scope, Source
-from ..services import review_edit
-from .common import db_for, namespace_label
+from memoryapp.admin.common import db_for, namespace_label
+from memoryapp.conf import get_guard
+from memoryapp.models import Memory, MemoryType, ReviewItem, ReviewStatus, Scope, Source
+from memoryapp.rules import guard as guards
+from memoryapp.rules import validation
+from memoryapp.rules.errors import MemoryValidationError, SensitiveMemoryError
+from memoryapp.services import review_edit
+from memoryapp.writes import store
 
 ALL = "*"  # "every namespace" / "every status" in the purge form
 

@@ -10,15 +10,8 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 from django.utils.text import Truncator
 
-from .. import permissions as perms
-from .. import validation
-from ..erasure import ErasureRequestError, erase, preview, purge_now
-from ..erasure.export import export_memories
-from ..erasure.selection import batches
-from ..fields import now
-from ..models import Memory, MemoryEvent, Scope
-from ..services import memories
-from .common import (
+from memoryapp import permissions as perms
+from memoryapp.admin.common import (
     NamespaceFilter,
     StyledAdmin,
     SubjectFilter,
@@ -40,7 +33,14 @@ from .common import (
     two_lines,
     worker_note,
 )
-from .forms import MemoryForm
+from memoryapp.admin.forms import MemoryForm
+from memoryapp.compliance import ErasureRequestError, erase, preview, purge_now
+from memoryapp.compliance.export import export_memories
+from memoryapp.compliance.selection import batches
+from memoryapp.fields import now
+from memoryapp.models import Memory, MemoryEvent, Scope
+from memoryapp.rules import validation
+from memoryapp.services import memories
 
 HISTORY_ROWS = 50  # events shown on a memory's page (the full list is one click away)
 # The add form's namespace is the owner: for a user-scope memory, the user key. Left

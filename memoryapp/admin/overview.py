@@ -13,10 +13,10 @@ from django.utils.http import urlencode
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import Truncator
 
-from ..db.meta import read_change_counter
-from ..manager import MemoryManager
-from ..models import ErasureReceipt, Memory, MemoryType, ReviewItem, SessionSummary
-from .common import db_for, namespace_label, plural
+from memoryapp.admin.common import db_for, namespace_label, plural
+from memoryapp.db.meta import read_change_counter
+from memoryapp.facade import MemoryManager
+from memoryapp.models import ErasureReceipt, Memory, MemoryType, ReviewItem, SessionSummary
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ def overview(user) -> dict:
     except DatabaseError as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         problems.append(f"The overview could not be counted: {first}")
-    from .compliance import attention_summary, links
+    from memoryapp.admin.compliance import attention_summary, links
 
     try:
         data["erasures"] = attention_summary(user)

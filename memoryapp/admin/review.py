@@ -12,12 +12,8 @@ from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 from django.utils.translation import gettext as _
 
-from .. import permissions as perms
-from ..erasure import ErasureRequestError, erase, preview, purge_now
-from ..erasure.selection import batches
-from ..models import Memory, MemoryEvent, ReviewItem, ReviewStatus, SessionSummary
-from ..services import review, review_edit, summaries
-from .common import (
+from memoryapp import permissions as perms
+from memoryapp.admin.common import (
     InputFilter,
     NamespaceFilter,
     StyledAdmin,
@@ -40,7 +36,11 @@ from .common import (
     two_lines,
     worker_note,
 )
-from .forms import PurgeForm, ReviewItemForm
+from memoryapp.admin.forms import PurgeForm, ReviewItemForm
+from memoryapp.compliance import ErasureRequestError, erase, preview, purge_now
+from memoryapp.compliance.selection import batches
+from memoryapp.models import Memory, MemoryEvent, ReviewItem, ReviewStatus, SessionSummary
+from memoryapp.services import review, review_edit, summaries
 
 
 def _queue_counts(ids) -> list[dict]:

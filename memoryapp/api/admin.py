@@ -17,8 +17,8 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.cache import add_never_cache_headers
 
-from ..admin.common import StyledAdmin, admin_time, namespace_cell
-from .models import ApiClient, ApiToken, ErasureRequest, NamespaceGrant
+from memoryapp.admin.common import StyledAdmin, admin_time, namespace_cell
+from memoryapp.api.models import ApiClient, ApiToken, ErasureRequest, NamespaceGrant
 
 
 @admin.register(NamespaceGrant)

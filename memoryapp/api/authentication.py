@@ -29,8 +29,8 @@ from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext_lazy as _
 from rest_framework import authentication, exceptions
 
-from ..db import vendor
-from .models import LAST_USED_RESOLUTION, ApiToken, NamespaceGrant, digest_of
+from memoryapp.api.models import LAST_USED_RESOLUTION, ApiToken, NamespaceGrant, digest_of
+from memoryapp.db import vendor
 
 __all__ = ["TokenAuthentication", "PREFETCHED_GRANTS"]
 

@@ -1,6 +1,6 @@
 """Erasure through the API: who may erase what, ``Idempotency-Key`` replay, receipts.
 
-The erasure itself is ``memoryapp.erasure`` (hard delete, vendor purge,
+The erasure itself is ``memoryapp.compliance`` (hard delete, vendor purge,
 verification, receipt); this module decides whether the client may ask for it
 and makes a retried request return the receipt of the first one.
 """
@@ -22,12 +22,26 @@ from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.response import Response
 
-from memoryapp import conf, erasure
-from memoryapp.erasure import engine as erasure_engine
-from memoryapp.erasure import erase, worker
-from memoryapp.erasure.engine import worker_name
-from memoryapp.erasure.lookup import lookup
-from memoryapp.erasure.selection import ROW_MODELS
+from memoryapp import compliance as erasure
+from memoryapp import conf
+from memoryapp.api import permissions
+from memoryapp.api.exceptions import Conflict, Unprocessable
+from memoryapp.api.filters import StrictChoiceFilter
+from memoryapp.api.models import ErasureRequest
+from memoryapp.api.patterns import HEADER_KEY_PATTERN, NON_BLANK_PATTERN, TEXT_PATTERN
+from memoryapp.api.permissions import Access
+from memoryapp.api.serializers import (
+    NAMESPACE_MAX,
+    ErasurePreviewSerializer,
+    ErrorSerializer,
+    ReceiptSerializer,
+    StrictCharField,
+)
+from memoryapp.compliance import engine as erasure_engine
+from memoryapp.compliance import erase, worker
+from memoryapp.compliance.engine import worker_name
+from memoryapp.compliance.lookup import lookup
+from memoryapp.compliance.selection import ROW_MODELS
 from memoryapp.fields import now
 from memoryapp.models import (
     ErasureReceipt,
@@ -36,20 +50,6 @@ from memoryapp.models import (
     ExportVia,
     ReceiptState,
     new_request_id,
-)
-
-from . import permissions
-from .exceptions import Conflict, Unprocessable
-from .filters import StrictChoiceFilter
-from .models import ErasureRequest
-from .patterns import HEADER_KEY_PATTERN, NON_BLANK_PATTERN, TEXT_PATTERN
-from .permissions import Access
-from .serializers import (
-    NAMESPACE_MAX,
-    ErasurePreviewSerializer,
-    ErrorSerializer,
-    ReceiptSerializer,
-    StrictCharField,
 )
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"

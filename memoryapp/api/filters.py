@@ -12,7 +12,6 @@ from __future__ import annotations
 import django_filters
 from django.db.models import QuerySet
 
-from memoryapp import search, subjects
 from memoryapp.models import (
     EVENT_TYPES,
     Memory,
@@ -24,11 +23,13 @@ from memoryapp.models import (
     SessionSummary,
 )
 from memoryapp.querysets import MemoryQuerySet
-from memoryapp.validation import MAX_KEY_CHARS, MAX_NAMESPACE_CHARS, MAX_QUERY_CHARS
+from memoryapp.recall import search
+from memoryapp.rules.validation import MAX_KEY_CHARS, MAX_NAMESPACE_CHARS, MAX_QUERY_CHARS
+from memoryapp.services import subjects
 
 
 def subject_filter(label: str) -> django_filters.CharFilter:
-    """``?subject=``: the rows of one subject key, exact (:mod:`memoryapp.subjects`)."""
+    """``?subject=``: the rows of one subject key, exact (:mod:`memoryapp.services.subjects`)."""
     return django_filters.CharFilter(
         method="filter_subject", strip=False, max_length=MAX_NAMESPACE_CHARS, label=label
     )
@@ -90,7 +91,7 @@ class MemoryFilter(NamespacedFilterSet):
     """``GET /api/memories/``: namespace, scope, type, subject, tag and ``q``.
 
     ``tag`` (exact, case-insensitive) and ``q`` (literal, case-insensitive
-    substring) run in SQL for every value (:mod:`memoryapp.search`), so a list is
+    substring) run in SQL for every value (:mod:`memoryapp.recall.search`), so a list is
     paginated in SQL whatever is searched.
     """
 

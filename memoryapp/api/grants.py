@@ -9,7 +9,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 
-from .models import ApiToken, NamespaceGrant
+from memoryapp.api.models import ApiToken, NamespaceGrant
 
 NAMESPACE_MAX = 255
 

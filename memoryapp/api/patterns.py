@@ -1,4 +1,4 @@
-"""The validation layer's text rules (memoryapp/validation.py) as OpenAPI patterns.
+"""The validation layer's text rules (memoryapp/rules/validation.py) as OpenAPI patterns.
 
 Input fields and query parameters carry them in ``/api/schema/``, so that a
 client generated from the schema never sends what the API refuses. Python's

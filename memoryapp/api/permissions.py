@@ -21,10 +21,10 @@ from django.db.models import Q
 from rest_framework.exceptions import NotFound, PermissionDenied
 from rest_framework.permissions import BasePermission
 
-from .. import permissions as perms
-from ..db.lookups import covering_q
-from .authentication import PREFETCHED_GRANTS
-from .models import NamespaceGrant
+from memoryapp import permissions as perms
+from memoryapp.api.authentication import PREFETCHED_GRANTS
+from memoryapp.api.models import NamespaceGrant
+from memoryapp.db.lookups import covering_q
 
 READ, WRITE, ERASE = "read", "write", "erase"
 

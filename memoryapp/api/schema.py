@@ -6,9 +6,9 @@ from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.openapi import AutoSchema
 from rest_framework import serializers
 
-from . import query_params, throttles
-from .patterns import TEXT_PATTERN, field_pattern
-from .serializers import ErrorSerializer
+from memoryapp.api import query_params, throttles
+from memoryapp.api.patterns import TEXT_PATTERN, field_pattern
+from memoryapp.api.serializers import ErrorSerializer
 
 
 class ValidationErrorSerializer(serializers.Serializer):

@@ -1,7 +1,7 @@
 """Input and output serializers of the API (docs/behaviour.md §13 field names).
 
 Input serializers check shapes and map each guard refusal
-(:meth:`~memoryapp.guards.MemoryGuard.refusals`) to the field it is about, so a
+(:meth:`~memoryapp.rules.guard.MemoryGuard.refusals`) to the field it is about, so a
 refusal is a field-level 400; the facade runs the guard again as the authority.
 A refused value is never echoed: messages are fixed sentences.
 """
@@ -15,9 +15,15 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from memoryapp import guards, validation
+from memoryapp.api.patterns import (
+    KEY_PATTERN,
+    NAMESPACE_PATTERN,
+    NON_BLANK_PATTERN,
+    NORMALISABLE_PATTERN,
+    TEXT_PATTERN,
+    TITLE_PATTERN,
+)
 from memoryapp.conf import get_guard
-from memoryapp.errors import MemoryValidationError
 from memoryapp.models import (
     Confidence,
     ErasureReceipt,
@@ -31,16 +37,10 @@ from memoryapp.models import (
     SessionSummary,
     Source,
 )
-from memoryapp.validation import MAX_SUMMARY_CHARS, check_namespace, check_stored_key
-
-from .patterns import (
-    KEY_PATTERN,
-    NAMESPACE_PATTERN,
-    NON_BLANK_PATTERN,
-    NORMALISABLE_PATTERN,
-    TEXT_PATTERN,
-    TITLE_PATTERN,
-)
+from memoryapp.rules import guard as guards
+from memoryapp.rules import validation
+from memoryapp.rules.errors import MemoryValidationError
+from memoryapp.rules.validation import MAX_SUMMARY_CHARS, check_namespace, check_stored_key
 
 NAMESPACE_MAX = 255  # the namespace / subject / session columns are varchar(255)
 INT_MAX = 2**31 - 1  # the summary counters are 32-bit integer columns
@@ -120,7 +120,7 @@ _NAMED = {
 
 
 class NamespaceField(StrictCharField):
-    """A namespace checked as every entry point checks it (:mod:`memoryapp.validation`).
+    """A namespace checked as every entry point checks it (:mod:`memoryapp.rules.validation`).
 
     A namespace that is written is held to ``check_namespace``; one that only
     names rows to find (erasure, purge, export: ``lookup=True``) to the looser
@@ -535,7 +535,7 @@ class WipeOutputSerializer(serializers.Serializer):
 
 # ---------------------------------------------------------------- erasure
 class ErasureInputSerializer(serializers.Serializer):
-    """``POST /api/erasures/`` (``memoryapp.erasure.erase``).
+    """``POST /api/erasures/`` (``memoryapp.compliance.erase``).
 
     One target: a ``subject``, ``ids``, a ``namespace``, or ``everything``;
     ``namespace`` given with ``subject`` or ``ids`` restricts them to it.
@@ -735,7 +735,7 @@ class StoreProblemsSerializer(serializers.Serializer):
 
 
 # ------------------------------------------------- Agentao's store protocol
-# The endpoints behind ``memoryapp.client_store.HttpMemoryStore``: Agentao's
+# The endpoints behind ``memoryapp.clients.store.HttpMemoryStore``: Agentao's
 # ``MemoryStore`` methods on one namespace, with the records Agentao's manager
 # builds. Agentao's manager runs its guard first; the server runs its own again
 # (docs/behaviour.md §8), so nothing reaches the tables unchecked.

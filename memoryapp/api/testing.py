@@ -7,9 +7,9 @@ from collections.abc import Iterable
 from django.contrib.auth.base_user import AbstractBaseUser
 from rest_framework.test import APIClient
 
-from .grants import provision_client
-from .models import ApiToken
-from .throttles import SCOPES, MemoryScopedThrottle
+from memoryapp.api.grants import provision_client
+from memoryapp.api.models import ApiToken
+from memoryapp.api.throttles import SCOPES, MemoryScopedThrottle
 
 
 class TokenClient(APIClient):

@@ -5,7 +5,7 @@ from drf_spectacular.utils import extend_schema
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
-from . import views
+from memoryapp.api import views
 
 app_name = "memoryapp_api"
 

@@ -30,9 +30,29 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memoryapp.erasure import purge_now
+from memoryapp.api import erasures, permissions, query_params, serializers
+from memoryapp.api.authentication import TokenAuthentication
+from memoryapp.api.exceptions import Conflict, exception_handler
+from memoryapp.api.filters import (
+    MemoryEventFilter,
+    MemoryFilter,
+    ReviewItemFilter,
+    SessionSummaryFilter,
+)
+from memoryapp.api.parsers import JSONParser
+from memoryapp.api.patterns import TEXT_PATTERN
+from memoryapp.api.permissions import (
+    DeclaredRule,
+    access_for,
+    declared_rule,
+    holding_rule,
+    in_namespaces,
+)
+from memoryapp.api.schema import MemoryAutoSchema
+from memoryapp.api.throttles import ERASE, LIST, RECALL, WRITE, MemoryScopedThrottle
+from memoryapp.compliance import purge_now
+from memoryapp.facade import MemoryManager
 from memoryapp.interop.store import RowStore
-from memoryapp.manager import MemoryManager
 from memoryapp.models import (
     ErasureReceipt,
     Memory,
@@ -43,16 +63,6 @@ from memoryapp.models import (
     SessionSummary,
 )
 from memoryapp.services import review, review_edit
-
-from . import erasures, permissions, query_params, serializers
-from .authentication import TokenAuthentication
-from .exceptions import Conflict, exception_handler
-from .filters import MemoryEventFilter, MemoryFilter, ReviewItemFilter, SessionSummaryFilter
-from .parsers import JSONParser
-from .patterns import TEXT_PATTERN
-from .permissions import DeclaredRule, access_for, declared_rule, holding_rule, in_namespaces
-from .schema import MemoryAutoSchema
-from .throttles import ERASE, LIST, RECALL, WRITE, MemoryScopedThrottle
 
 MAX_LOOKUP_CHARS = 64
 _POSITIVE_INT = re.compile(r"[1-9][0-9]{0,8}")

@@ -7,11 +7,12 @@ from collections import Counter
 
 from django.core.management.base import CommandError
 
-from memoryapp import search, validation
 from memoryapp.cli import bound_to, cli_actor, namespace_label, progress
-from memoryapp.guards import SCOPES
 from memoryapp.models import Memory, ReviewItem, SchemaMeta
-from memoryapp.wording import plural
+from memoryapp.recall import search
+from memoryapp.rules import validation
+from memoryapp.rules.guard import SCOPES
+from memoryapp.rules.wording import plural
 
 
 def register(verbs, common) -> dict:
@@ -253,7 +254,7 @@ def do_import(cmd, options) -> None:
     """Validate then write a JSON-lines file of memories in one transaction."""
     import sys
 
-    from memoryapp.bulk import parse_json_lines
+    from memoryapp.writes.bulk import parse_json_lines
 
     source = options["file"]
     try:

@@ -11,17 +11,17 @@ from pathlib import Path
 from django.core.management.base import CommandError
 from django.db import DEFAULT_DB_ALIAS, connections
 
-from memoryapp import erasure
+from memoryapp import compliance as erasure
 from memoryapp.cli import cli_actor, progress
+from memoryapp.compliance.lookup import lookup
+from memoryapp.compliance.selection import ADMIN_LOG
 from memoryapp.conf import PURGE_METHODS, purge_method
 from memoryapp.db.lookups import prefix_q
 from memoryapp.db.purge import for_connection
-from memoryapp.erasure.lookup import lookup
-from memoryapp.erasure.selection import ADMIN_LOG
 from memoryapp.models import ErasureReceipt, ExportVia, ReceiptState, ReviewItem, ReviewStatus
-from memoryapp.receipt_text import summarize
+from memoryapp.rules.receipt_text import summarize
+from memoryapp.rules.wording import plural
 from memoryapp.services import review
-from memoryapp.wording import plural
 
 
 def register(verbs, common) -> dict:
@@ -242,7 +242,7 @@ def do_worker(cmd, options) -> None:
     import signal
     import threading
 
-    from memoryapp.erasure import worker
+    from memoryapp.compliance import worker
 
     if options["poll"] <= 0:
         raise CommandError("--poll must be a positive number of seconds")

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from django.core.management.base import CommandError
 
 from memoryapp.cli import cli_actor
-from memoryapp.manager import MemoryManager
+from memoryapp.facade import MemoryManager
 from memoryapp.models import Memory, ReviewItem, SessionSummary
-from memoryapp.validation import normalize_key
-from memoryapp.wording import plural
+from memoryapp.rules.validation import normalize_key
+from memoryapp.rules.wording import plural
 
 
 @dataclass(frozen=True)

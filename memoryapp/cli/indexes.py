@@ -14,8 +14,8 @@ from django.db import connections
 
 from memoryapp.db.meta import read_slice_counters
 from memoryapp.db.snapshots import in_memory
-from memoryapp.indexes import INDEXES
 from memoryapp.models import Memory, RecallSnapshot
+from memoryapp.recall.cache import INDEXES
 
 
 def register(verbs, common) -> dict:

@@ -9,7 +9,7 @@ from django.core.management.base import CommandError
 
 from memoryapp.cli import cli_actor, progress
 from memoryapp.interop import adopt as adoption
-from memoryapp.wording import plural
+from memoryapp.rules.wording import plural
 
 
 def register(verbs, common) -> dict:

@@ -2,7 +2,7 @@
 
 :func:`ladder` lists, per vendor and configured ``MEMORYAPP_ERASURE_PURGE_METHOD``,
 the purges an erasure may try in turn, weakest (and cheapest) first;
-:func:`run` runs one. :mod:`memoryapp.erasure.escalation` climbs the ladder:
+:func:`run` runs one. :mod:`memoryapp.compliance.escalation` climbs the ladder:
 the first step is the configured purge, and a step runs only when the
 verification of the one before it found erased bytes. The common case — the
 first purge verifies — costs what it cost before (bench/ESCALATION.md).
@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .purge import PurgeOutcome
+from memoryapp.db.purge import PurgeOutcome
 
 
 @dataclass(frozen=True)

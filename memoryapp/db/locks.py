@@ -26,7 +26,7 @@ from collections.abc import Iterable
 
 from django.db import connections
 
-from .vendor import for_connection
+from memoryapp.db.vendor import for_connection
 
 NAMESPACE = "namespace"
 SUBJECT = "subject"

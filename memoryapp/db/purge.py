@@ -46,8 +46,8 @@ from pathlib import Path
 
 from django.db import DatabaseError, NotSupportedError
 
-from .. import conf
-from . import partitioning
+from memoryapp import conf
+from memoryapp.db import partitioning
 
 LOCAL_HOSTS = ("", "localhost", "127.0.0.1", "::1")
 

@@ -21,7 +21,7 @@ import json
 import sys
 from collections.abc import Iterable, Sequence
 
-from .finder import FileFinder, Finder
+from memoryapp.db.finder import FileFinder, Finder
 
 SCAN_CHUNK = 4 * 1024 * 1024
 

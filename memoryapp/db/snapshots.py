@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 from django.db import connections, transaction
 
-from . import vendor
-from .meta import SliceKey, read_slice_counters
+from memoryapp.db import vendor
+from memoryapp.db.meta import SliceKey, read_slice_counters
 
 _SELECT = (
     "SELECT counter, watermark, payload FROM memory_recall_snapshots "

@@ -38,10 +38,10 @@ from pathlib import Path
 from django.core.management import call_command
 from django.db import NotSupportedError, connections, transaction
 
-from ..db import vendor
-from ..db.meta import CHANGE_KEY
-from ..fields import now
-from ..models import MemoryEvent
+from memoryapp.db import vendor
+from memoryapp.db.meta import CHANGE_KEY
+from memoryapp.fields import now
+from memoryapp.models import MemoryEvent
 
 TABLES = ("schema_meta", "memories", "session_summaries", "memory_events", "memory_review_queue")
 AGENTAO_TRIGGERS = ("trg_memories_change_ins", "trg_memories_change_upd", "trg_memories_change_del")

@@ -11,8 +11,8 @@ import functools
 import logging
 from typing import TYPE_CHECKING
 
-from ..models import Memory, ReviewItem, SessionSummary
-from ..validation import check_stamp
+from memoryapp.models import Memory, ReviewItem, SessionSummary
+from memoryapp.rules.validation import check_stamp
 
 if TYPE_CHECKING:
     from agentao.memory.models import MemoryRecord, MemoryReviewItem, SessionSummaryRecord

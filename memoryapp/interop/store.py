@@ -9,7 +9,7 @@ Each method does what Agentao's own ``SQLiteMemoryStore`` does (the reference,
 read for its behaviour, not copied), restricted to the bound namespace. The
 deliberate differences are listed in ``docs/agentao.md``. Reads are queries on
 the bound namespace, here; every write is delegated to
-:mod:`memoryapp.services.records` (after reading Agentao's timestamp text),
+:mod:`memoryapp.interop.writes` (after reading Agentao's timestamp text),
 so this adapter writes no row itself.
 
 ``agentao`` is imported lazily (``records.agentao_models``), on the first call
@@ -27,13 +27,11 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models import F, QuerySet
 from django.db.models.expressions import OrderBy, RawSQL
 
-from ..db import vendor
-from ..db.meta import read_change_counter, read_slice_counters
-from ..fields import now
-from ..models import Memory, ReviewItem, SessionSummary
-from ..querysets import MemoryQuerySet
-from ..services import records as writes
-from .errors import (
+from memoryapp.db import vendor
+from memoryapp.db.meta import read_change_counter, read_slice_counters
+from memoryapp.fields import now
+from memoryapp.interop import writes
+from memoryapp.interop.errors import (
     StoreDatabaseError,
     StoreDataError,
     StoreIntegrityError,
@@ -44,7 +42,9 @@ from .errors import (
     StoreProgrammingError,
     translated,
 )
-from .records import iso, parse_iso, to_record, to_review_item, to_summary
+from memoryapp.interop.records import iso, parse_iso, to_record, to_review_item, to_summary
+from memoryapp.models import Memory, ReviewItem, SessionSummary
+from memoryapp.querysets import MemoryQuerySet
 
 if TYPE_CHECKING:
     from agentao.memory.models import MemoryRecord, MemoryReviewItem, SessionSummaryRecord
@@ -101,7 +101,7 @@ class DjangoMemoryStore:
         actor: recorded on the audit events this store writes.
         keep_ids: insert rows with the record's own id (when free), as Agentao
             does; False draws a fresh id for every insert (the API's store
-            endpoints: see :func:`memoryapp.services.records.new_row_id`).
+            endpoints: see :func:`memoryapp.interop.writes.new_row_id`).
     """
 
     def __init__(
@@ -188,7 +188,7 @@ class DjangoMemoryStore:
         source, confidence and sensitivity, and moves ``updated_at``; an
         insert keeps the record's id and ``created_at`` (see
         :func:`parse_iso`). Logs a ``create`` or ``update`` event. The write is
-        :func:`memoryapp.services.records.upsert_memory`'s.
+        :func:`memoryapp.interop.writes.upsert_memory`'s.
         """
         stamp = now()
         row = writes.upsert_memory(
@@ -310,7 +310,7 @@ class DjangoMemoryStore:
         occurrences on, and moves ``updated_at``; id, scope, key,
         ``created_at`` and status are kept. An insert keeps the item's
         fields as given. The write is
-        :func:`memoryapp.services.records.upsert_review_item`'s.
+        :func:`memoryapp.interop.writes.upsert_review_item`'s.
         """
         stamp = now()
         row = writes.upsert_review_item(

@@ -1,10 +1,10 @@
 """Memory writes: upsert, rename, soft delete, restore, clear and import (docs/behaviour.md §2, §3).
 
 Each write of known slices runs inside a change window and folds itself into a
-cached recall index (:meth:`~memoryapp.indexes.IndexCache.apply_own_write`), so
+cached recall index (:meth:`~memoryapp.recall.cache.IndexCache.apply_own_write`), so
 the writer's next recall needs no query; a write elsewhere is caught up through
 the change counters. The rules (guard, classification, SQL) stay in
-:mod:`memoryapp.store` and :mod:`memoryapp.bulk`.
+:mod:`memoryapp.writes.store` and :mod:`memoryapp.writes.bulk`.
 """
 
 from __future__ import annotations
@@ -13,13 +13,15 @@ import logging
 from collections.abc import Iterable
 from dataclasses import replace
 
-from .. import bulk, guards, store, validation
-from ..fields import now
-from ..indexes import INDEXES, change_window
-from ..models import Memory, Scope, Source
-from .slices import Binding, StoreSlice
+from memoryapp.fields import now
+from memoryapp.models import Memory, Scope, Source
+from memoryapp.recall.cache import INDEXES, change_window
+from memoryapp.rules import guard as guards
+from memoryapp.rules import validation
+from memoryapp.services.slices import Binding, StoreSlice
+from memoryapp.writes import bulk, store
 
-logger = logging.getLogger("memoryapp.manager")
+logger = logging.getLogger("memoryapp.facade")
 
 SCOPE_DOWNGRADE_WARNING = (
     "User scope was asked for, but no user namespace was given: "
@@ -194,7 +196,7 @@ def restore_selection(
 ) -> tuple[list[str], list[tuple[str, str, str]]]:
     """Undo the soft delete of a selection: the restored ids and ``(id, title, why)`` refusals.
 
-    A row whose key a live row now holds stays deleted (:func:`memoryapp.store.restore_ids`);
+    A row whose key a live row now holds stays deleted (:func:`memoryapp.writes.store.restore_ids`);
     indexes catch up through the change counters, as for :func:`soft_delete_selection`.
     """
     return store.restore_ids(using, ids, actor=actor)
@@ -231,7 +233,7 @@ def import_records(
     """Bulk-import ``(line number, record dict)`` pairs into ``binding``'s stores.
 
     Each record is guarded, classified and downgraded like :func:`upsert`
-    (see :mod:`memoryapp.bulk`); nothing is written when one is invalid unless
+    (see :mod:`memoryapp.writes.bulk`); nothing is written when one is invalid unless
     ``skip_invalid``.
     """
 

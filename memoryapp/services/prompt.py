@@ -3,8 +3,8 @@
 The one implementation behind :meth:`MemoryManager.recall`,
 ``Memory.objects.in_namespace(ns).recall(...)`` and the stable block every
 manager of the same slices shares. Database errors propagate: the facade turns
-them into store problems. The rules over plain values are :mod:`memoryapp.recall`
-and :mod:`memoryapp.render`.
+them into store problems. The rules over plain values are :mod:`memoryapp.recall.index`
+and :mod:`memoryapp.rules.render`.
 """
 
 from __future__ import annotations
@@ -16,16 +16,16 @@ from django.db import connections
 from django.db.models import Q, Value
 from django.db.models.functions import Least, Length
 
-from .. import render
-from ..conf import recall_snapshots
-from ..db import compiled, vendor
-from ..db import snapshots as stored_snapshots
-from ..db.meta import read_slice_counters
-from ..index_rows import column_timestamp
-from ..indexes import INDEXES, NOT_READ
-from ..models import Memory, Scope, json_list
-from ..recall import Scored, path_hints, query_tokens, rank_key
-from .slices import StoreSlice
+from memoryapp.conf import recall_snapshots
+from memoryapp.db import compiled, vendor
+from memoryapp.db import snapshots as stored_snapshots
+from memoryapp.db.meta import read_slice_counters
+from memoryapp.models import Memory, Scope, json_list
+from memoryapp.recall.cache import INDEXES, NOT_READ
+from memoryapp.recall.index import Scored, path_hints, query_tokens, rank_key
+from memoryapp.recall.rows import column_timestamp
+from memoryapp.rules import render
+from memoryapp.services.slices import StoreSlice
 
 EXCERPT_CHARS = 200  # of a recall candidate's content (docs/behaviour.md §5)
 CONTEXT_TOP_K = 5  # memories in the context block: recall's default top_k (docs/behaviour.md §5)
@@ -72,7 +72,7 @@ def recall(
 ) -> list[RecallCandidate]:
     """The ``top_k`` live memories of ``stores`` scored against ``query``, highest first.
 
-    Each slice is ranked on its process-wide index (:data:`memoryapp.indexes.INDEXES`),
+    Each slice is ranked on its process-wide index (:data:`memoryapp.recall.cache.INDEXES`),
     kept fresh by the slice's change counter; only the shown columns of the hits are read.
     ``counters`` reads those counters (a turn passes its own, so that its stable block
     and its recall share one read; by default a fresh :class:`TurnCounters`).
@@ -174,7 +174,7 @@ class TurnCounters:
 
     def snapshot(self, using: str, namespace: str, scope: str):
         """The slice's stored snapshot read with its counter (None: none stored), handed
-        over once; :data:`memoryapp.indexes.NOT_READ` when it was not read."""
+        over once; :data:`memoryapp.recall.cache.NOT_READ` when it was not read."""
         return self._snapshots.pop((using, namespace, scope), NOT_READ)
 
 
@@ -217,8 +217,8 @@ def _stable_querysets(
 ) -> list:
     """The live rows the stable selection may pick from, as querysets to merge.
 
-    A superset read in SQL, as :mod:`memoryapp.search` narrows a search: every
-    row :func:`memoryapp.render.select_stable` can choose, and few others; the
+    A superset read in SQL, as :mod:`memoryapp.recall.search` narrows a search: every
+    row :func:`memoryapp.rules.render.select_stable` can choose, and few others; the
     callers apply that rule to what is read. One queryset per database alias by
     default (one statement reads the newest facts of every slice through
     ``ix_memories_ns_created``). ``by_type``: a user store whole, a project store
@@ -339,7 +339,7 @@ def fact(m: Memory) -> render.Fact:
 
 def _row_fact(row) -> render.Fact:
     """A row of :data:`_FACT_COLUMNS` as the stable block sees it (timestamps as read by
-    the ORM or raw: :func:`~memoryapp.index_rows.column_timestamp` takes both)."""
+    the ORM or raw: :func:`~memoryapp.recall.rows.column_timestamp` takes both)."""
     scope, type_, confidence, key, title, content, tags_json, created, updated, memory_id = row
     return render.Fact(
         scope=scope,

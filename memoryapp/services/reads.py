@@ -1,14 +1,15 @@
 """Reads of a binding's live memories (docs/behaviour.md §3): all, one, search, by tag, by title.
 
 Database errors propagate; the facade turns a turn-path read's error into a
-store problem. The matching rules are :mod:`memoryapp.search`'s.
+store problem. The matching rules are :mod:`memoryapp.recall.search`'s.
 """
 
 from __future__ import annotations
 
-from .. import search, validation
-from ..models import Memory
-from .slices import StoreSlice, live_filter
+from memoryapp.models import Memory
+from memoryapp.recall import search
+from memoryapp.rules import validation
+from memoryapp.services.slices import StoreSlice, live_filter
 
 
 def live(*, stores: list[StoreSlice], refine=None) -> list[Memory]:

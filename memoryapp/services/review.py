@@ -5,7 +5,7 @@ never from the caller's binding: an item proposed in ``acme/bob``'s session
 becomes a memory of ``acme/bob`` (and goes with ``erase(subject="acme/bob")``)
 whether the facade, the admin, the API or ``memory review --approve`` without
 ``--user`` approves it. The rows themselves are written by
-:mod:`memoryapp.review` (queue, decide) and :mod:`memoryapp.services.memories`.
+:mod:`memoryapp.writes.review_queue` (queue, decide) and :mod:`memoryapp.services.memories`.
 """
 
 from __future__ import annotations
@@ -16,17 +16,20 @@ from collections.abc import Iterable, Sequence
 
 from django.db import DEFAULT_DB_ALIAS, transaction
 
-from .. import bulk, crystallizer, guards, review, store, validation
-from ..conf import get_guard, user_database
-from ..db import locks
-from ..fields import now
-from ..models import Memory, MemoryEvent, ReviewItem, ReviewStatus, Source
-from . import memories
-from .slices import Binding
+from memoryapp.conf import get_guard, user_database
+from memoryapp.db import locks
+from memoryapp.fields import now
+from memoryapp.models import Memory, MemoryEvent, ReviewItem, ReviewStatus, Source
+from memoryapp.rules import crystallizer, validation
+from memoryapp.rules import guard as guards
+from memoryapp.services import memories
+from memoryapp.services.slices import Binding
+from memoryapp.writes import bulk, store
+from memoryapp.writes import review_queue as review
 
 DECISION_CHUNK = 500  # review items decided per transaction (and per IN list)
 
-logger = logging.getLogger("memoryapp.manager.queue")
+logger = logging.getLogger("memoryapp.facade.queue")
 
 
 # ------------------------------------------------------------------- queue
@@ -158,7 +161,7 @@ def approve_many(
     """Approve many pending items at once (of ``namespace``, or of any): ``(approved, refused)``.
 
     The bulk path of :func:`approve` for an operator's "select all": the same
-    guard and classification (through :mod:`memoryapp.bulk`), the same
+    guard and classification (through :mod:`memoryapp.writes.bulk`), the same
     namespace, scope and subject taken from each item, the same events, but a
     few statements per chunk of items instead of a dozen per item. An item the
     guard refuses stays pending and is returned with the reason.
@@ -245,7 +248,7 @@ def _by_namespace(item_ids: Iterable[str], namespace: str | None, using: str):
     ids = list(dict.fromkeys(item_ids))
     if namespace is not None:
         return {namespace: ids} if ids else {}
-    from ..erasure.selection import batches  # the erasure package is heavy to import
+    from memoryapp.compliance.selection import batches
 
     pending = ReviewItem.objects.using(using).pending()
     found: dict[str, list[str]] = {}
@@ -379,7 +382,7 @@ def purge(
             raise guards.MemoryValidationError(
                 f"Unknown review status {one!r}: expected one of {', '.join(ReviewStatus.values)}"
             )
-    from ..erasure import erase_review_items  # the erasure package is heavy to import
+    from memoryapp.compliance import erase_review_items
 
     # The statuses as read once above: a caller's iterator would be spent after the
     # first namespace's erasure.

@@ -13,12 +13,14 @@ from collections.abc import Mapping
 
 from django.db import DEFAULT_DB_ALIAS, transaction
 
-from .. import guards, store, validation
-from ..conf import get_guard
-from ..db import locks
-from ..errors import about
-from ..fields import now
-from ..models import MemoryType, ReviewItem, ReviewStatus, Scope
+from memoryapp.conf import get_guard
+from memoryapp.db import locks
+from memoryapp.fields import now
+from memoryapp.models import MemoryType, ReviewItem, ReviewStatus, Scope
+from memoryapp.rules import guard as guards
+from memoryapp.rules import validation
+from memoryapp.rules.errors import about
+from memoryapp.writes import store
 
 __all__ = ["EDITABLE", "ReviewEditConflict", "clean", "collides", "edit", "retyped_key"]
 

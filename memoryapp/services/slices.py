@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from django.db import DEFAULT_DB_ALIAS
 from django.db.models import Q
 
-from .. import guards
-from ..conf import user_database
-from ..models import Memory, Scope
+from memoryapp.conf import user_database
+from memoryapp.models import Memory, Scope
+from memoryapp.rules import guard as guards
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class StoreSlice:
 class Binding:
     """The stores of one project namespace and at most one user namespace (docs/behaviour.md §2).
 
-    What a :class:`~memoryapp.manager.MemoryManager` binds, as a value the services
+    What a :class:`~memoryapp.facade.MemoryManager` binds, as a value the services
     take: ``subject`` is the user namespace (the provenance written on rows), None
     without a user store.
     """

@@ -12,12 +12,13 @@ from collections.abc import Iterable
 
 from django.db import transaction
 
-from .. import guards, validation
-from ..db import compiled, locks
-from ..models import MemoryEvent, SessionSummary
-from .slices import Binding
+from memoryapp.db import compiled, locks
+from memoryapp.models import MemoryEvent, SessionSummary
+from memoryapp.rules import guard as guards
+from memoryapp.rules import validation
+from memoryapp.services.slices import Binding
 
-logger = logging.getLogger("memoryapp.manager")
+logger = logging.getLogger("memoryapp.facade")
 
 TAIL_WINDOW = 10  # latest summaries the cross-session tail looks at (docs/behaviour.md §4)
 
@@ -95,7 +96,7 @@ def delete_ids(*, ids: Iterable[str], using: str, actor: str = "") -> int:
     One ``summary_delete`` event per summary names ``actor``. In batches of 500
     ids (SQLite's bound-variable limit), in one transaction. Returns the count.
     """
-    from ..erasure.selection import batches  # the erasure package is heavy to import
+    from memoryapp.compliance.selection import batches
 
     rows = SessionSummary.objects.using(using)
     deleted = 0

@@ -10,12 +10,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .. import validation
-from ..models import Memory
-from . import memories, summaries
-from .slices import Binding
+from memoryapp.models import Memory
+from memoryapp.rules import validation
+from memoryapp.services import memories, summaries
+from memoryapp.services.slices import Binding
 
-logger = logging.getLogger("memoryapp.manager")
+logger = logging.getLogger("memoryapp.facade")
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ def thousands(value):
 @register.inclusion_tag("memoryapp/admin/overview.html", takes_context=True)
 def memoryapp_overview(context):
     """Per-namespace memories by type and pending review (SVG), store problems, compliance links."""
-    from ..admin.overview import overview
+    from memoryapp.admin.overview import overview
 
     request = context.get("request")
     user = getattr(request, "user", None)

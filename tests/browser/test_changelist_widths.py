@@ -10,7 +10,7 @@ from django.urls import NoReverseMatch, reverse
 
 from memoryapp import MemoryManager
 from memoryapp.api.testing import token_client
-from memoryapp.erasure import export
+from memoryapp.compliance import export
 from memoryapp.models import ErasureReceipt, ReviewItem
 
 from .._admin_support import ALICE, PASSWORD, PROJECT, make_staff, seed_tenant

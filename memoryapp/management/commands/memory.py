@@ -13,8 +13,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 
 from memoryapp.cli import VERB_MODULES, bound_to, namespace_label
-from memoryapp.manager import MemoryManager
-from memoryapp.wording import plural
+from memoryapp.facade import MemoryManager
+from memoryapp.rules.wording import plural
 
 
 class Command(BaseCommand):

@@ -1,0 +1,60 @@
+"""Erasure that really removes the bytes, with receipts; replay after restore; export; retention.
+
+``from memoryapp.compliance import erase, export`` (docs/behaviour.md §13). See
+``docs/compliance.md`` for what each vendor's purge guarantees and what it
+cannot reach. The package: ``selection`` (which rows), ``engine`` (delete,
+purge, verify), ``service`` (the requests), ``replay``, ``export``,
+``receipts`` (HMACs, JSON form, ledger file), ``sealed`` (what an unfinished
+erasure needs, encrypted), ``worker`` (completes receipts off the request), ``attention``
+(bounded retries; receipts a person must look at); vendor SQL lives in
+:mod:`memoryapp.db.purge`.
+"""
+
+from __future__ import annotations
+
+from memoryapp.compliance import attention, phases
+from memoryapp.compliance.engine import ReceiptInProgress
+from memoryapp.compliance.export import export, retention_statement
+from memoryapp.compliance.receipts import as_dict as receipt_as_dict
+from memoryapp.compliance.receipts import subject_hmac
+from memoryapp.compliance.replay import ReplayReport, replay
+from memoryapp.compliance.selection import rows_removed
+from memoryapp.compliance.service import (
+    ErasureRequestError,
+    authored_count,
+    build_target,
+    erase,
+    erase_review_items,
+    preview,
+    preview_expired,
+    purge_expired,
+    purge_now,
+    receipts_for,
+    retention_cutoffs,
+    retry_purge,
+)
+
+__all__ = [
+    "ErasureRequestError",
+    "attention",
+    "phases",
+    "authored_count",
+    "build_target",
+    "ReceiptInProgress",
+    "ReplayReport",
+    "erase",
+    "erase_review_items",
+    "export",
+    "preview",
+    "preview_expired",
+    "purge_expired",
+    "purge_now",
+    "receipt_as_dict",
+    "receipts_for",
+    "replay",
+    "retention_cutoffs",
+    "retention_statement",
+    "retry_purge",
+    "rows_removed",
+    "subject_hmac",
+]

@@ -1,0 +1,290 @@
+"""After the commit: run the vendor purge once per database (stronger ones while residue is
+found), verify each receipt, record it."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.utils.dateparse import parse_datetime
+
+from memoryapp import conf
+from memoryapp.compliance import attention, escalation, probes, sealed
+from memoryapp.compliance.kept import explained as explained_by_kept_rows
+from memoryapp.compliance.receipts import append_ledger
+from memoryapp.compliance.selection import (
+    ADMIN_LOG,
+    CONTENT_TABLES,
+    ROW_MODELS,
+    batches,
+    purged_with,
+)
+from memoryapp.db import partitioning
+from memoryapp.db import purge as vendor_purge
+from memoryapp.fields import now
+from memoryapp.models import (
+    RETRIED_STATES,
+    UNFINISHED_STATES,
+    ErasureReceipt,
+    MemoryEvent,
+    ReceiptState,
+)
+
+logger = logging.getLogger(__name__)
+
+
+def caveats(aliases, vendors, notes: Iterable[str] = ()) -> str:
+    """The receipt's caveat text: each vendor's limits, then this purge's own notes."""
+    lines: list[str] = []
+    for alias in aliases:
+        lines.extend(vendors[alias].caveats(connections[alias]))
+    lines.extend(notes)
+    return "\n".join(dict.fromkeys(lines))
+
+
+def finish_after_commit(receipt_id: str, using: str) -> None:
+    """The ``on_commit`` hook of an erasure made inside a transaction."""
+    try:
+        receipt = ErasureReceipt.objects.using(using).get(pk=receipt_id)
+        finish([receipt], using=using)
+    except Exception:  # an on_commit hook must not break the caller's request
+        logger.warning("erasure %s: purge after commit failed", receipt_id, exc_info=True)
+
+
+def finish(receipts: Sequence[ErasureReceipt], *, using: str) -> list[ErasureReceipt]:
+    """Purge each database the receipts cover (once per database), verify, record.
+
+    A receipt whose verification finds erased bytes gets the next stronger purge
+    at once (:mod:`.escalation`), and its steps are recorded on it. Receipts
+    already purged and verified are left as they are.
+    """
+    receipts = [
+        r for r in receipts if r.state == ReceiptState.DELETED or (r.purged and not r.verified)
+    ]
+    if not receipts:
+        return []
+    timeout = conf.erasure_purge_timeout()
+    started = now().isoformat()
+    for r in receipts:  # progress a reader of the receipt can see while the purge runs
+        r.details = r.details or {}
+        r.details.setdefault("phases", {})["purge_started"] = started
+        r.save(using=using, update_fields=["details"])
+    results: dict[tuple[str, str], tuple[vendor_purge.PurgeOutcome, tuple | None]] = {}
+    aliases = list(dict.fromkeys(a for r in receipts for a in r.databases))
+    vendors = {a: vendor_purge.for_connection(connections[a]) for a in aliases}
+    for alias in aliases:
+        connection = connections[alias]
+        covered = [r for r in receipts if alias in r.databases]
+        infos = [(r.details or {}).get("aliases", {}).get(alias, {}) for r in covered]
+        logical = purged_with(
+            t for t in (*CONTENT_TABLES, ADMIN_LOG) if any(t in i.get("tables", ()) for i in infos)
+        )
+        token = _newest_token([i.get("token") or {} for i in infos])
+        remainders = _partitions([i for i in infos if i.get("tables")])
+        tables, _ = vendors[alias].storage_tables(connection, logical, remainders)
+        if tables:
+            # The configured purge, and stronger ones while verification finds residue.
+            results.update(
+                escalation.purge(
+                    alias,
+                    covered,
+                    vendors[alias],
+                    logical=logical,
+                    remainders=remainders,
+                    token=token,
+                    timeout=timeout,
+                    verify=_verify,
+                    using=using,
+                )
+            )
+            continue
+        outcome = vendor_purge.PurgeOutcome("purged", notes=["nothing to purge"])
+        for r in covered:
+            check: tuple[bool, str, dict] = (
+                True,
+                "nothing was deleted, so nothing needed purging",
+                {},
+            )
+            results[(r.id, alias)] = (outcome, check)
+    stamp = now()
+    for r in receipts:
+        _record(r, results, vendors, stamp)
+        escalation.describe(r)
+        r.save(using=using)
+    for alias in aliases:
+        vendors[alias].settle(connections[alias])
+    for r in receipts:
+        append_ledger(r)
+        if r.verified:
+            probes.forget(r.id)
+    return list(receipts)
+
+
+def _partitions(infos: list[dict]) -> list[int] | None:
+    """The hash partitions the receipts' rows were in; None when one receipt does not say
+    (recorded before partitioning, or an erasure of everything): then every partition."""
+    if any("partitions" not in i for i in infos):
+        return None
+    return sorted({int(p) for i in infos for p in i["partitions"]})
+
+
+def _newest_token(tokens: list[dict]) -> dict:
+    xids = [int(t["xid"]) for t in tokens if t.get("xid")]
+    return {"xid": str(max(xids))} if xids else {}
+
+
+def _record(r: ErasureReceipt, results, vendors, stamp) -> None:
+    multi = len(r.databases) > 1
+    statuses, texts, notes = [], [], []
+    vacuumed = verified = True
+    details = r.details or {"aliases": {}}
+    for alias in r.databases:
+        outcome, check = results[(r.id, alias)]
+        prefix = f"{alias}: " if multi else ""
+        if not outcome.ok:
+            statuses.append(prefix + outcome.status.removeprefix("not purged: "))
+        vacuumed = vacuumed and outcome.vacuumed
+        notes.extend(outcome.caveats)
+        info = details.setdefault("aliases", {}).setdefault(alias, {})
+        info["purge"] = {**outcome.details, "notes": outcome.notes, "status": outcome.status}
+        info["purge"]["caveats"] = outcome.caveats
+        if check is None:
+            verified = False
+            texts.append(prefix + "not verified: the purge did not complete")
+        else:
+            ok, text, facts = check
+            verified = verified and ok
+            texts.append(prefix + text)
+            info["verification"] = facts
+    r.attempts += 1
+    r.vacuumed = vacuumed
+    r.purge_status = ("not purged: " + "; ".join(statuses))[:255] if statuses else "purged"
+    r.verified = verified and not statuses
+    r.verification = " | ".join(texts)
+    r.caveats = caveats(r.databases, vendors, notes)
+    phases = details.setdefault("phases", {})
+    phases["verified" if r.verified else "checked"] = stamp.isoformat()
+    r.details = details
+    r.updated_at = stamp
+    if not statuses:
+        r.purged_at = stamp
+        phases["purged"] = stamp.isoformat()
+    if r.verified:
+        # Nothing is left to finish: the sealed request and fragments go now.
+        r.state = ReceiptState.COMPLETE
+        r.sealed = None
+        r.claimed_by, r.claimed_until = "", None
+        details.pop("next_attempt", None)
+    else:
+        # The retry is scheduled with the outcome, whoever made the attempt (the
+        # worker, a request, `erase --retry`): backed off, or needing attention
+        # once the automatic attempts are spent. Clearing the claim without a
+        # due time would make the receipt due again at once.
+        attention.schedule(r, stamp)
+
+
+def _verify(alias: str, r: ErasureReceipt, vendor, tables: list[str]) -> tuple[bool, str, dict]:
+    """SQL check, structural check and byte scan of one receipt on one database."""
+    connection = connections[alias]
+    facts: dict = {}
+    remaining = _remaining(alias, r)
+    parts = [f"SQL: {remaining} erased row(s) remain"]
+    # Measured before the scan: a file it leaves to the scan (SQLite's WAL, when
+    # others wrote after the purge) must then be read at least this far.
+    structure = vendor.structure(connection)
+    read: dict[str, int] = {}
+    scan_ok, scan_text, scan_facts = _byte_scan(alias, r, vendor, tables, read)
+    structure_ok, structure_text = structure.verdict(read)
+    if structure_text:
+        parts.append(structure_text)
+    parts.append(scan_text)
+    facts.update(structure.details)
+    if scan_facts:
+        facts["scan"] = scan_facts
+    ok = remaining == 0 and structure_ok and scan_ok
+    facts["remaining"] = remaining  # rows still there: no stronger purge removes them
+    return ok, "; ".join(parts), facts
+
+
+def _byte_scan(alias: str, r: ErasureReceipt, vendor, tables, read: dict[str, int]) -> tuple:
+    """The byte scan for the receipt's probes: (ok, text, facts or None); fills ``read``."""
+    pieces = probes.recall(r.id, alias)
+    if pieces is None:  # erased by another process (it died, or the worker purges)
+        opened = sealed.unseal(r.sealed)
+        pieces = opened[1].get(alias) if opened else None
+    if pieces is None:
+        return (
+            True,
+            "byte scan: not performed (the fragments of the erased values are neither in "
+            "this process's memory nor readable from the receipt)",
+            None,
+        )
+    if not pieces:
+        return True, f"byte scan: no erased value of {probes.MIN_PROBE_BYTES}+ bytes to probe", None
+    files = vendor.scan_files(connections[alias], tables)
+    if not files.possible and files.transient:
+        # Not a limit of this deployment but a moment: never taken as verified.
+        text = f"byte scan: could not run now ({files.note}); checked again at the next attempt"
+        return False, text, {"unavailable": files.note}
+    if not files.possible:
+        return True, f"byte scan: not possible ({files.note})", None
+    found, scanned = vendor_purge.scan(files.paths, pieces, read=read)
+    kept = _in_kept_rows(alias, pieces, found, tables)
+    unexplained = len(found) - len(kept)
+    result = "none found" if not found else f"{unexplained} found"
+    if kept:
+        result += f" ({len(kept)} more occur in rows that were kept)"
+    text = (
+        f"byte scan: {len(files.paths)} file(s), {scanned} bytes, "
+        f"{len(pieces)} fragment(s) of erased values: {result}"
+    )
+    facts = {
+        "files": len(files.paths),
+        "bytes": scanned,
+        "fragments": len(pieces),
+        "found": unexplained,
+        "found_in_kept_rows": len(kept),
+    }
+    return unexplained == 0, text, facts
+
+
+def _remaining(alias: str, r: ErasureReceipt) -> int:
+    info = (r.details or {}).get("aliases", {}).get(alias, {})
+    before = info.get("everything_before")
+    if before:
+        stamp = parse_datetime(before)
+        n = sum(
+            model.objects.using(alias).filter(created_at__lte=stamp).count()
+            for model in ROW_MODELS.values()
+        )
+        return n + MemoryEvent.objects.using(alias).filter(timestamp__lte=stamp).count()
+    n = 0
+    for table, model in ROW_MODELS.items():
+        for batch in batches((r.erased_ids or {}).get(table) or []):
+            n += model.objects.using(alias).filter(pk__in=list(batch)).count()
+    return n
+
+
+def _in_kept_rows(
+    alias: str, pieces: list[bytes], found: set[int], scanned: Sequence[str] = ()
+) -> set[int]:
+    """The found fragments (indexes into ``pieces``) that a kept row holds too.
+
+    One pass over the kept rows for all of them (:mod:`.kept`), never a query
+    each; the partitions the scan read (``scanned``) first.
+    """
+    if not found:
+        return set()
+    order = sorted(found)
+    leaves = [t for t in scanned if partitioning.table_of(t)]
+    return {order[j] for j in explained_by_kept_rows(alias, [pieces[i] for i in order], leaves)}
+
+
+def unfinished(using: str | None = None, *, automatic: bool = False):
+    """The receipts an erasure has not completed: requested, deleted but not verified, or
+    needing attention. ``automatic``: only those the worker retries by itself (not the
+    ones needing attention, which wait for a person)."""
+    qs = ErasureReceipt.objects.using(using or DEFAULT_DB_ALIAS)
+    states = RETRIED_STATES if automatic else UNFINISHED_STATES
+    return qs.filter(state__in=states).exclude(target_kind="").order_by("created_at", "id")

@@ -1,0 +1,1 @@
+"""Operations: health endpoints, Prometheus metrics and collectors, logging, system checks."""

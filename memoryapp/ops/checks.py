@@ -1,0 +1,82 @@
+"""System checks: a supported database vendor, IMMEDIATE SQLite transactions, a valid guard."""
+
+from __future__ import annotations
+
+from django.core import checks
+from django.db import connections
+
+from memoryapp.conf import guard_class_path
+from memoryapp.db import vendor as vendors
+
+
+@checks.register(checks.Tags.database, checks.Tags.compatibility)
+def check_database_vendor(app_configs=None, databases=None, **kwargs):
+    """memoryapp.E001: every configured database must be SQLite or PostgreSQL."""
+    errors = []
+    for alias in connections:
+        if vendors.known(connections[alias]) is None:
+            vendor = connections[alias].vendor
+            errors.append(
+                checks.Error(
+                    f"Database {alias!r} uses the {vendor!r} backend, which memoryapp does not "
+                    "support: the change-counter triggers exist only for SQLite and PostgreSQL.",
+                    hint="Point DATABASE_URL at SQLite or PostgreSQL.",
+                    id="memoryapp.E001",
+                )
+            )
+    return errors
+
+
+@checks.register()
+def check_guard_setting(app_configs=None, **kwargs):
+    """memoryapp.E002: MEMORYAPP_GUARD must name an importable MemoryGuard subclass."""
+    from django.utils.module_loading import import_string
+
+    from memoryapp.rules.guard import MemoryGuard
+
+    path = guard_class_path()
+    try:
+        cls = import_string(path)
+    except ImportError as exc:
+        return [
+            checks.Error(f"MEMORYAPP_GUARD {path!r} cannot be imported: {exc}", id="memoryapp.E002")
+        ]
+    if not (isinstance(cls, type) and issubclass(cls, MemoryGuard)):
+        return [
+            checks.Error(
+                f"MEMORYAPP_GUARD {path!r} is not a subclass of memoryapp.rules.guard.MemoryGuard.",
+                id="memoryapp.E002",
+            )
+        ]
+    return []
+
+
+@checks.register(checks.Tags.database)
+def check_sqlite_transactions(app_configs=None, databases=None, **kwargs):
+    """memoryapp.E003: every SQLite alias must begin transactions IMMEDIATE.
+
+    Upserts read a row and then write it; with SQLite's default DEFERRED
+    transactions two writers can both read, and the second fails with "database is
+    locked" at its first write instead of waiting. The change window of the recall
+    indexes relies on the same exclusion. In-memory aliases (one connection) are exempt.
+    """
+    errors = []
+    for alias in connections:
+        settings_dict = connections.settings[alias]
+        if not settings_dict.get("ENGINE", "").endswith("sqlite3"):
+            continue
+        name = str(settings_dict.get("NAME") or "")
+        if name == ":memory:" or "mode=memory" in name:
+            continue
+        mode = str((settings_dict.get("OPTIONS") or {}).get("transaction_mode") or "").upper()
+        if mode not in ("IMMEDIATE", "EXCLUSIVE"):
+            errors.append(
+                checks.Error(
+                    f"SQLite database {alias!r} does not begin transactions IMMEDIATE, so "
+                    "concurrent writes of one memory fail with 'database is locked' instead "
+                    "of waiting for each other.",
+                    hint=f"Set DATABASES[{alias!r}]['OPTIONS']['transaction_mode'] = 'IMMEDIATE'.",
+                    id="memoryapp.E003",
+                )
+            )
+    return errors

@@ -1,0 +1,750 @@
+"""The exact, incremental in-memory recall index (numpy), scoring as :mod:`.scoring` does.
+
+The names of :mod:`memoryapp.recall.scoring` and the tokeniser's are re-exported, so
+``from memoryapp.recall.index import score, query_tokens`` keeps working.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from array import array
+from collections.abc import Callable, Iterable, Sequence
+from functools import lru_cache
+from typing import Any, cast
+
+import numpy as np
+
+from memoryapp.recall.scoring import (
+    REASON_ORDER,
+    SECONDS_PER_DAY,
+    STALE_DAYS,
+    Fields,
+    IndexRecord,
+    Scored,
+    fields_of,
+    rank_key,
+    reasons,
+    score,
+    tag_weight,
+)
+from memoryapp.recall.tokens import expand, path_hints, query_tokens, tokenize
+
+__all__ = [
+    "REASON_ORDER",
+    "IndexRecord",
+    "RecallIndex",
+    "Scored",
+    "expand",
+    "path_hints",
+    "query_tokens",
+    "rank_key",
+    "score",
+    "tag_weight",
+    "tokenize",
+]
+
+# ----------------------------------------------------------------------------- the index
+#
+# Slots. Every inserted record gets the next *slot* (a row of the per-slot numpy arrays).
+# Replacing a record appends a fresh slot and tombstones the old one; removing tombstones it.
+# Postings are never edited in place: a dead slot's entries are skipped at query time and
+# dropped by the compaction that runs once a quarter of the slots are dead.
+#
+# Postings. For each token, one int32 entry per slot whose record holds the token:
+#     entry = slot << 4 | code,   code = TAG | TITLE | KW | CONTENT  (the fields holding it)
+# Entries whose code has KW come first (``n_kw`` of them), so a token that is only a path hint
+# scans just that part. Entries written by ``add`` wait in small ``array('i')`` buffers and
+# are merged into the numpy posting the first time a query touches the token.
+TAG, TITLE, KW, CONTENT = 1, 2, 4, 8
+_CODE_BITS = 4
+_CODE_MASK = (1 << _CODE_BITS) - 1
+_MAX_SLOTS = 1 << (31 - _CODE_BITS)
+
+# The bound P adds, per query token, 2·tag_w·[tag] + 6·[title] + 4·[kw] + 2·[content], so
+# P / 2N bounds the four query terms (jaccard = i / |q ∪ t| ≤ i / N). TAG's step is per query.
+_BOUND_STEP = {TITLE: 6, KW: 4, CONTENT: 2}
+_FIELD_DIGIT = {TAG: "tag", TITLE: "title", KW: "kw", CONTENT: "content"}
+_DIGITS = ("tag", "title", "kw", "content", "bound", "hint")
+
+_EPS = 1e-9  # slack between float upper bounds and exact scores (both ~10, errors ~1e-15)
+_BOUND_REFRESH_SECONDS = 3600.0  # the cached recency bound is recomputed when older
+_SMALL = 64  # up to this many candidates (or 4·top_k), score them all without pruning
+
+
+class _Layout:
+    """Where the per-slot counters sit in the int64 accumulator lanes, for one query shape.
+
+    For each posting entry it touches, a query adds a value looked up by the entry's code.
+    That value packs *digits* side by side: how many query tokens match a tag, the title, a
+    keyword, the content; the bound P; and how many hint tokens are keyword tokens. Each
+    digit is as wide as its largest value (N, N, N, N, 20·N, |hints|), so additions never
+    carry into the next digit, and the digits fill as few 63-bit lanes as they fit in (one
+    lane unless the query has ~1,000 distinct tokens or more).
+    """
+
+    def __init__(self, n: int, n_hints: int) -> None:
+        count = max(n, 1).bit_length()
+        widths = dict.fromkeys(("tag", "title", "kw", "content"), count)
+        widths["bound"] = max(20 * n, 1).bit_length()
+        widths["hint"] = max(n_hints, 1).bit_length()
+        self.where: dict[str, tuple[int, int, int]] = {}  # digit -> (lane, shift, mask)
+        lane = shift = 0
+        for digit in _DIGITS:
+            if shift + widths[digit] > 63:
+                lane, shift = lane + 1, 0
+            self.where[digit] = (lane, shift, (1 << widths[digit]) - 1)
+            shift += widths[digit]
+        self.lanes = lane + 1
+        steps = dict(_BOUND_STEP)
+        steps[TAG] = int(2 * tag_weight(n))
+        query = np.zeros((self.lanes, 16), dtype=np.int64)
+        for code in range(16):
+            for bit, digit in _FIELD_DIGIT.items():
+                if code & bit:
+                    self._add(query, code, digit, 1)
+                    self._add(query, code, "bound", steps[bit])
+        hint = np.zeros(self.lanes, dtype=np.int64)
+        self._add(hint[:, None], 0, "hint", 1)
+        # A token that is both a query token and a hint also counts as a hint on KW entries.
+        query_hint = query.copy()
+        query_hint[:, [code for code in range(16) if code & KW]] += hint[:, None]
+        for table in (query, query_hint, hint):
+            table.flags.writeable = False
+        self.query, self.query_hint, self.hint = query, query_hint, hint
+
+    def _add(self, table: np.ndarray, code: int, digit: str, amount: int) -> None:
+        lane, shift, _ = self.where[digit]
+        table[lane, code] += amount << shift
+
+    def digit(self, lanes: Sequence[np.ndarray], name: str) -> np.ndarray:
+        """Decode one digit from accumulated lane values."""
+        lane, shift, mask = self.where[name]
+        return (lanes[lane] >> shift) & mask
+
+    def hinted(self, lanes: Sequence[np.ndarray]) -> np.ndarray:
+        """Whether the hint digit is non-zero: one comparison, as it is its lane's top digit."""
+        lane, shift, _ = self.where["hint"]
+        return lanes[lane] >= (1 << shift)
+
+
+@lru_cache(maxsize=512)
+def _layout(n: int, n_hints: int) -> _Layout:
+    return _Layout(n, n_hints)
+
+
+_EMPTY = np.zeros(0, dtype=np.int32)
+
+
+#: Approximate bytes of one token of a built index: its string, dict entry, _Posting
+#: and ndarray view (a loaded snapshot's tokens cost less until asked for).
+TOKEN_OBJECT_BYTES = 300
+
+
+class _Posting:
+    """One token's entries: a numpy part (keyword entries first) plus append buffers."""
+
+    __slots__ = ("entries", "n_kw", "new_kw", "new_other")
+
+    def __init__(self) -> None:
+        self.entries: np.ndarray = _EMPTY
+        self.n_kw = 0
+        self.new_kw: array | None = None
+        self.new_other: array | None = None
+
+    def pending(self) -> int:
+        return len(self.new_kw or ()) + len(self.new_other or ())
+
+    def merge(self) -> None:
+        """Fold the append buffers into ``entries``, keeping the keyword entries first."""
+        new_kw = np.frombuffer(self.new_kw, np.int32) if self.new_kw else _EMPTY
+        new_other = np.frombuffer(self.new_other, np.int32) if self.new_other else _EMPTY
+        old, n_kw = self.entries, self.n_kw
+        self.entries = np.concatenate((old[:n_kw], new_kw, old[n_kw:], new_other))
+        self.n_kw = n_kw + len(new_kw)
+        self.new_kw = self.new_other = None
+
+
+class _TokenIds(dict[str, int]):
+    """token → a dense id, assigned on first sight (for the vectorised bulk build)."""
+
+    def __missing__(self, token: str) -> int:
+        self[token] = tid = len(self)
+        return tid
+
+
+def _codes(fields: Fields) -> dict[str, int]:
+    """token → the fields of this record holding it (TAG | TITLE | KW | CONTENT)."""
+    codes = dict.fromkeys(fields.content, CONTENT)
+    for bit, tokens in ((KW, fields.keywords), (TITLE, fields.title), (TAG, fields.tags)):
+        for token in tokens:
+            codes[token] = codes.get(token, 0) | bit
+    return codes
+
+
+def _recency_bound(updated: np.ndarray, at: float) -> np.ndarray:
+    days = np.maximum((at - updated) / SECONDS_PER_DAY, 0.0)
+    return 1.0 / (1.0 + days / 30.0) - 2.0 * (days > STALE_DAYS)
+
+
+class RecallIndex:
+    """Exact in-memory index of one namespace's live memories; incremental.
+
+    :meth:`query` returns exactly what scoring every record with :func:`score`, dropping the
+    gated and excluded ones and sorting by :func:`rank_key` (score descending, then id
+    ascending) returns: the same ids, order and float scores. It scatter-adds packed
+    per-field counts from the postings of the query and hint tokens, bounds every
+    candidate's score from those counts and a cached recency bound, and runs the exact
+    formula only on the candidates whose bound can reach the top k.
+
+    A lock serialises all methods, so one index can be shared between threads.
+    """
+
+    def __init__(self, records: Iterable[IndexRecord] = ()) -> None:
+        """Create an index, optionally bulk-loading ``records``.
+
+        Args:
+            records: Initial records (see :meth:`bulk_load`).
+        """
+        self._lock = threading.RLock()
+        self._postings: dict[str, _Posting] = {}
+        self._slot_of: dict[str, int] = {}
+        # slot -> id, None once dead. A tuple until the first change (see _writable_ids).
+        self._ids: list[str | None] | tuple[str | None, ...] = []
+        self._dead = 0
+        self._updated = np.zeros(0, dtype=np.float64)
+        self._fingerprint = np.zeros(0, dtype=np.int64)
+        self._title_len = np.zeros(0, dtype=np.int32)
+        self._alive = np.zeros(0, dtype=bool)
+        self._explicit = np.zeros(0, dtype=bool)
+        # _bound[slot] = recency − 2·stale evaluated at _bound_time. The term only falls as
+        # time passes, so this bounds it at any ``now`` >= _bound_time.
+        self._bound = np.zeros(0, dtype=np.float64)
+        self._bound_time: float | None = None
+        # Accumulator lanes; all zero between queries (a query re-zeroes what it touched).
+        self._acc: list[np.ndarray] = [np.zeros(0, dtype=np.int64)]
+        self._posting_bytes = 0  # numpy entries, kept up to date by _merge and _repack
+        self._pending = 0  # entries still in append buffers
+        self._reserve(64)
+        self.bulk_load(records)
+
+    # ------------------------------------------------------------------ size and membership
+    def __len__(self) -> int:
+        return len(self._slot_of)
+
+    def __contains__(self, id: object) -> bool:
+        return id in self._slot_of
+
+    def ids(self) -> set[str]:
+        """The ids of the indexed records.
+
+        Returns:
+            A new set.
+        """
+        with self._lock:
+            return set(self._slot_of)
+
+    def fingerprint(self, id: str) -> int | None:
+        """The :attr:`IndexRecord.fingerprint` indexed for ``id``, or None when not indexed."""
+        with self._lock:
+            slot = self._slot_of.get(id)
+            return None if slot is None else int(self._fingerprint[slot])
+
+    @property
+    def nbytes(self) -> int:
+        """Approximate memory footprint in bytes: numpy data plus Python object overhead."""
+        with self._lock:
+            per_slot = 8 + 8 + 4 + 1 + 1 + 8 + 8 * len(self._acc)
+            return (
+                self._posting_bytes
+                + 4 * self._pending
+                + per_slot * len(self._updated)
+                + self._token_bytes()
+                + 175 * len(self._ids)  # the id string, dict entry, slot int, list slot
+            )
+
+    def _token_bytes(self) -> int:
+        packed = getattr(self._postings, "token_bytes", None)  # a loaded snapshot's
+        return TOKEN_OBJECT_BYTES * len(self._postings) if packed is None else packed()
+
+    def _own_postings(self) -> dict[str, _Posting]:
+        """The postings as a plain dict (a loaded snapshot makes its postings lazily)."""
+        if type(self._postings) is not dict:
+            self._postings = self._postings.unpacked()  # type: ignore[attr-defined]
+        return self._postings
+
+    # ------------------------------------------------------------------------------ writes
+    def add(self, record: IndexRecord) -> None:
+        """Insert ``record``, or replace the record with the same id (no rebuild).
+
+        Args:
+            record: The record.
+        """
+        fields = fields_of(record)
+        with self._lock:
+            base = self._new_slot(record, fields) << _CODE_BITS
+            codes = _codes(fields)
+            postings = self._postings
+            for token, code in codes.items():
+                posting = postings.get(token)
+                if posting is None:
+                    posting = postings[token] = _Posting()
+                if code & KW:
+                    if posting.new_kw is None:
+                        posting.new_kw = array("i")
+                    posting.new_kw.append(base | code)
+                else:
+                    if posting.new_other is None:
+                        posting.new_other = array("i")
+                    posting.new_other.append(base | code)
+            self._pending += len(codes)
+            if self._needs_compaction():
+                self._compact()
+
+    def remove(self, id: str) -> bool:
+        """Drop the record with this id.
+
+        Args:
+            id: The memory id.
+
+        Returns:
+            Whether it was indexed.
+        """
+        with self._lock:
+            if not self._kill(id):
+                return False
+            if self._needs_compaction():
+                self._compact()
+            return True
+
+    def remove_many(self, ids: Iterable[str]) -> int:
+        """Drop the records with these ids, compacting at most once.
+
+        Args:
+            ids: Memory ids (unknown ones are ignored).
+
+        Returns:
+            How many were indexed.
+        """
+        with self._lock:
+            removed = sum(map(self._kill, ids))
+            if self._needs_compaction():
+                self._compact()
+            return removed
+
+    def compact(self) -> None:
+        """Drop every dead slot's entries now, and the tokens no live record holds.
+
+        Used after an erasure: until a compaction, a removed record's tokens stay
+        in the index's token table.
+        """
+        with self._lock:
+            if self._dead or self._pending:
+                self._compact()
+
+    def bulk_load(self, records: Iterable[IndexRecord]) -> None:
+        """Insert many records at once; a record replaces any earlier one with its id.
+
+        Postings are built with vector operations rather than per-entry appends. ``records``
+        is consumed once, in order, so a generator streams the build.
+
+        Args:
+            records: The records (any iterable, including a generator).
+        """
+        token_ids = _TokenIds()
+        tids, codes, counts = array("i"), array("b"), array("i")
+        with self._lock:
+            first = len(self._ids)
+            # One pass over an iterable: a streamed build never holds all the records
+            # at once (at 100,000 memories they would outweigh the index several times).
+            for record in records:
+                fields = fields_of(record)
+                self._new_slot(record, fields)
+                record_codes = _codes(fields)
+                tids.extend(map(token_ids.__getitem__, record_codes))
+                codes.extend(record_codes.values())
+                counts.append(len(record_codes))
+            if len(self._ids) == first:
+                return
+            entries = np.repeat(
+                np.arange(first, len(self._ids), dtype=np.int32), np.frombuffer(counts, np.int32)
+            )
+            entries <<= _CODE_BITS
+            entries |= np.frombuffer(codes, np.int8)
+            del codes
+            new = (list(token_ids), np.frombuffer(tids, np.int32), entries)
+            if self._needs_compaction():
+                self._compact(new)
+            else:
+                self._repack(new=new)
+            self._ids = tuple(self._ids)  # see _writable_ids
+
+    def _reserve(self, capacity: int) -> None:
+        if capacity <= len(self._updated):
+            return
+        capacity = max(capacity, 2 * len(self._updated))
+
+        def grown(a: np.ndarray) -> np.ndarray:
+            out = np.zeros(capacity, dtype=a.dtype)
+            out[: len(a)] = a
+            return out
+
+        self._updated = grown(self._updated)
+        self._fingerprint = grown(self._fingerprint)
+        self._title_len = grown(self._title_len)
+        self._alive = grown(self._alive)
+        self._explicit = grown(self._explicit)
+        self._bound = grown(self._bound)
+        self._acc = [grown(a) for a in self._acc]
+
+    def _new_slot(self, record: IndexRecord, fields: Fields) -> int:
+        """Tombstone any older slot of this id and fill in a fresh one."""
+        self._kill(record.id)
+        slot = len(self._ids)
+        if slot >= _MAX_SLOTS:
+            raise OverflowError("recall index is full")
+        self._reserve(slot + 1)
+        self._writable_ids().append(record.id)
+        self._slot_of[record.id] = slot
+        self._updated[slot] = record.updated_at
+        self._fingerprint[slot] = record.fingerprint
+        self._title_len[slot] = len(fields.title)
+        self._alive[slot] = True
+        self._explicit[slot] = record.explicit
+        if self._bound_time is not None:
+            self._bound[slot] = _recency_bound(self._updated[slot], self._bound_time)
+        return slot
+
+    def _kill(self, id: str) -> bool:
+        slot = self._slot_of.pop(id, None)
+        if slot is None:
+            return False
+        self._writable_ids()[slot] = None
+        self._alive[slot] = False
+        self._dead += 1
+        return True
+
+    def _writable_ids(self) -> list[str | None]:
+        """The slot ids as a list, to change them.
+
+        A loaded or freshly built index keeps them in a tuple: Python's cycle collector
+        stops visiting a tuple of strings once it has seen it, while it reads every item
+        of a list on each full collection. With ~600 indexes of 1,000 ids held, a full
+        collection spent ~30 ms on those reads (one cache miss per id), a pause every
+        few hundred requests of a worker.
+        """
+        ids = self._ids
+        if not isinstance(ids, list):
+            ids = self._ids = list(ids)
+        return ids
+
+    def _needs_compaction(self) -> bool:
+        return self._dead > 0 and 4 * self._dead >= len(self._ids)
+
+    def _compact(self, new: tuple[list[str], np.ndarray, np.ndarray] | None = None) -> None:
+        """Renumber the live slots densely and drop the dead slots' entries."""
+        live = np.flatnonzero(self._alive[: len(self._ids)])
+        remap = np.full(len(self._ids), -1, dtype=np.int64)
+        remap[live] = np.arange(len(live))
+        self._ids = [self._ids[slot] for slot in live.tolist()]
+        self._slot_of = {id: slot for slot, id in enumerate(self._ids) if id is not None}
+        capacity = max(64, 2 * len(live))
+        for name in ("_updated", "_fingerprint", "_title_len", "_alive", "_explicit", "_bound"):
+            old = getattr(self, name)
+            fresh = np.zeros(capacity, dtype=old.dtype)
+            fresh[: len(live)] = old[live]
+            setattr(self, name, fresh)
+        self._acc = [np.zeros(capacity, dtype=np.int64) for _ in self._acc]
+        self._dead = 0
+        self._repack(remap, new)
+
+    def _merge(self, posting: _Posting) -> None:
+        # An arena view's bytes stay counted in the arena; an owned array is replaced.
+        before = posting.entries.nbytes if posting.entries.base is None else 0
+        self._pending -= posting.pending()
+        posting.merge()
+        self._posting_bytes += posting.entries.nbytes - before
+
+    def _repack(
+        self,
+        remap: np.ndarray | None = None,
+        new: tuple[list[str], np.ndarray, np.ndarray] | None = None,
+    ) -> None:
+        """Rebuild every posting as a view of one shared arena, with vector operations.
+
+        Args:
+            remap: old slot → new slot (−1: dropped), to renumber after a compaction.
+            new: Bulk entries to add: (tokens by id, token id per entry, entries).
+        """
+        tokens = list(self._own_postings())
+        parts: list[Any] = []
+        for token in tokens:
+            p = self._postings[token]
+            parts += (p.entries[: p.n_kw], p.new_kw or (), p.entries[p.n_kw :], p.new_other or ())
+        # Part 2i holds token i's keyword entries, part 2i + 1 the others.
+        lengths = np.array([len(part) for part in parts], dtype=np.int64)
+        lengths = lengths.reshape(-1, 2, 2).sum(axis=2).ravel()
+        arena = np.concatenate([np.asarray(part, dtype=np.int32) for part in parts] + [_EMPTY])
+        if new is not None:
+            new_tokens, tids, entries = new
+            position = {token: i for i, token in enumerate(tokens)}
+            for token in new_tokens:
+                if token not in position:
+                    position[token] = len(tokens)
+                    tokens.append(token)
+                    self._postings[token] = _Posting()
+            # Group the new entries by part after the old ones (a stable sort keeps each
+            # part in slot order). int32 keys halve the temporaries of a 100k build.
+            final = np.array([position[token] for token in new_tokens], dtype=np.int32)
+            part = np.concatenate(
+                (
+                    np.repeat(np.arange(len(lengths), dtype=np.int32), lengths),
+                    2 * final[tids] + ((entries & KW) == 0).astype(np.int32),
+                )
+            )
+            order = np.argsort(part, kind="stable")
+            lengths = np.bincount(part, minlength=2 * len(tokens))
+            del part
+            arena = np.concatenate((arena, entries))[order]
+            del order
+        if remap is not None:
+            part = np.repeat(np.arange(len(lengths)), lengths)
+            slot = remap[arena >> _CODE_BITS]
+            keep = slot >= 0
+            lengths = np.bincount(part[keep], minlength=len(lengths))
+            arena = ((slot[keep] << _CODE_BITS) | (arena[keep] & _CODE_MASK)).astype(np.int32)
+        ends = np.cumsum(lengths).tolist()
+        sizes = lengths.tolist()
+        postings: dict[str, _Posting] = {}
+        for i, token in enumerate(tokens):
+            end = ends[2 * i + 1]
+            start = end - sizes[2 * i] - sizes[2 * i + 1]
+            if start == end:
+                continue
+            p = self._postings[token]
+            p.entries, p.n_kw = arena[start:end], sizes[2 * i]
+            p.new_kw = p.new_other = None
+            postings[token] = p
+        self._postings = postings
+        self._posting_bytes = arena.nbytes
+        self._pending = 0
+
+    # ------------------------------------------------------------------------------- query
+    def query(
+        self,
+        query: str,
+        messages: Iterable[Any] | None = None,
+        top_k: int = 5,
+        exclude_ids: Iterable[str] = (),
+        now: float | None = None,
+    ) -> list[Scored]:
+        """The top ``top_k`` records for ``query``, highest score first.
+
+        Args:
+            query: The current user message.
+            messages: Recent chat messages, for the path hints (:func:`path_hints`).
+            top_k: How many hits at most.
+            exclude_ids: Ids never returned (e.g. those shown in the stable block).
+            now: The current time, POSIX seconds; defaults to ``time.time()``.
+
+        Returns:
+            The hits in :func:`rank_key` order; identical to brute-force :func:`score`.
+        """
+        return self.query_tokenized(
+            query_tokens(query), path_hints(messages), top_k, exclude_ids, now
+        )
+
+    def query_tokenized(
+        self,
+        qtokens: frozenset[str],
+        hints: frozenset[str] = frozenset(),
+        top_k: int = 5,
+        exclude_ids: Iterable[str] = (),
+        now: float | None = None,
+    ) -> list[Scored]:
+        """Like :meth:`query`, from already computed query and hint tokens.
+
+        Args:
+            qtokens: The query tokens (:func:`query_tokens`).
+            hints: The path-hint tokens (:func:`path_hints`).
+            top_k: How many hits at most.
+            exclude_ids: Ids never returned.
+            now: The current time, POSIX seconds; defaults to ``time.time()``.
+
+        Returns:
+            The hits in :func:`rank_key` order.
+        """
+        now = time.time() if now is None else float(now)
+        if top_k <= 0 or not (qtokens or hints):
+            return []
+        with self._lock:
+            if not self._slot_of:
+                return []
+            layout = _layout(len(qtokens), len(hints))
+            self._scatter(layout, qtokens, hints)
+            for id in exclude_ids:
+                slot = self._slot_of.get(id)
+                if slot is not None:
+                    for acc in self._acc:
+                        acc[slot] = 0
+            cand, lanes = self._collect()
+            if not len(cand):
+                return []
+            return self._rank(_Candidates(self, layout, len(qtokens), cand, lanes, now), top_k)
+
+    def _scatter(self, layout: _Layout, qtokens: frozenset[str], hints: frozenset[str]) -> None:
+        while len(self._acc) < layout.lanes:
+            self._acc.append(np.zeros(len(self._updated), dtype=np.int64))
+        accs = self._acc
+        for token in qtokens | hints:
+            posting = self._postings.get(token)
+            if posting is None:
+                continue
+            if posting.new_kw is not None or posting.new_other is not None:
+                self._merge(posting)
+            entries = posting.entries
+            if token in qtokens:
+                table = layout.query_hint if token in hints else layout.query
+                slots = entries >> _CODE_BITS
+                codes = entries & _CODE_MASK
+                for lane in range(layout.lanes):
+                    np.add.at(accs[lane], slots, table[lane].take(codes))
+            elif posting.n_kw:  # a hint only: just the keyword entries, one constant
+                slots = entries[: posting.n_kw] >> _CODE_BITS
+                for lane in range(layout.lanes):
+                    if layout.hint[lane]:
+                        np.add.at(accs[lane], slots, layout.hint[lane])
+
+    def _collect(self) -> tuple[np.ndarray, list[np.ndarray]]:
+        """The touched live slots and their lane values; re-zeroes the accumulator."""
+        n = len(self._ids)
+        accs = self._acc
+        touched = accs[0][:n] != 0
+        for acc in accs[1:]:
+            touched |= acc[:n] != 0
+        cand = np.flatnonzero(touched)
+        lanes = [acc[cand] for acc in accs]
+        for acc in accs:
+            # Re-zero: a dense fill is cheaper than a scattered one for many candidates.
+            if 4 * len(cand) > n:
+                acc[:n] = 0
+            else:
+                acc[cand] = 0
+        if self._dead:
+            alive = self._alive[cand]
+            cand = cand[alive]
+            lanes = [values[alive] for values in lanes]
+        return cand, lanes
+
+    def _rank(self, c: _Candidates, top_k: int) -> list[Scored]:
+        if len(c.slots) <= max(_SMALL, 4 * top_k):
+            chosen = np.arange(len(c.slots))
+        else:
+            self._refresh_bound(c.now)
+            chosen = _survivors(c.upper_bounds(), c.exact, top_k)
+        scores, stale = c.exact(chosen)
+        if len(chosen) > top_k:
+            # Keep everything scoring at least the k-th best (ties included), sorted below.
+            kth = np.partition(scores, len(scores) - top_k)[len(scores) - top_k]
+            keep = scores >= kth
+            chosen, scores, stale = chosen[keep], scores[keep], stale[keep]
+        lanes = [values[chosen] for values in c.lanes]
+        slots = c.slots[chosen]
+        digit = c.layout.digit
+        columns = zip(
+            slots.tolist(),
+            scores.tolist(),
+            digit(lanes, "tag").tolist(),
+            digit(lanes, "title").tolist(),
+            digit(lanes, "kw").tolist(),
+            digit(lanes, "content").tolist(),
+            c.layout.hinted(lanes).tolist(),
+            stale.tolist(),
+            self._explicit[slots].tolist(),
+            strict=True,
+        )
+        hits = [
+            Scored(cast(str, self._ids[slot]), total, reasons(*counts))
+            for slot, total, *counts in columns
+        ]
+        hits.sort(key=rank_key)
+        return hits[:top_k]
+
+    def _refresh_bound(self, now: float) -> None:
+        if (
+            self._bound_time is None
+            or now < self._bound_time  # the clock went back: the old bound may be too low
+            or now - self._bound_time > _BOUND_REFRESH_SECONDS
+        ):
+            n = len(self._ids)
+            self._bound[:n] = _recency_bound(self._updated[:n], now)
+            self._bound_time = now
+
+
+class _Candidates:
+    """The gated candidates of one query: slots, their lane values, and how to score them."""
+
+    def __init__(
+        self,
+        index: RecallIndex,
+        layout: _Layout,
+        n: int,
+        slots: np.ndarray,
+        lanes: list[np.ndarray],
+        now: float,
+    ) -> None:
+        self.index = index
+        self.layout = layout
+        self.n = n  # the number of query tokens
+        self.slots = slots
+        self.lanes = lanes
+        self.now = now
+
+    def upper_bounds(self) -> np.ndarray:
+        """A bound ≥ every candidate's exact score: P / 2N + 2·hint + the recency bound."""
+        upper = self.index._bound[self.slots] + 2.0 * self.layout.hinted(self.lanes)
+        if self.n:
+            upper += self.layout.digit(self.lanes, "bound") * (1.0 / (2 * self.n))
+        return upper
+
+    def exact(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Exact scores and stale flags of the candidates ``idx``, mirroring :func:`score`."""
+        n, digit, now = self.n, self.layout.digit, self.now
+        lanes = [values[idx] for values in self.lanes]
+        slots = self.slots[idx]
+        hint = self.layout.hinted(lanes)
+        days = np.maximum((now - self.index._updated[slots]) / SECONDS_PER_DAY, 0.0)
+        stale = days > STALE_DAYS
+        if n:
+            title = digit(lanes, "title")
+            terms = tag_weight(n) * (digit(lanes, "tag") / n)
+            terms = terms + 3.0 * (title / (n + self.index._title_len[slots] - title))
+            terms = terms + 2.0 * (digit(lanes, "kw") / n)
+            terms = terms + 1.0 * (digit(lanes, "content") / n)
+        else:
+            terms = np.zeros(len(slots))
+        total = terms + 2.0 * hint + 1.0 / (1.0 + days / 30.0)
+        return total - 2.0 * stale, stale
+
+
+def _survivors(
+    upper: np.ndarray, exact: Callable[[np.ndarray], tuple[np.ndarray, Any]], top_k: int
+) -> np.ndarray:
+    """The candidates whose upper bound reaches a proven lower bound of the k-th best score.
+
+    θ, the k-th best exact score among the candidates with the highest bounds, is at most
+    the true k-th best score, so a candidate whose bound is below θ cannot be in the answer.
+    """
+    best = float(upper.max())
+    spread = best - float(upper.min())
+    window = 1.0
+    while True:
+        near = np.flatnonzero(upper >= best - window)
+        if len(near) >= top_k or window > spread:
+            break
+        window *= 4.0
+    if len(near) < top_k:
+        return near
+    scores, _ = exact(near)
+    theta = float(np.partition(scores, len(scores) - top_k)[len(scores) - top_k])
+    return np.flatnonzero(upper >= theta - _EPS)

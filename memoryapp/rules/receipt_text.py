@@ -1,0 +1,198 @@
+"""Erasure receipts in plain language: what a compliance officer (or the data subject) reads first.
+
+Pure Python (no Django): it takes a receipt as a mapping — the fields of
+:func:`memoryapp.compliance.receipt_as_dict` — and returns a headline and a few
+sentences. The technical proof (purge method, byte scan, vendor caveats) stays
+on the receipt, folded below this summary in the admin.
+
+Every state is named for what it is: only a receipt whose purge completed *and*
+was verified says the files were checked and hold none of the erased text; an
+unfinished or unverified one says so in its headline.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from memoryapp.rules.wording import plural
+
+__all__ = ["ReceiptSummary", "day", "summarize"]
+
+ADMIN_LOG = "django_admin_log"  # kept with titles replaced: not counted as removed
+
+_WHAT = {
+    "subject": ("about this person", "All {n} about this person"),
+    "namespace": ("in this workspace", "All {n} in this workspace"),
+    "ids": ("selected", "The {n} selected"),
+    "everything": ("in the whole store", "All {n} in the whole store"),
+    "review_items": ("awaiting review", "The {n} awaiting review"),
+    "retention": ("past their retention period", "The {n} past their retention period"),
+    "replay": ("erased earlier and brought back by a restore", "The {n} brought back by a restore"),
+}
+
+
+@dataclass(frozen=True)
+class ReceiptSummary:
+    """A receipt in plain words.
+
+    Attributes:
+        headline: the state in a few words ("Erased and verified").
+        tone: ``"done"``, ``"pending"`` or ``"problem"`` (for the badge's colour).
+        sentences: the summary, first sentence first.
+        caveats: what the erasure cannot reach, in plain words.
+    """
+
+    headline: str
+    tone: str
+    sentences: list[str] = field(default_factory=list)
+    caveats: list[str] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        """The sentences as one paragraph."""
+        return " ".join(self.sentences)
+
+
+def day(value: object) -> str:
+    """``"5 Dec 2026"`` from a datetime or ISO text; ``""`` when unknown."""
+    if isinstance(value, str):
+        try:
+            value = dt.datetime.fromisoformat(value)
+        except ValueError:
+            return ""
+    if not isinstance(value, dt.datetime | dt.date):
+        return ""
+    return f"{value.day} {value:%b %Y}"
+
+
+def _removed(counts: object) -> int:
+    if not isinstance(counts, Mapping):
+        return 0
+    return sum(
+        n
+        for table, n in counts.items()
+        if table != ADMIN_LOG and isinstance(n, int) and not isinstance(n, bool)
+    )
+
+
+def _kept_matches(details: object) -> int:
+    """Fragments of erased text that the byte scan also found in rows kept on purpose."""
+    if not isinstance(details, Mapping):
+        return 0
+    n = 0
+    for info in (details.get("aliases") or {}).values():
+        scan = ((info or {}).get("verification") or {}).get("scan") or {}
+        found = scan.get("found_in_kept_rows")
+        if isinstance(found, int) and not isinstance(found, bool):
+            n += found
+    return n
+
+
+def _caveats(text: str) -> list[str]:
+    """The receipt's technical caveats, said plainly (one sentence per kind of limit)."""
+    out: list[str] = []
+    low = text.lower()
+    if not low.strip():
+        return out
+    if "backup" in low or "replica" in low or "snapshot" in low:
+        out.append(
+            "Backups and copies of the database made before this date still hold the data "
+            "until they expire. If one is ever restored, the erasure is applied again."
+        )
+    if "wear levelling" in low or "below the file system" in low:
+        out.append(
+            "The storage hardware may keep unused blocks for a while before reusing them; "
+            "they are not readable through the database."
+        )
+    if "secure_delete=on" in low or "without secure_delete" in low:
+        out.append(
+            "If another program writes to the same database file, old copies of rows it "
+            "changed can stay in unused space until the next full clean-up."
+        )
+    if not out:
+        out.append("The technical proof below lists what the erasure cannot reach.")
+    return out
+
+
+def summarize(receipt: Mapping[str, object]) -> ReceiptSummary:
+    """The plain-language summary of a receipt (see the module docstring)."""
+    kind = str(receipt.get("target_kind") or "")
+    where, all_of = _WHAT.get(kind, ("", "The {n}"))
+    n = _removed(receipt.get("counts"))
+    records = plural(n, "record", "records")
+    state = str(receipt.get("state") or "")
+    status = str(receipt.get("purge_status") or "")
+    verified = bool(receipt.get("verified"))
+    purged = status == "purged"
+    asked = day(receipt.get("created_at"))
+    finished = day(receipt.get("purged_at")) or asked
+    deleted_phrase = all_of.format(n=records) if n != 1 else f"The 1 record {where}".strip()
+    were = "was" if n == 1 else "were"
+
+    sentences: list[str] = []
+    if state == "requested":
+        headline, tone = "Requested — nothing deleted yet", "pending"
+        sentences.append(
+            f"An erasure of the records {where} was requested on {asked}; "
+            "no record has been deleted yet. It will be carried out automatically."
+        )
+    elif n == 0 and state == "complete":
+        headline, tone = "Nothing to erase", "done"
+        sentences.append(f"On {asked} no record {where} was found, so nothing had to be deleted.")
+    elif state == "complete" and verified:
+        headline, tone = "Erased and verified", "done"
+        sentences.append(
+            f"{deleted_phrase} {were} permanently deleted on {finished}; the database files "
+            "were checked and hold none of the erased text."
+        )
+    elif purged and not verified:
+        headline, tone = "Deleted — check not passed", "problem"
+        sentences.append(
+            f"{deleted_phrase} {were} deleted on {asked} and the database "
+            "files were cleaned, but the check afterwards could not confirm that none of the "
+            "erased text remains. An operator should look at the technical proof below."
+        )
+    elif status.startswith("not purged") and "deferred" not in status:
+        headline, tone = "Deleted — clean-up not complete", "problem"
+        sentences.append(
+            f"{deleted_phrase} {were} deleted on {asked}, but clearing "
+            "them from the database files did not complete. It is retried; until then "
+            "traces may remain in the files (not readable through the application)."
+        )
+    elif state == "deleted":
+        headline, tone = "Deleted — clean-up in progress", "pending"
+        sentences.append(
+            f"{deleted_phrase} {were} deleted on {asked}. Clearing them "
+            "from the database files and checking the result is still in progress."
+        )
+    else:  # a state this text does not know: say what is certain, nothing more
+        headline, tone = "Erasure not finished", "problem"
+        sentences.append(
+            f"An erasure of {records} {where} was requested on {asked}; it is not finished. "
+            "See the technical proof below."
+        )
+
+    authored = receipt.get("authored")
+    if isinstance(authored, Mapping):
+        kept = authored.get("project_memories_kept")
+        if isinstance(kept, int) and kept:
+            sentences.append(
+                f"{plural(kept, 'shared project record', 'shared project records')} this "
+                f"person wrote {'was' if kept == 1 else 'were'} kept: they belong to the "
+                "project, and this erasure was not asked to include them."
+            )
+    matches = _kept_matches(receipt.get("details"))
+    if matches:
+        sentences.append(
+            "Some words of the erased text also appear in other records that were kept "
+            f"on purpose ({plural(matches, 'passage', 'passages')}, for example the same "
+            "words in a record about someone else); none of them is an erased record."
+        )
+    return ReceiptSummary(
+        headline=headline,
+        tone=tone,
+        sentences=sentences,
+        caveats=_caveats(str(receipt.get("caveats") or "")),
+    )
