@@ -17,7 +17,7 @@ SQLite file (bench/out/escalation.sqlite3) is seeded with plain SQL and converte
 ``--residue N`` measures instead how often each step is needed: N deterministic layouts
 (seeds 0…N-1) of two kinds, each erased once on a fresh small file with the whole ladder:
 "one namespace" (issue 27: 1,501 memories of ``acme/telemetry`` erased beside three
-namespaces of the same size) and "alternate namespaces" (tests/test_escalation.py: 40
+namespaces of the same size) and "alternate namespaces" (tests/compliance/test_escalation.py: 40
 namespaces of 50 memories with long keys, every other one erased by ids); per layout,
 which steps its receipt records.
 

@@ -1303,7 +1303,8 @@ def write_results(report: dict[str, Any]) -> None:
         ],
         "",
         "Not measured here: the bound of the multi-namespace LRU (`MEMORYAPP_RECALL_CACHE_BYTES`); "
-        "`tests/test_indexes.py` checks it, and `bench/API_RESULTS.md` measures 100 namespaces "
+        "`tests/recall/test_indexes.py` checks it, and `bench/API_RESULTS.md` measures 100 "
+        "namespaces "
         "of 10,000 under the default cap and a raised one.",
         "",
         "## Analysis",

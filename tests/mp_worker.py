@@ -1,4 +1,4 @@
-"""A separate OS process holding one memory manager, driven by tests/test_multiprocess.py.
+"""A separate OS process holding one memory manager, driven by tests/ops/test_multiprocess.py.
 
 Usage: ``DATABASE_URL=... python tests/mp_worker.py memoryapp|agentao [project] [user]``.
 Reads one JSON command per line on stdin and answers one JSON line on stdout

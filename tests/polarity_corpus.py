@@ -20,7 +20,7 @@ alone, in order. The categories:
 
 ``AGENTAO_AGREES`` is the measurement of the reference runtime (Agentao 0.5.17's
 ``MemoryCrystallizer``) on the same messages: per category, on how many cases its
-proposals equal ours in type, key and content. ``tests/test_crystallizer.py``
+proposals equal ours in type, key and content. ``tests/rules/test_crystallizer.py``
 recomputes it; ``docs/agentao.md`` reports it.
 """
 

@@ -6,7 +6,7 @@ namespace the client sees. So every API view (``MemoryAPIMixin``) refuses a
 query parameter it does not take, with a ``400`` naming it (never its value).
 
 What an operation takes is read from the same declarations the schema is built
-from, so the two cannot drift apart (``tests/test_api_query_params.py`` walks
+from, so the two cannot drift apart (``tests/api/test_api_query_params.py`` walks
 the schema to check it):
 
 - a list action (``list``): its filter set's filters and the paginator's

@@ -387,7 +387,7 @@ def recall_output(candidates, stable_block: str, context_block: str) -> dict:
     Every API recall answers with this body. DRF deep-copies a serializer's declared
     fields for each instance (here eleven, nested) and converts values that are
     already what JSON needs; written out, the body costs ~1 ms less per request.
-    tests/test_recall_turn.py checks that both give the same body.
+    tests/recall/test_recall_turn.py checks that both give the same body.
     """
     return {
         "candidates": [

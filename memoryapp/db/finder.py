@@ -129,7 +129,7 @@ class FileFinder(Finder):
     each piece gets four anchors — one per class of ``o`` mod 4, each the least
     common 8 bytes of its class — and pieces must be at least 11 bytes long.
     The hashing is most of the cost per byte: a gigabyte reads about three
-    times faster (bench/ERASURE.md), for the same answer (tests/test_purge_method.py).
+    times faster (bench/ERASURE.md), for the same answer (tests/compliance/test_purge_method.py).
     """
 
     ALIGNMENTS = (0, 4)

@@ -268,7 +268,7 @@ def path_matches(text: str) -> Iterator[str]:
     ``\\w{2,6}`` takes up to six. No later match fits in the same run (it would
     need a later such ``.``), so each run gives at most one match, found by
     walking its dots from the right — every character is looked at a bounded
-    number of times. ``tests/test_tokens.py`` checks this against ``finditer``.
+    number of times. ``tests/recall/test_tokens.py`` checks this against ``finditer``.
     """
     for run in _PATH_RUN.finditer(text):
         start, end = run.span()

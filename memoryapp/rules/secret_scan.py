@@ -246,7 +246,7 @@ SECRET_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
 # literal necessary condition holds; only those are run. Each condition below is
 # *implied by* a match of its pattern (argued next to it), so skipping a pattern whose
 # condition fails never changes the result: ``find_secret_family`` names the same
-# family as running every pattern in order (tests/test_guard_prefilter.py checks it
+# family as running every pattern in order (tests/rules/test_guard_prefilter.py checks it
 # by enumeration and by property tests against the unfiltered loop).
 #
 # The case-sensitive patterns (no ``(?i)``) are tested on the text itself. The three
