@@ -67,6 +67,16 @@ _BOUND_STEP = {TITLE: 6, KW: 4, CONTENT: 2}
 _FIELD_DIGIT = {TAG: "tag", TITLE: "title", KW: "kw", CONTENT: "content"}
 _DIGITS = ("tag", "title", "kw", "content", "bound", "hint")
 
+# The per-slot arrays, which a compaction renumbers.
+_SLOT_ARRAYS = (
+    "_updated",
+    "_fingerprint",
+    "_title_len",
+    "_doc_len",
+    "_alive",
+    "_explicit",
+    "_bound",
+)
 _EPS = 1e-9  # slack between float upper bounds and exact scores (both ~10, errors ~1e-15)
 _BOUND_REFRESH_SECONDS = 3600.0  # the cached recency bound is recomputed when older
 _SMALL = 64  # up to this many candidates (or 4·top_k), score them all without pruning
@@ -215,6 +225,9 @@ class RecallIndex:
         self._updated = np.zeros(0, dtype=np.float64)
         self._fingerprint = np.zeros(0, dtype=np.int64)
         self._title_len = np.zeros(0, dtype=np.int32)
+        # Distinct content tokens per slot: the document length the hybrid ranking
+        # normalises by (memoryapp.recall.hybrid); the exact formula never reads it.
+        self._doc_len = np.zeros(0, dtype=np.int32)
         self._alive = np.zeros(0, dtype=bool)
         self._explicit = np.zeros(0, dtype=bool)
         # _bound[slot] = recency − 2·stale evaluated at _bound_time. The term only falls as
@@ -254,7 +267,7 @@ class RecallIndex:
     def nbytes(self) -> int:
         """Approximate memory footprint in bytes: numpy data plus Python object overhead."""
         with self._lock:
-            per_slot = 8 + 8 + 4 + 1 + 1 + 8 + 8 * len(self._acc)
+            per_slot = 8 + 8 + 4 + 4 + 1 + 1 + 8 + 8 * len(self._acc)
             return (
                 self._posting_bytes
                 + 4 * self._pending
@@ -392,6 +405,7 @@ class RecallIndex:
         self._updated = grown(self._updated)
         self._fingerprint = grown(self._fingerprint)
         self._title_len = grown(self._title_len)
+        self._doc_len = grown(self._doc_len)
         self._alive = grown(self._alive)
         self._explicit = grown(self._explicit)
         self._bound = grown(self._bound)
@@ -409,6 +423,7 @@ class RecallIndex:
         self._updated[slot] = record.updated_at
         self._fingerprint[slot] = record.fingerprint
         self._title_len[slot] = len(fields.title)
+        self._doc_len[slot] = len(fields.content)
         self._alive[slot] = True
         self._explicit[slot] = record.explicit
         if self._bound_time is not None:
@@ -449,7 +464,7 @@ class RecallIndex:
         self._ids = [self._ids[slot] for slot in live.tolist()]
         self._slot_of = {id: slot for slot, id in enumerate(self._ids) if id is not None}
         capacity = max(64, 2 * len(live))
-        for name in ("_updated", "_fingerprint", "_title_len", "_alive", "_explicit", "_bound"):
+        for name in _SLOT_ARRAYS:
             old = getattr(self, name)
             fresh = np.zeros(capacity, dtype=old.dtype)
             fresh[: len(live)] = old[live]
