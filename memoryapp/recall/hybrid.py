@@ -99,9 +99,9 @@ class _Pass:
         self.size = len(index._ids)
         alive = index._alive[: self.size]
         self.n = int(alive.sum())
-        lengths = index._doc_len[: self.size]
-        avg = float(lengths[alive].mean()) if self.n else 1.0
-        self.norm = (1.0 - B) + B * lengths / max(avg, 1.0)
+        self.lengths = index._doc_len[: self.size]
+        total = float(np.sum(self.lengths, where=alive, dtype=np.int64))
+        self.length_step = B / max(total / max(self.n, 1), 1.0)  # b / average length
         self.score = np.zeros(self.size, dtype=np.float64)
         self.fired = np.zeros(self.size, dtype=np.int64)  # OR of the field bits hit
         self.tags = np.zeros(self.size, dtype=np.int64)
@@ -123,13 +123,15 @@ class _Pass:
         slots = entries >> _CODE_BITS
         codes = entries & _CODE_MASK
         idf = _idf(self.n, len(entries))
-        tf = _WEIGHT_OF_CODE[codes] / self.norm[slots]
+        tf = _WEIGHT_OF_CODE[codes] / ((1.0 - B) + self.length_step * self.lengths[slots])
         gain = idf * tf * (K1 + 1.0) / (tf + K1)
         tagged = (codes & _TAG) != 0
         gain += TAG_BONUS * idf * tagged
-        self.score += np.bincount(slots, weights=gain, minlength=self.size)
-        self.tags += np.bincount(slots[tagged], minlength=self.size)
-        np.bitwise_or.at(self.fired, slots, codes)
+        # A posting holds each slot once, so plain fancy indexing accumulates correctly
+        # (and several times faster than ufunc.at or a full-length bincount).
+        self.score[slots] += gain
+        self.tags[slots[tagged]] += 1
+        self.fired[slots] |= codes
 
     def add_hint(self, token: str) -> None:
         found = self.entries(token)
