@@ -84,7 +84,7 @@ def check_ranking(ranking: object) -> str:
     """
     if ranking not in RANKINGS:
         raise ValueError(f"unknown recall ranking {ranking!r}: expected one of {RANKINGS}")
-    return cast(str, ranking)
+    return ranking
 
 
 def _idf(n: int, df: int) -> float:

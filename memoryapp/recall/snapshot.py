@@ -182,7 +182,8 @@ def dump(index: RecallIndex) -> bytes | None:
         sizes = np.array([len(part) for part in parts], dtype=np.int64)
         rules = rules_id().encode()
         head = _MAGIC + struct.pack("<II", FORMAT, len(rules)) + rules
-        sections = [token_ends, index._title_len[:n], n_kw, sizes, arena, index._doc_len[:n]]
+        sections: list[np.ndarray] = [token_ends, index._title_len[:n], n_kw, sizes, arena]
+        sections.append(index._doc_len[:n])
         narrow = sum(1 << k if _fits_u2(values) else 0 for k, values in enumerate(sections))
         packed = [
             values.astype(_NARROW if narrow >> k & 1 else _WIDE).tobytes()
