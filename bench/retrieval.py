@@ -94,7 +94,13 @@ def convert_locomo(source: Path, target: Path) -> None:
             {
                 "id": f"{sid}:q{i}",
                 "question": qa["question"],
-                "evidence": [f"{sid}:{e}" for e in qa.get("evidence", [])],
+                # A few evidence entries hold two ids in one string ("D8:6; D9:17").
+                "evidence": [
+                    f"{sid}:{part}"
+                    for e in qa.get("evidence", [])
+                    for part in re.split(r"[;,\s]+", e)
+                    if part
+                ],
                 "category": str(qa.get("category", "")),
             }
             for i, qa in enumerate(sample.get("qa", []))

@@ -4,6 +4,7 @@ hand-made ones: ordering, reasons, no hit without lexical evidence, CJK, snapsho
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 from pathlib import Path
 
@@ -213,6 +214,26 @@ def test_a_snapshot_round_trip_ranks_identically():
         assert _q(loaded, q["question"]) == _q(index, q["question"])
     loaded.add(_rec("later", "a brand new clarinet lesson"))
     assert _q(loaded, "clarinet lesson")[0].id == "later"
+
+
+def test_locomo_converts_to_the_layout(tmp_path):
+    sample = {
+        "sample_id": "conv-1",
+        "conversation": {
+            "speaker_a": "Ann",
+            "session_1_date_time": "1 May 2023",
+            "session_1": [{"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a puppy"}],
+            "session_2": [{"speaker": "Bo", "dia_id": "D2:1", "text": "Named Biscuit?"}],
+        },
+        "qa": [{"question": "Pet?", "answer": "x", "evidence": ["D1:1; D2:1"], "category": 4}],
+    }
+    source, target = tmp_path / "locomo.json", tmp_path / "out.json"
+    source.write_text(json.dumps([sample]))
+    BENCH.convert_locomo(source, target)
+    (conv,) = BENCH.load(target)
+    assert [t["id"] for t in conv["turns"]] == ["conv-1:D1:1", "conv-1:D2:1"]
+    assert conv["questions"][0]["evidence"] == ["conv-1:D1:1", "conv-1:D2:1"]
+    assert conv["questions"][0]["category"] == "4"
 
 
 def test_unknown_rankings_are_refused():
