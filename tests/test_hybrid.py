@@ -166,6 +166,18 @@ def test_recency_breaks_ties_and_staleness_costs():
     assert [h.id for h in _q(index, "helm chart")] == ["newer", "older", "stale"]
 
 
+def test_the_whole_content_counts_for_hybrid_only_its_prefix_for_agentao():
+    long = "setup notes " * 50 + "finally the zookeeper quorum"  # past 500 characters
+    index = RecallIndex([_rec("long", long), _rec("short", "quorum size is three")])
+    hits = _q(index, "zookeeper quorum")
+    assert [h.id for h in hits] == ["long", "short"]
+    assert hits[0].reasons == ("content_match",)
+    assert [h.id for h in index.query("zookeeper quorum", now=NOW)] == ["short"]
+    loaded = snapshot.load(snapshot.dump(index))
+    assert loaded is not None and _q(loaded, "zookeeper quorum") == hits
+    assert [h.id for h in loaded.query("zookeeper quorum", now=NOW)] == ["short"]
+
+
 def test_excluded_removed_and_replaced_memories():
     index = RecallIndex([_rec(f"m{i}", f"deploy note {i}") for i in range(12)])
     assert "m3" not in {h.id for h in _q(index, "deploy", top_k=20, exclude_ids={"m3"})}

@@ -4,7 +4,9 @@ signals of the exact formula that BM25 lacks (exact tags, path hints, recency, s
 Pure Python and numpy, no Django. It reads the same per-namespace
 :class:`~memoryapp.recall.index.RecallIndex` the ``agentao`` ranking reads (its postings,
 their field bits and the per-slot content lengths), so writes, erasure, compaction and
-snapshots keep both rankings fresh at once.
+snapshots keep both rankings fresh at once. The index gives the tokens found only after
+the content's first 500 characters a field bit of their own (``TAIL``), which the exact
+formula gives no value and this ranking counts as content: it reads the whole text.
 
 For a query token ``t`` held by a memory ``d``::
 
@@ -12,6 +14,7 @@ For a query token ``t`` held by a memory ``d``::
     tf'(t,d) = Σ w_field · [t in field of d] / (1 − b + b · len(d) / avglen)
     bm25(d)  = Σ_t idf(t) · tf' · (k1 + 1) / (tf' + k1)
 
+``len(d)`` is the number of distinct tokens of the whole content.
 Each field holds a token at most once (the index keeps token sets), so ``tf`` is the
 weighted count of fields holding it: a word in the key, the tags and the content counts
 more than one in the content alone, and a word that most memories hold (``turn``, a
@@ -36,7 +39,17 @@ from typing import cast
 
 import numpy as np
 
-from memoryapp.recall.index import RecallIndex
+from memoryapp.recall.index import (
+    _CODE_BITS,
+    _CODE_MASK,
+    _CODES,
+    CONTENT,
+    KW,
+    TAG,
+    TAIL,
+    TITLE,
+    RecallIndex,
+)
 from memoryapp.recall.scoring import SECONDS_PER_DAY, STALE_DAYS, Scored, rank_key, reasons
 
 __all__ = ["B", "K1", "RANKINGS", "check_ranking", "query"]
@@ -52,18 +65,16 @@ B = 0.75  # BM25 length normalisation
 # made of the content's first words would otherwise double those words and favour chatter
 # that opens with the query's common words), and so is a keyword, which the store derives
 # from the title, the content and the tags: echoes add nothing.
-_TAG, _TITLE, _KW, _CONTENT = 1, 2, 4, 8
-_CODE_BITS = 4
-_CODE_MASK = 15
 _W_TAG, _W_TITLE, _W_KW, _W_CONTENT = 1.0, 1.0, 0.5, 1.0
+_TEXT = CONTENT | TAIL  # the whole content: its first 500 characters and the rest
 
 
 def _weight(code: int) -> float:
     """tf' of one posting entry, from the fields holding the token."""
-    weight = _W_CONTENT * bool(code & _CONTENT) + _W_TAG * bool(code & _TAG)
-    if code & _TITLE and not code & _CONTENT:
+    weight = _W_CONTENT * bool(code & _TEXT) + _W_TAG * bool(code & TAG)
+    if code & TITLE and not code & _TEXT:
         weight += _W_TITLE
-    if code & _KW and not code & (_TITLE | _CONTENT | _TAG):
+    if code & KW and not code & (TITLE | _TEXT | TAG):
         weight += _W_KW  # e.g. a whole file path, which the content splits into words
     return weight
 
@@ -73,7 +84,7 @@ HINT_BONUS = 2.0  # a file named in recent messages is in the memory's keywords
 RECENCY = 0.25  # weight of 1 / (1 + days / 30): a tie-breaker between similar texts
 STALE_PENALTY = 1.0  # over 90 days without an update
 
-_WEIGHT_OF_CODE = np.array([_weight(code) for code in range(16)], dtype=np.float64)
+_WEIGHT_OF_CODE = np.array([_weight(code) for code in range(_CODES)], dtype=np.float64)
 
 
 def check_ranking(ranking: object) -> str:
@@ -125,7 +136,7 @@ class _Pass:
         idf = _idf(self.n, len(entries))
         tf = _WEIGHT_OF_CODE[codes] / ((1.0 - B) + self.length_step * self.lengths[slots])
         gain = idf * tf * (K1 + 1.0) / (tf + K1)
-        tagged = (codes & _TAG) != 0
+        tagged = (codes & TAG) != 0
         gain += TAG_BONUS * idf * tagged
         # A posting holds each slot once, so plain fancy indexing accumulates correctly
         # (and several times faster than ufunc.at or a full-length bincount).
@@ -203,7 +214,7 @@ def _ranked(p: _Pass, top_k: int, exclude_ids: Iterable[str], now: float) -> lis
         Scored(
             cast(str, index._ids[slot]),
             score,
-            reasons(tag, code & _TITLE, code & _KW, code & _CONTENT, hinted, is_stale, explicit),
+            reasons(tag, code & TITLE, code & KW, code & _TEXT, hinted, is_stale, explicit),
         )
         for slot, score, code, tag, hinted, is_stale, explicit in zip(
             cand.tolist(),

@@ -20,7 +20,7 @@ The format (all numbers little-endian)::
 
 Each ``int`` section is u2 when all its values fit in 16 bits (bit k of ``narrow``, in
 the order the six are listed), else i4: at a thousand memories every one fits, and
-the entries (slot << 4 | field bits) are most of a snapshot's bytes.
+the entries (slot << 5 | field bits) are most of a snapshot's bytes.
 
 ``token-ends`` is where each token's bytes end in the token table, so that a
 query's token is found by bisection over the bytes without decoding the table.
@@ -49,7 +49,8 @@ from memoryapp.recall.tokens import rules_id
 __all__ = ["FORMAT", "dump", "load", "strings"]
 
 #: Bump when the meaning of a posting entry or of a section changes. 2: tokens sorted;
-#: 3: not compressed, token ends stored; 4: content lengths (the hybrid ranking's).
+#: 3: not compressed, token ends stored; 4: content lengths (the hybrid ranking's) and the
+#: tokens of the content after its first 500 characters (a fifth field bit).
 #: Snapshots of another format are not loaded: the first use rebuilds and rewrites them.
 FORMAT = 4
 _MAGIC = b"MRIX"
