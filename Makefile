@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 # Where `make run` serves (`make run RUN_ADDR=127.0.0.1:8011`); the printed login URL follows.
 RUN_ADDR ?= 127.0.0.1:8000
 
-.PHONY: run serve demo test test-sqlite test-postgres lint typecheck install system-deps bench bench-api bench-linear bench-tenants bench-erasure bench-escalation clean
+.PHONY: run serve demo test test-sqlite test-postgres lint typecheck install system-deps bench bench-api bench-linear bench-tenants bench-erasure bench-escalation bench-retrieval clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -110,6 +110,12 @@ bench-erasure: $(STAMP)
 ## BENCH_ARGS="--quick" for a smoke run (--help).
 bench-escalation: $(STAMP)
 	$(PY) bench/escalation.py $(BENCH_ARGS)
+
+## Retrieval quality (found@5/@10 per keying and category: agentao, hybrid, plain BM25) on a
+## conversational QA set, and warm recall latency at 1,000 and 100,000 memories:
+## bench/RETRIEVAL.md. BENCH_ARGS="--quick" for a smoke run; "--data locomo.json" (--help).
+bench-retrieval: $(STAMP)
+	$(PY) bench/retrieval.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) var/test_db.sqlite3*

@@ -66,6 +66,22 @@ def recall_snapshots() -> bool:
     return bool(getattr(settings, "MEMORYAPP_RECALL_SNAPSHOTS", True))
 
 
+def recall_ranking(ranking: str | None = None) -> str:
+    """The recall ranking of a call: ``ranking`` when given, else ``MEMORYAPP_RECALL_RANKING``.
+
+    ``agentao`` (the default) is Agentao's exact formula (docs/behaviour.md §5);
+    ``hybrid`` is :mod:`memoryapp.recall.hybrid`. Both run on the same per-namespace index.
+
+    Raises:
+        ValueError: the value (given or configured) names no ranking.
+    """
+    from memoryapp.recall.hybrid import check_ranking  # numpy: not for every conf reader
+
+    if ranking is None:
+        ranking = getattr(settings, "MEMORYAPP_RECALL_RANKING", "agentao")
+    return check_ranking(ranking)
+
+
 def ephemeral_database() -> str:
     """``MEMORYAPP_EPHEMERAL_DATABASE``: alias of the in-memory store of ephemeral managers.
 

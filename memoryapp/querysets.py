@@ -88,7 +88,9 @@ class MemoryQuerySet(models.QuerySet):
             chosen = _NARROWED
         return self._keeping(self.filter(scope=scope), chosen)
 
-    def recall(self, query: str, messages=None, top_k: int = 5, exclude_ids=None) -> list:
+    def recall(
+        self, query: str, messages=None, top_k: int = 5, exclude_ids=None, ranking=None
+    ) -> list:
         """The ``top_k`` memories of this namespace scored against ``query`` (docs/behaviour.md §5).
 
         ``Memory.objects.in_namespace("acme/web").recall(q)`` gives the candidates
@@ -98,7 +100,10 @@ class MemoryQuerySet(models.QuerySet):
         per-slice indexes. Both scopes of the namespace are ranked unless
         ``in_scope`` chose one (a project namespace holds only project rows).
 
+        ``ranking``: ``agentao`` or ``hybrid`` (None: ``MEMORYAPP_RECALL_RANKING``).
+
         Raises:
+            ValueError: ``ranking`` names no ranking.
             TypeError: the queryset is not exactly ``in_namespace(ns)`` (optionally
                 ``.live()`` and ``.in_scope(s)``): recall ranks a whole slice and
                 would ignore any other filter.
@@ -111,7 +116,9 @@ class MemoryQuerySet(models.QuerySet):
             )
         namespace, scope = chosen
         scopes = (scope,) if scope is not None else ("project", "user")
-        return _installed("recall")(self.db, namespace, scopes, query, messages, top_k, exclude_ids)
+        return _installed("recall")(
+            self.db, namespace, scopes, query, messages, top_k, exclude_ids, ranking
+        )
 
     def search_prefilter(self, query: str) -> MemoryQuerySet:
         """Rows whose title, content, key, tags or keywords text contains ``query``.

@@ -37,6 +37,7 @@ from memoryapp.models import (
     SessionSummary,
     Source,
 )
+from memoryapp.recall.hybrid import RANKINGS
 from memoryapp.rules import guard as guards
 from memoryapp.rules import validation
 from memoryapp.rules.errors import MemoryValidationError
@@ -358,6 +359,14 @@ class RecallInputSerializer(BoundInput):
         allow_null=True,
         default=None,
         help_text="The current session: the stable block's session tail leaves it out.",
+    )
+    ranking = StrictChoiceField(
+        choices=[(r, r) for r in RANKINGS],
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="agentao (Agentao's exact formula) or hybrid (BM25 fused with tags, path "
+        "hints, recency, staleness); absent or null: the server's MEMORYAPP_RECALL_RANKING.",
     )
 
 

@@ -428,7 +428,7 @@ class RecallView(MemoryAPIMixin, APIView):
     def post(self, request):
         data, mm = bound_manager(self, serializers.RecallInputSerializer)
         candidates, context_block = mm.recall_turn(
-            data["query"], messages=data["messages"], top_k=data["top_k"]
+            data["query"], messages=data["messages"], top_k=data["top_k"], ranking=data["ranking"]
         )
         return Response(
             serializers.recall_output(candidates, mm.render_stable_block(), context_block)

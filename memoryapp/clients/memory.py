@@ -321,11 +321,18 @@ class MemoryClient:
         return [_pick(RemoteReviewItem, item) for item in data["items"]]
 
     # ------------------------------------------------------------ reads
-    def recall_turn(self, query: str, messages=None, top_k: int = 5) -> RecallTurn:
-        """Candidates, stable block and context block of one turn, in one request."""
+    def recall_turn(
+        self, query: str, messages=None, top_k: int = 5, ranking: str | None = None
+    ) -> RecallTurn:
+        """Candidates, stable block and context block of one turn, in one request.
+
+        ``ranking``: ``agentao`` or ``hybrid``; None leaves it to the server's setting.
+        """
         body = self._bound(
             query=query, messages=list(messages or []), top_k=top_k, session_id=self.session_id
         )
+        if ranking is not None:
+            body["ranking"] = ranking
         data = self._request("POST", "recall/", json=body)
         return RecallTurn(
             candidates=[_pick(RemoteCandidate, c) for c in data["candidates"]],
@@ -333,9 +340,11 @@ class MemoryClient:
             context_block=data["context_block"],
         )
 
-    def recall(self, query: str, messages=None, top_k: int = 5) -> list[RemoteCandidate]:
+    def recall(
+        self, query: str, messages=None, top_k: int = 5, ranking: str | None = None
+    ) -> list[RemoteCandidate]:
         """The ``top_k`` memories scored against ``query``, highest first."""
-        return self.recall_turn(query, messages, top_k).candidates
+        return self.recall_turn(query, messages, top_k, ranking).candidates
 
     def render_stable_block(self) -> str:
         """The stable prompt block (profile, preferences, recent project facts)."""

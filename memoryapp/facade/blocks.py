@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from django.db import DatabaseError
 
+from memoryapp.conf import recall_ranking
 from memoryapp.models import Memory
 from memoryapp.ops import metrics
 from memoryapp.rules import render
@@ -111,7 +112,7 @@ class PromptBlocks:
         return prompt.context_block(hits)
 
     def recall_turn(
-        self, query: str, messages=None, top_k: int = 5
+        self, query: str, messages=None, top_k: int = 5, ranking: str | None = None
     ) -> tuple[list[RecallCandidate], str]:
         """``recall(query, messages, top_k)`` and ``render_context_block(query, messages)``
         from one recall: what a turn needs, at the cost of one scoring pass.
@@ -120,8 +121,12 @@ class PromptBlocks:
         order without the stable block's memories, so both come from the top
         ``max(top_k, 5 + shown)`` of a single recall. Both read the slice counters
         once (:class:`~memoryapp.services.prompt.TurnCounters`): one round trip less
-        per API recall.
+        per API recall. ``ranking`` as for :meth:`recall`.
+
+        Raises:
+            ValueError: ``ranking`` names no ranking.
         """
+        ranking = recall_ranking(ranking)
         # A turn that will not score (no query tokens, no path hints, no top_k) reads
         # the counters for its stable block only, not the snapshots.
         counters = prompt.TurnCounters(
@@ -135,7 +140,7 @@ class PromptBlocks:
         if not isinstance(top_k, int) or top_k <= 0:
             return [], self.render_context_block(query, messages)
         hits = self._observed_recall(
-            query, messages, max(top_k, CONTEXT_TOP_K + len(shown)), None, counters
+            query, messages, max(top_k, CONTEXT_TOP_K + len(shown)), None, counters, ranking
         )
         hidden = set(shown)
         context = [h for h in hits if h.memory_id not in hidden][:CONTEXT_TOP_K]
@@ -148,23 +153,36 @@ class PromptBlocks:
         messages=None,
         top_k: int = 5,
         exclude_ids: Iterable[str] | None = None,
+        ranking: str | None = None,
     ) -> list[RecallCandidate]:
         """The ``top_k`` memories scored against ``query`` (docs/behaviour.md §5), highest first.
 
+        ``ranking``: ``agentao`` (Agentao's exact formula) or ``hybrid``
+        (:mod:`memoryapp.recall.hybrid`); None uses ``MEMORYAPP_RECALL_RANKING``.
         Never breaks a turn: a database error records a store problem, any
         other failure logs a warning, and both return ``[]``.
+
+        Raises:
+            ValueError: ``ranking`` names no ranking (a caller's mistake, not a store's).
         """
-        return self._observed_recall(query, messages, top_k, exclude_ids, None)
+        ranking = recall_ranking(ranking)
+        return self._observed_recall(query, messages, top_k, exclude_ids, None, ranking)
 
     def _observed_recall(
-        self, query, messages, top_k, exclude_ids, counters: prompt.TurnCounters | None
+        self,
+        query,
+        messages,
+        top_k,
+        exclude_ids,
+        counters: prompt.TurnCounters | None,
+        ranking: str = "agentao",
     ) -> list[RecallCandidate]:
         """:meth:`recall`, its counters read by ``counters`` (None: its own read)."""
         if not self.sees.memories:
             return []
         started = time.perf_counter()
         try:
-            hits = self._recall(query, messages, top_k, exclude_ids, counters)
+            hits = self._recall(query, messages, top_k, exclude_ids, counters, ranking)
         except DatabaseError as exc:
             self._recall_failed(exc)
             self.problems.failed(self._stores(), exc)
@@ -182,7 +200,9 @@ class PromptBlocks:
         self.recall_error_count += 1
         self.last_recall_error = type(exc).__name__  # the class only: messages may hold text
 
-    def _recall(self, query, messages, top_k, exclude_ids, counters) -> list[RecallCandidate]:
+    def _recall(
+        self, query, messages, top_k, exclude_ids, counters, ranking
+    ) -> list[RecallCandidate]:
         return prompt.recall(
             stores=self._stores(),
             query=query,
@@ -190,4 +210,5 @@ class PromptBlocks:
             top_k=top_k,
             exclude_ids=exclude_ids,
             counters=counters,
+            ranking=ranking,
         )

@@ -16,6 +16,7 @@ from typing import Any, cast
 import numpy as np
 
 from memoryapp.recall.scoring import (
+    CONTENT_CHARS,
     REASON_ORDER,
     SECONDS_PER_DAY,
     STALE_DAYS,
@@ -28,7 +29,7 @@ from memoryapp.recall.scoring import (
     score,
     tag_weight,
 )
-from memoryapp.recall.tokens import expand, path_hints, query_tokens, tokenize
+from memoryapp.recall.tokens import expand, path_hints, query_tokens, token_set, tokenize
 
 __all__ = [
     "REASON_ORDER",
@@ -52,12 +53,15 @@ __all__ = [
 # dropped by the compaction that runs once a quarter of the slots are dead.
 #
 # Postings. For each token, one int32 entry per slot whose record holds the token:
-#     entry = slot << 4 | code,   code = TAG | TITLE | KW | CONTENT  (the fields holding it)
+#     entry = slot << 5 | code,   code = TAG | TITLE | KW | CONTENT | TAIL  (the fields holding it)
+# TAIL marks the tokens of the content only after its first 500 characters: the exact formula
+# never counts them (its tables give the bit no value), the hybrid ranking reads the whole text.
 # Entries whose code has KW come first (``n_kw`` of them), so a token that is only a path hint
 # scans just that part. Entries written by ``add`` wait in small ``array('i')`` buffers and
 # are merged into the numpy posting the first time a query touches the token.
-TAG, TITLE, KW, CONTENT = 1, 2, 4, 8
-_CODE_BITS = 4
+TAG, TITLE, KW, CONTENT, TAIL = 1, 2, 4, 8, 16
+_CODE_BITS = 5
+_CODES = 1 << _CODE_BITS
 _CODE_MASK = (1 << _CODE_BITS) - 1
 _MAX_SLOTS = 1 << (31 - _CODE_BITS)
 
@@ -67,6 +71,16 @@ _BOUND_STEP = {TITLE: 6, KW: 4, CONTENT: 2}
 _FIELD_DIGIT = {TAG: "tag", TITLE: "title", KW: "kw", CONTENT: "content"}
 _DIGITS = ("tag", "title", "kw", "content", "bound", "hint")
 
+# The per-slot arrays, which a compaction renumbers.
+_SLOT_ARRAYS = (
+    "_updated",
+    "_fingerprint",
+    "_title_len",
+    "_doc_len",
+    "_alive",
+    "_explicit",
+    "_bound",
+)
 _EPS = 1e-9  # slack between float upper bounds and exact scores (both ~10, errors ~1e-15)
 _BOUND_REFRESH_SECONDS = 3600.0  # the cached recency bound is recomputed when older
 _SMALL = 64  # up to this many candidates (or 4·top_k), score them all without pruning
@@ -98,8 +112,8 @@ class _Layout:
         self.lanes = lane + 1
         steps = dict(_BOUND_STEP)
         steps[TAG] = int(2 * tag_weight(n))
-        query = np.zeros((self.lanes, 16), dtype=np.int64)
-        for code in range(16):
+        query = np.zeros((self.lanes, _CODES), dtype=np.int64)
+        for code in range(_CODES):
             for bit, digit in _FIELD_DIGIT.items():
                 if code & bit:
                     self._add(query, code, digit, 1)
@@ -108,7 +122,7 @@ class _Layout:
         self._add(hint[:, None], 0, "hint", 1)
         # A token that is both a query token and a hint also counts as a hint on KW entries.
         query_hint = query.copy()
-        query_hint[:, [code for code in range(16) if code & KW]] += hint[:, None]
+        query_hint[:, [code for code in range(_CODES) if code & KW]] += hint[:, None]
         for table in (query, query_hint, hint):
             table.flags.writeable = False
         self.query, self.query_hint, self.hint = query, query_hint, hint
@@ -173,9 +187,17 @@ class _TokenIds(dict[str, int]):
         return tid
 
 
-def _codes(fields: Fields) -> dict[str, int]:
-    """token → the fields of this record holding it (TAG | TITLE | KW | CONTENT)."""
+def _tail(record: IndexRecord, fields: Fields) -> set[str]:
+    """The content's tokens that its first 500 characters lack (a word cut there included)."""
+    if len(record.content) <= CONTENT_CHARS:
+        return set()
+    return token_set(record.content) - fields.content
+
+
+def _codes(fields: Fields, tail: set[str]) -> dict[str, int]:
+    """token → the fields of this record holding it (TAG | TITLE | KW | CONTENT | TAIL)."""
     codes = dict.fromkeys(fields.content, CONTENT)
+    codes.update(dict.fromkeys(tail, TAIL))
     for bit, tokens in ((KW, fields.keywords), (TITLE, fields.title), (TAG, fields.tags)):
         for token in tokens:
             codes[token] = codes.get(token, 0) | bit
@@ -215,6 +237,9 @@ class RecallIndex:
         self._updated = np.zeros(0, dtype=np.float64)
         self._fingerprint = np.zeros(0, dtype=np.int64)
         self._title_len = np.zeros(0, dtype=np.int32)
+        # Distinct tokens of the whole content per slot: the document length the hybrid ranking
+        # normalises by (memoryapp.recall.hybrid); the exact formula never reads it.
+        self._doc_len = np.zeros(0, dtype=np.int32)
         self._alive = np.zeros(0, dtype=bool)
         self._explicit = np.zeros(0, dtype=bool)
         # _bound[slot] = recency − 2·stale evaluated at _bound_time. The term only falls as
@@ -254,7 +279,7 @@ class RecallIndex:
     def nbytes(self) -> int:
         """Approximate memory footprint in bytes: numpy data plus Python object overhead."""
         with self._lock:
-            per_slot = 8 + 8 + 4 + 1 + 1 + 8 + 8 * len(self._acc)
+            per_slot = 8 + 8 + 4 + 4 + 1 + 1 + 8 + 8 * len(self._acc)
             return (
                 self._posting_bytes
                 + 4 * self._pending
@@ -282,8 +307,9 @@ class RecallIndex:
         """
         fields = fields_of(record)
         with self._lock:
-            base = self._new_slot(record, fields) << _CODE_BITS
-            codes = _codes(fields)
+            tail = _tail(record, fields)
+            base = self._new_slot(record, fields, len(tail)) << _CODE_BITS
+            codes = _codes(fields, tail)
             postings = self._postings
             for token, code in codes.items():
                 posting = postings.get(token)
@@ -359,8 +385,9 @@ class RecallIndex:
             # at once (at 100,000 memories they would outweigh the index several times).
             for record in records:
                 fields = fields_of(record)
-                self._new_slot(record, fields)
-                record_codes = _codes(fields)
+                tail = _tail(record, fields)
+                self._new_slot(record, fields, len(tail))
+                record_codes = _codes(fields, tail)
                 tids.extend(map(token_ids.__getitem__, record_codes))
                 codes.extend(record_codes.values())
                 counts.append(len(record_codes))
@@ -392,12 +419,13 @@ class RecallIndex:
         self._updated = grown(self._updated)
         self._fingerprint = grown(self._fingerprint)
         self._title_len = grown(self._title_len)
+        self._doc_len = grown(self._doc_len)
         self._alive = grown(self._alive)
         self._explicit = grown(self._explicit)
         self._bound = grown(self._bound)
         self._acc = [grown(a) for a in self._acc]
 
-    def _new_slot(self, record: IndexRecord, fields: Fields) -> int:
+    def _new_slot(self, record: IndexRecord, fields: Fields, tail: int) -> int:
         """Tombstone any older slot of this id and fill in a fresh one."""
         self._kill(record.id)
         slot = len(self._ids)
@@ -409,6 +437,7 @@ class RecallIndex:
         self._updated[slot] = record.updated_at
         self._fingerprint[slot] = record.fingerprint
         self._title_len[slot] = len(fields.title)
+        self._doc_len[slot] = len(fields.content) + tail
         self._alive[slot] = True
         self._explicit[slot] = record.explicit
         if self._bound_time is not None:
@@ -449,7 +478,7 @@ class RecallIndex:
         self._ids = [self._ids[slot] for slot in live.tolist()]
         self._slot_of = {id: slot for slot, id in enumerate(self._ids) if id is not None}
         capacity = max(64, 2 * len(live))
-        for name in ("_updated", "_fingerprint", "_title_len", "_alive", "_explicit", "_bound"):
+        for name in _SLOT_ARRAYS:
             old = getattr(self, name)
             fresh = np.zeros(capacity, dtype=old.dtype)
             fresh[: len(live)] = old[live]

@@ -16,10 +16,11 @@ The format (all numbers little-endian)::
     ids joined by NUL | tokens (sorted, UTF-8) joined by NUL | token-ends int[tokens]
     updated f8[slots] | fingerprint i8[slots] | title-length int[slots] | explicit u1[slots]
     keyword-entries int[tokens] | entries-per-token int[tokens] | entries int[entries]
+    content-length int[slots]
 
 Each ``int`` section is u2 when all its values fit in 16 bits (bit k of ``narrow``, in
-the order the five are listed), else i4: at a thousand memories every one fits, and
-the entries (slot << 4 | field bits) are most of a snapshot's bytes.
+the order the six are listed), else i4: at a thousand memories every one fits, and
+the entries (slot << 5 | field bits) are most of a snapshot's bytes.
 
 ``token-ends`` is where each token's bytes end in the token table, so that a
 query's token is found by bisection over the bytes without decoding the table.
@@ -48,9 +49,10 @@ from memoryapp.recall.tokens import rules_id
 __all__ = ["FORMAT", "dump", "load", "strings"]
 
 #: Bump when the meaning of a posting entry or of a section changes. 2: tokens sorted;
-#: 3: not compressed, token ends stored. Snapshots of another format are not loaded:
-#: the first use rebuilds and rewrites them.
-FORMAT = 3
+#: 3: not compressed, token ends stored; 4: content lengths (the hybrid ranking's) and the
+#: tokens of the content after its first 500 characters (a fifth field bit).
+#: Snapshots of another format are not loaded: the first use rebuilds and rewrites them.
+FORMAT = 4
 _MAGIC = b"MRIX"
 _COUNTS = struct.Struct("<6I")
 _WIDE, _NARROW = np.dtype("<i4"), np.dtype("<u2")
@@ -182,6 +184,7 @@ def dump(index: RecallIndex) -> bytes | None:
         rules = rules_id().encode()
         head = _MAGIC + struct.pack("<II", FORMAT, len(rules)) + rules
         sections: list[np.ndarray] = [token_ends, index._title_len[:n], n_kw, sizes, arena]
+        sections.append(index._doc_len[:n])
         narrow = sum(1 << k if _fits_u2(values) else 0 for k, values in enumerate(sections))
         packed = [
             values.astype(_NARROW if narrow >> k & 1 else _WIDE).tobytes()
@@ -256,9 +259,9 @@ def load(data: bytes) -> RecallIndex | None:
     if found is None:
         return None
     at, (n, n_tokens, id_bytes, token_bytes, n_entries, narrow) = found
-    if narrow >> 5:
+    if narrow >> 6:
         raise ValueError("recall snapshot names sections it does not have")
-    ints = [_NARROW if narrow >> k & 1 else _WIDE for k in range(5)]
+    ints = [_NARROW if narrow >> k & 1 else _WIDE for k in range(6)]
     ids = _split(data[at : at + id_bytes], n)
     at += id_bytes
     table = data[at : at + token_bytes]  # a copy: nothing keeps ``data`` alive
@@ -276,6 +279,7 @@ def load(data: bytes) -> RecallIndex | None:
     updated, fingerprint = take("<f8", n), take("<i8", n)
     title_len, explicit = take(ints[1], n), take("u1", n)
     n_kw, sizes, arena = take(ints[2], n_tokens), take(ints[3], n_tokens), take(ints[4], n_entries)
+    doc_len = take(ints[5], n)
     if at != len(data) or int(sizes.sum()) != n_entries:
         raise ValueError("recall snapshot sections do not add up")
     if n_tokens and (
@@ -294,6 +298,7 @@ def load(data: bytes) -> RecallIndex | None:
     index._updated[:n] = updated
     index._fingerprint[:n] = fingerprint
     index._title_len[:n] = title_len
+    index._doc_len[:n] = doc_len
     index._alive[:n] = True
     index._explicit[:n] = explicit.astype(bool)
     # Every section is copied out of ``data`` (entries are views of the arena's copy:

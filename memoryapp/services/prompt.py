@@ -16,11 +16,12 @@ from django.db import connections
 from django.db.models import Q, Value
 from django.db.models.functions import Least, Length
 
-from memoryapp.conf import recall_snapshots
+from memoryapp.conf import recall_ranking, recall_snapshots
 from memoryapp.db import compiled, vendor
 from memoryapp.db import snapshots as stored_snapshots
 from memoryapp.db.meta import read_slice_counters
 from memoryapp.models import Memory, Scope, json_list
+from memoryapp.recall import hybrid
 from memoryapp.recall.cache import INDEXES, NOT_READ
 from memoryapp.recall.index import Scored, path_hints, query_tokens, rank_key
 from memoryapp.recall.rows import column_timestamp
@@ -69,6 +70,7 @@ def recall(
     top_k: int = 5,
     exclude_ids=None,
     counters: TurnCounters | None = None,
+    ranking: str | None = None,
 ) -> list[RecallCandidate]:
     """The ``top_k`` live memories of ``stores`` scored against ``query``, highest first.
 
@@ -76,7 +78,12 @@ def recall(
     kept fresh by the slice's change counter; only the shown columns of the hits are read.
     ``counters`` reads those counters (a turn passes its own, so that its stable block
     and its recall share one read; by default a fresh :class:`TurnCounters`).
+    ``ranking`` is ``agentao`` or ``hybrid`` (None: ``MEMORYAPP_RECALL_RANKING``).
+
+    Raises:
+        ValueError: ``ranking`` names no ranking.
     """
+    ranking = recall_ranking(ranking)
     scored = scoring_input(query, messages, top_k)
     if scored is None:
         return []
@@ -92,7 +99,10 @@ def recall(
     for s in stores:
         key = (s.using, s.namespace, s.scope)
         index = INDEXES.get(*key, versions[key], counters.snapshot(*key))
-        found = index.query_tokenized(qtokens, hints, top_k, exclude, now)
+        if ranking == "hybrid":
+            found = hybrid.query(index, qtokens, hints, top_k, exclude, now)
+        else:
+            found = index.query_tokenized(qtokens, hints, top_k, exclude, now)
         hits.extend((hit, s) for hit in found)
     hits.sort(key=lambda pair: rank_key(pair[0]))
     hits = hits[:top_k]

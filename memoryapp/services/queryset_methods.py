@@ -52,7 +52,14 @@ def upsert(
 
 
 def recall(
-    using: str, namespace: str, scopes: Iterable[str], query: str, messages, top_k, exclude_ids
+    using: str,
+    namespace: str,
+    scopes: Iterable[str],
+    query: str,
+    messages,
+    top_k,
+    exclude_ids,
+    ranking: str | None = None,
 ) -> list[RecallCandidate]:
     """The ``top_k`` memories of ``namespace``'s ``scopes`` for ``query`` (docs/behaviour.md §5).
 
@@ -61,7 +68,12 @@ def recall(
     """
     stores = [StoreSlice(f"{s} store", using, namespace, s) for s in scopes]
     return prompt.recall(
-        stores=stores, query=query, messages=messages, top_k=top_k, exclude_ids=exclude_ids
+        stores=stores,
+        query=query,
+        messages=messages,
+        top_k=top_k,
+        exclude_ids=exclude_ids,
+        ranking=ranking,
     )
 
 
