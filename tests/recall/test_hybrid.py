@@ -15,7 +15,7 @@ from memoryapp.recall.index import IndexRecord, RecallIndex
 from memoryapp.recall.scoring import REASON_ORDER, rank_key
 from memoryapp.recall.tokens import path_hints, query_tokens
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOW = 1_800_000_000.0
 DAY = 86400.0
 LEXICAL = {"tag_match", "title_overlap", "keyword_match", "content_match", "filepath_hint"}
