@@ -100,27 +100,13 @@ def import_records(
             many small pieces does it once at the end: :func:`refresh_statistics`).
     """
     report = ImportReport()
-    latest: dict[tuple[str, str, str, str], store.Prepared] = {}
-    for number, record in records:
-        try:
-            if isinstance(record, str):
-                raise guards.MemoryValidationError(record)
-            prepared, target = resolve(_prepare(guard, record))
-        except ValueError as exc:  # MemoryValidationError and SensitiveMemoryError
-            report.invalid.append((number, str(exc) or type(exc).__name__))
-            continue
-        latest[(target.using, target.namespace, prepared.scope, prepared.key_normalized)] = prepared
-        report.lines += 1
-    report.merged = report.lines - len(latest)
+    latest = _validate(records, guard, resolve, report)
     if dry_run:
         report.created, report.updated = _would_write(latest)
         return report
     if report.invalid and not skip_invalid:
         return report
-    by_store: dict[tuple[str, str], list[store.Prepared]] = {}
-    for (using, namespace, _scope, _key), prepared in latest.items():
-        by_store.setdefault((using, namespace), []).append(prepared)
-    for (using, namespace), rows in by_store.items():
+    for (using, namespace), rows in _by_store(latest).items():
         with transaction.atomic(using=using):
             # An erasure of the namespace or the subject runs wholly before or after.
             locks.for_write(using, namespaces=[namespace], subjects=[subject])
@@ -138,6 +124,35 @@ def import_records(
             refresh_statistics(using, [namespace])
     report.written = True
     return report
+
+
+_Latest = dict[tuple[str, str, str, str], store.Prepared]
+
+
+def _validate(records, guard, resolve, report: ImportReport) -> _Latest:
+    """The valid records by (alias, namespace, scope, key), the last of a key winning;
+    the invalid ones and the counts go to ``report``."""
+    latest: _Latest = {}
+    for number, record in records:
+        try:
+            if isinstance(record, str):
+                raise guards.MemoryValidationError(record)
+            prepared, target = resolve(_prepare(guard, record))
+        except ValueError as exc:  # MemoryValidationError and SensitiveMemoryError
+            report.invalid.append((number, str(exc) or type(exc).__name__))
+            continue
+        latest[(target.using, target.namespace, prepared.scope, prepared.key_normalized)] = prepared
+        report.lines += 1
+    report.merged = report.lines - len(latest)
+    return latest
+
+
+def _by_store(latest: _Latest) -> dict[tuple[str, str], list[store.Prepared]]:
+    """The records of ``latest`` by the (alias, namespace) they are written to."""
+    by_store: dict[tuple[str, str], list[store.Prepared]] = {}
+    for (using, namespace, _scope, _key), prepared in latest.items():
+        by_store.setdefault((using, namespace), []).append(prepared)
+    return by_store
 
 
 def refresh_statistics(using: str, namespaces: Iterable[str] | None = None) -> None:
@@ -206,16 +221,13 @@ def _live_ids(cursor, postgresql: bool, namespace: str, rows) -> dict[tuple[str,
     return existing
 
 
-def _would_write(latest: dict[tuple[str, str, str, str], store.Prepared]) -> tuple[int, int]:
+def _would_write(latest: _Latest) -> tuple[int, int]:
     """``(created, updated)`` an import of ``latest`` would write now: a dry run's counts.
 
     The same lookup of live keys as the write, reading only.
     """
-    by_store: dict[tuple[str, str], list[store.Prepared]] = {}
-    for (using, namespace, _scope, _key), prepared in latest.items():
-        by_store.setdefault((using, namespace), []).append(prepared)
     created = updated = 0
-    for (using, namespace), rows in by_store.items():
+    for (using, namespace), rows in _by_store(latest).items():
         connection = connections[using]
         postgresql = vendor.for_connection(connection).bulk_copy
         with connection.cursor() as cursor:

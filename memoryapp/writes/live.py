@@ -93,62 +93,89 @@ def upsert_rows(
             caller's transaction rolls back; a caller that chose ids may retry).
     """
     connection = connections[using]
-    postgresql = vendor.for_connection(connection).bulk_copy
-    sql_stamp = stamp_value(connection, stamp)
-    found = _live(cursor, postgresql, namespace, rows, range(len(rows)), lock)
+    call = _Call(
+        cursor, connection, vendor.for_connection(connection).bulk_copy, namespace, subject,
+        stamp_value(connection, stamp),
+    )  # fmt: skip
+    found = _live(call, rows, range(len(rows)), lock)
+    new = [n for n, r in enumerate(rows) if (r.scope, r.key_normalized) not in found]
+    ids = _insert_phase(call, rows, new, found)
     out: list[Written | None] = [None] * len(rows)
-    new = [n for n in range(len(rows)) if (rows[n].scope, rows[n].key_normalized) not in found]
-    ids = {n: rows[n].id or new_id() for n in new}
-    inserted = sql.insert(
-        cursor,
-        postgresql,
-        [_insert_values(rows[n], ids[n], sql_stamp, connection) for n in new],
-        (namespace, subject, sql_stamp),
-    )
-    if inserted is not None:  # some rows lost their key to a concurrent writer, or their id
-        lost = [n for n in new if ids[n] not in inserted]
-        found.update(_live(cursor, postgresql, namespace, rows, lost, True))
-        taken = [n for n in lost if (rows[n].scope, rows[n].key_normalized) not in found]
-        if taken:
-            raise IdTaken(taken)
-        new = [n for n in new if ids[n] in inserted]
-    for n in new:
-        out[n] = Written(ids[n], True, rows[n].created_at or stamp, subject)
+    for n, memory_id in ids.items():
+        out[n] = Written(memory_id, True, rows[n].created_at or stamp, subject)
     old = [n for n in range(len(rows)) if out[n] is None]
-    updates = []
     for n in old:
         memory_id, created_at, row_subject = found[(rows[n].scope, rows[n].key_normalized)]
         out[n] = Written(memory_id, False, created_at, row_subject if subject is None else subject)
-        r = rows[n]
-        updates.append(
-            (r.type, r.title, r.content, r.tags_json, r.keywords_json, r.source, r.confidence,
-             r.sensitivity, memory_id)
-        )  # fmt: skip
-    if updates:
-        sql.update(
-            cursor, postgresql, updates, namespace=namespace, subject=subject, stamp=sql_stamp
-        )
+    _update_phase(call, [(rows[n], out[n].id) for n in old])  # type: ignore[union-attr]
+    events = [(n, "create") for n in ids] + [(n, "update") for n in old]
     sql.insert_events(
         connection,
         cursor,
-        postgresql,
-        [
-            (
-                out[n].id,
-                "create" if out[n].created else "update",
-                rows[n].detail,
-                sql_stamp,
-                namespace,
-                actor,
-            )
-            for n in [*new, *old]
-        ],  # fmt: skip
+        call.postgresql,
+        [(out[n].id, kind, rows[n].detail, call.stamp, namespace, actor) for n, kind in events],  # type: ignore[union-attr]
     )
     return out  # type: ignore[return-value]
 
 
-def _insert_values(row: Row, memory_id: str, sql_stamp, connection) -> tuple:
-    created_at = sql_stamp if row.created_at is None else stamp_value(connection, row.created_at)
+class _Call(NamedTuple):
+    """What every phase of one :func:`upsert_rows` call shares."""
+
+    cursor: Any
+    connection: Any
+    postgresql: bool
+    namespace: str
+    subject: str | None
+    stamp: Any
+    """The write's stamp as the database stores it."""
+
+
+def _insert_phase(call: _Call, rows: Sequence[Row], new: list[int], found: dict) -> dict[int, str]:
+    """Insert ``rows[new]``; ``{row: id}`` of those that went in, in row order.
+
+    A row that lost its key to a concurrent writer is added to ``found`` (it is
+    updated instead); a row whose id was taken raises :class:`IdTaken`.
+    """
+    ids = {n: rows[n].id or new_id() for n in new}
+    inserted = sql.insert(
+        call.cursor,
+        call.postgresql,
+        [_insert_values(rows[n], ids[n], call) for n in new],
+        (call.namespace, call.subject, call.stamp),
+    )
+    if inserted is None:
+        return ids
+    lost = [n for n in new if ids[n] not in inserted]
+    found.update(_live(call, rows, lost, True))
+    taken = [n for n in lost if (rows[n].scope, rows[n].key_normalized) not in found]
+    if taken:
+        raise IdTaken(taken)
+    return {n: memory_id for n, memory_id in ids.items() if memory_id in inserted}
+
+
+def _update_phase(call: _Call, updates: list[tuple[Row, str]]) -> None:
+    """Update the live rows found, in place (``(row, its id)`` pairs)."""
+    if not updates:
+        return
+    values = [
+        (r.type, r.title, r.content, r.tags_json, r.keywords_json, r.source, r.confidence,
+         r.sensitivity, memory_id)
+        for r, memory_id in updates
+    ]  # fmt: skip
+    sql.update(
+        call.cursor,
+        call.postgresql,
+        values,
+        namespace=call.namespace,
+        subject=call.subject,
+        stamp=call.stamp,
+    )
+
+
+def _insert_values(row: Row, memory_id: str, call: _Call) -> tuple:
+    created_at = (
+        call.stamp if row.created_at is None else stamp_value(call.connection, row.created_at)
+    )
     return (
         memory_id, row.scope, row.key_normalized, row.type, row.title, row.content,
         row.tags_json, row.keywords_json, row.source, row.confidence,
@@ -159,7 +186,7 @@ def _insert_values(row: Row, memory_id: str, sql_stamp, connection) -> tuple:
 _NORMAL = Memory._meta.get_field("sensitivity").default
 
 
-def _live(cursor, postgresql, namespace, rows, which, lock) -> dict[tuple[str, str], tuple]:
+def _live(call: _Call, rows, which, lock) -> dict[tuple[str, str], tuple]:
     """``{(scope, key): (id, created_at, subject)}`` of the live rows of ``rows[which]``."""
     by_scope: dict[str, list[str]] = {}
     for n in which:
@@ -167,7 +194,7 @@ def _live(cursor, postgresql, namespace, rows, which, lock) -> dict[tuple[str, s
     found: dict[tuple[str, str], tuple] = {}
     for scope, keys in sorted(by_scope.items()):
         for key, memory_id, created_at, row_subject in sql.live_rows(
-            cursor, postgresql, namespace, scope, keys, lock=lock
+            call.cursor, call.postgresql, call.namespace, scope, keys, lock=lock
         ):
             found[(scope, key)] = (memory_id, created_at, row_subject)
     return found
