@@ -149,7 +149,7 @@ def upsert_memory(
             id=written.id, namespace=namespace, subject=written.subject, scope=row.scope,
             key_normalized=row.key_normalized, type=row.type, title=row.title,
             content=row.content, tags_json=row.tags_json, keywords_json=row.keywords_json,
-            source=row.source, confidence=row.confidence, sensitivity=row.sensitivity,
+            source=row.source, confidence=row.confidence, sensitivity=record.sensitivity,
             created_at=store._aware(written.created_at), updated_at=stamp, deleted_at=None,
         )  # fmt: skip
         memory._state.adding, memory._state.db = False, using
