@@ -201,7 +201,6 @@ def adopt(
         AdoptionError: an unknown layout, or rows in the way of a resume.
         NotSupportedError: not a SQLite database.
     """
-    connection = connections[using]
     layout = inspect_layout(using)
     report = AdoptionReport(layout=layout, dry_run=dry_run)
     if layout == UNKNOWN:
@@ -214,31 +213,42 @@ def adopt(
             call_command("migrate", database=using, interactive=False, verbosity=verbosity)
             report.migrated = True
         return report
-    if not vendor.for_connection(connection).adopts_files:
-        raise NotSupportedError("Only SQLite files can be adopted.")
-    if connection.in_atomic_block:
-        raise AdoptionError("adopt() cannot run inside a transaction.")
-
+    _check_file(using)
     source = {t: (t if layout == AGENTAO else PREFIX + t) for t in TABLES}
     report.counts = {t: _count(using, source[t]) for t in TABLES if t != "schema_meta"}
     if dry_run:
         return report
     if backup:
         report.backup = _backup(using)
-    if layout == AGENTAO:
-        _set_aside(using)
-    else:
-        blocking = [t for t in _app_tables() if t in _tables(using) and t != "schema_meta"]
-        if any(_count(using, t) for t in blocking):
-            raise AdoptionError(
-                "An earlier adoption stopped after this app's tables received rows; "
-                f"restore the backup or move the {PREFIX}* tables' rows by hand."
-            )
+    _clear_the_way(using, layout)
     call_command("migrate", database=using, interactive=False, verbosity=verbosity)
     report.migrated = True
     _move_rows(using, actor=actor)
     report.adopted = True
     return report
+
+
+def _check_file(using: str) -> None:
+    """Refuse a database that cannot be adopted here: not SQLite, or inside a transaction."""
+    connection = connections[using]
+    if not vendor.for_connection(connection).adopts_files:
+        raise NotSupportedError("Only SQLite files can be adopted.")
+    if connection.in_atomic_block:
+        raise AdoptionError("adopt() cannot run inside a transaction.")
+
+
+def _clear_the_way(using: str, layout: str) -> None:
+    """Before ``migrate``: set Agentao's tables aside, or (a resumed adoption) refuse when
+    this app's tables already hold rows that the move would collide with."""
+    if layout == AGENTAO:
+        _set_aside(using)
+        return
+    blocking = [t for t in _app_tables() if t in _tables(using) and t != "schema_meta"]
+    if any(_count(using, t) for t in blocking):
+        raise AdoptionError(
+            "An earlier adoption stopped after this app's tables received rows; "
+            f"restore the backup or move the {PREFIX}* tables' rows by hand."
+        )
 
 
 def _backup(using: str) -> str | None:
@@ -314,6 +324,23 @@ _FILLED = {
 
 
 def _copy(cursor, using: str, table: str) -> int:
+    """Copy the set-aside rows of ``table`` into this app's table; how many."""
+    names, select = _copied_columns(using, table)
+    columns = ", ".join(f'"{n}"' for n in names)
+    verb = "INSERT OR IGNORE" if table == "schema_meta" else "INSERT"
+    cursor.execute(
+        f'{verb} INTO "{table}" ({columns}) SELECT {select} FROM "{PREFIX + table}" ORDER BY rowid'
+    )
+    return cursor.rowcount
+
+
+def _copied_columns(using: str, table: str) -> tuple[list[str], str]:
+    """The target columns of :func:`_copy` and the select list that fills them: the
+    columns both tables have (timestamps rewritten), then the filled-in ones.
+
+    Raises:
+        AdoptionError: a required column the set-aside table lacks and nothing fills.
+    """
     source = PREFIX + table
     have = {name for name, _, _ in _columns(using, source)}
     targets = _columns(using, table)
@@ -326,16 +353,8 @@ def _copy(cursor, using: str, table: str) -> int:
     if missing:
         raise AdoptionError(f"{source} lacks required column(s): {', '.join(missing)}")
     names = [n for n, _, _ in targets if n in have]
-    select = ", ".join(_timestamp(n) if n in TIMESTAMP_COLUMNS else f'"{n}"' for n in names)
-    if filled:
-        select = ", ".join([select, *filled.values()])
-        names += list(filled)
-    columns = ", ".join(f'"{n}"' for n in names)
-    verb = "INSERT OR IGNORE" if table == "schema_meta" else "INSERT"
-    cursor.execute(
-        f'{verb} INTO "{table}" ({columns}) SELECT {select} FROM "{source}" ORDER BY rowid'
-    )
-    return cursor.rowcount
+    selected = [_timestamp(n) if n in TIMESTAMP_COLUMNS else f'"{n}"' for n in names]
+    return names + list(filled), ", ".join(selected + list(filled.values()))
 
 
 def _move_rows(using: str, *, actor: str) -> None:

@@ -37,10 +37,9 @@ from memoryapp.recall.cache import INDEXES, change_window
 from memoryapp.rules import validation
 from memoryapp.services import memories, summaries
 from memoryapp.services.slices import Binding, StoreSlice
-from memoryapp.writes import store
+from memoryapp.writes import live, review_queue, store
 
 INSERT_ATTEMPTS = 5  # fresh ids drawn before an insert gives up
-MAX_OCCURRENCES = 2**31 - 1  # memory_review_queue.occurrences is a 32-bit integer
 
 
 def _dump(values: Iterable[Any] | None) -> str:
@@ -133,59 +132,52 @@ def upsert_memory(
         keep_id: False draws a fresh id for an insert whatever the record's
             (see :func:`new_row_id`).
     """
-    fields = {
-        "type": record.type,
-        "title": record.title,
-        "content": record.content,
-        "tags_json": _dump(record.tags),
-        "keywords_json": _dump(record.keywords),
-        "source": record.source,
-        "confidence": record.confidence,
-        "sensitivity": record.sensitivity,
-    }
-    if subject is not None:
-        fields["subject"] = subject
-    live = (
-        Memory.objects.using(using)
-        .filter(namespace=namespace, scope=record.scope, key_normalized=record.key_normalized)
-        .live()
-    )
-
-    def live_match():
-        return live.select_for_update().first()
-
+    row = live.Row(
+        record.scope, record.key_normalized, record.type, record.title, record.content,
+        _dump(record.tags), _dump(record.keywords), record.source, record.confidence,
+        json.dumps(
+            {"scope": record.scope, "source": record.source, "type": record.type}, sort_keys=True
+        ),
+        sensitivity=record.sensitivity, created_at=created_at,
+    )  # fmt: skip
     with change_window(using, [(namespace, record.scope)], subjects=[subject]) as window:
-        existing = live_match()
-        if existing is None:
-            row = Memory(
-                id=new_row_id(record.id, keep_id),
-                namespace=namespace,
-                scope=record.scope,
-                key_normalized=record.key_normalized,
-                created_at=created_at,
-                updated_at=stamp,
-                **fields,
-            )
-            existing = _insert(row, using=using, live_match=live_match)
-        created = existing is None
-        if not created:
-            for name, value in fields.items():
-                setattr(existing, name, value)
-            existing.updated_at = stamp
-            existing.save(using=using, update_fields=[*fields, "updated_at"])
-            row = existing
-        store.log_event(
-            using,
-            row.id,
-            "create" if created else "update",
-            namespace=namespace,
-            actor=actor,
-            scope=row.scope,
-            type=row.type,
-            source=row.source,
-        )
-    INDEXES.apply_own_write(window, namespace, row.scope, [row])
-    return row
+        written = _upsert_claiming_ids(
+            row, new_row_id(record.id, keep_id), using=using, namespace=namespace,
+            subject=subject, actor=actor, stamp=stamp,
+        )  # fmt: skip
+        memory = Memory(
+            id=written.id, namespace=namespace, subject=written.subject, scope=row.scope,
+            key_normalized=row.key_normalized, type=row.type, title=row.title,
+            content=row.content, tags_json=row.tags_json, keywords_json=row.keywords_json,
+            source=row.source, confidence=row.confidence, sensitivity=record.sensitivity,
+            created_at=store._aware(written.created_at), updated_at=stamp, deleted_at=None,
+        )  # fmt: skip
+        memory._state.adding, memory._state.db = False, using
+    INDEXES.apply_own_write(window, namespace, memory.scope, [memory])
+    return memory
+
+
+def _upsert_claiming_ids(row: live.Row, memory_id: str, *, using: str, **write) -> live.Written:
+    """The one write of :mod:`memoryapp.writes.live` for a row whose id the writer chose.
+
+    Agentao's ids are 8 hex digits chosen per file, so in a shared multi-tenant
+    table they collide: a taken id (in this namespace, or in another where the
+    primary key cannot tell: :func:`_id_free`) gives way to a fresh one.
+    """
+    with connections[using].cursor() as cursor:
+        for _ in range(INSERT_ATTEMPTS):
+            if not _id_free(Memory, memory_id, using=using):
+                memory_id = new_id()
+                continue
+            try:
+                (written,) = live.upsert_rows(
+                    cursor, using=using, rows=[row._replace(id=memory_id)], lock=True, **write
+                )
+            except live.IdTaken:  # ON CONFLICT DO NOTHING: the transaction is still usable
+                memory_id = new_id()
+                continue
+            return written
+    raise IntegrityError("could not find a free id for a new memory")
 
 
 @validation.checked_arguments
@@ -311,68 +303,32 @@ def upsert_review_item(
         keep_id: False draws a fresh id for an insert whatever the item's
             (see :func:`new_row_id`).
     """
-    pending = ReviewItem.objects.using(using).filter(
-        namespace=namespace, scope=item.scope, key_normalized=item.key_normalized, status="pending"
+    row = ReviewItem(
+        id=new_row_id(item.id, keep_id),
+        scope=item.scope,
+        type=item.type,
+        key_normalized=item.key_normalized,
+        title=item.title,
+        content=item.content,
+        tags_json=_dump(item.tags),
+        evidence=item.evidence,
+        source_session=item.source_session,
+        occurrences=item.occurrences,
+        confidence=item.confidence,
+        status=item.status,
+        created_at=created_at,
+        updated_at=stamp,
+        namespace=namespace,
+        subject=subject,
     )
-
-    def pending_match():
-        return pending.select_for_update().first()
-
     with transaction.atomic(using=using):
         locks.for_write(using, namespaces=[namespace], subjects=[subject])
-        existing = pending_match()
-        if existing is None:
-            row = ReviewItem(
-                id=new_row_id(item.id, keep_id),
-                scope=item.scope,
-                type=item.type,
-                key_normalized=item.key_normalized,
-                title=item.title,
-                content=item.content,
-                tags_json=_dump(item.tags),
-                evidence=item.evidence,
-                source_session=item.source_session,
-                occurrences=item.occurrences,
-                confidence=item.confidence,
-                status=item.status,
-                created_at=created_at,
-                updated_at=stamp,
-                namespace=namespace,
-                subject=subject,
-            )
-            # Only a pending item can lose a race for the pending (scope, key).
-            match = pending_match if item.status == "pending" else (lambda: None)
-            existing = _insert(row, using=using, live_match=match)
-            if existing is None:
-                return row
-        occurrences = min(
-            int(existing.occurrences) + max(int(item.occurrences or 0), 1), MAX_OCCURRENCES
+        return review_queue.fold(
+            row,
+            using=using,
+            insert=lambda new, match: _insert(new, using=using, live_match=match),
+            saturating=True,
         )
-        existing.type = item.type
-        existing.title = item.title
-        existing.content = item.content
-        existing.tags_json = _dump(item.tags)
-        existing.occurrences = occurrences
-        existing.evidence = item.evidence
-        existing.confidence = "inferred" if occurrences >= 2 else item.confidence
-        existing.source_session = item.source_session
-        existing.updated_at = stamp
-        changed = [
-            "type",
-            "title",
-            "content",
-            "tags_json",
-            "occurrences",
-            "evidence",
-            "confidence",
-            "source_session",
-            "updated_at",
-        ]
-        if subject is not None:
-            existing.subject = subject
-            changed.append("subject")
-        existing.save(using=using, update_fields=changed)
-    return existing
 
 
 @validation.checked_arguments

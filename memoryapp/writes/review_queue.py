@@ -5,7 +5,8 @@ Purging is erasure: :func:`memoryapp.compliance.erase_review_items`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from functools import partial
 
 from django.db import transaction
 
@@ -16,6 +17,7 @@ from memoryapp.rules.crystallizer import Proposal
 
 # Occurrences from which a folded candidate counts as inferred (docs/behaviour.md §6).
 INFERRED_FROM = 2
+MAX_OCCURRENCES = 2**31 - 1  # memory_review_queue.occurrences is a 32-bit integer
 
 
 def queue_proposals(
@@ -43,40 +45,91 @@ def queue_proposals(
 
 
 def _fold_one(p: Proposal, using, namespace, subject, session_id) -> ReviewItem:
-    pending = (
-        ReviewItem.objects.using(using)
-        .pending()
-        .filter(namespace=namespace, scope=p.scope, key_normalized=p.key_normalized)
+    item = ReviewItem(
+        namespace=namespace,
+        subject=subject,
+        scope=p.scope,
+        type=p.type,
+        key_normalized=p.key_normalized,
+        title=p.title,
+        content=p.content,
+        tags_json=dump_list(p.tags),
+        evidence=p.evidence,
+        source_session=session_id,
+        occurrences=p.occurrences,
+        confidence=_confidence(p.occurrences),
     )
-    existing = pending.select_for_update().first()
+    return fold(item, using=using, insert=partial(_insert_unless_pending, using=using))
+
+
+def _insert_unless_pending(
+    item: ReviewItem, pending_match: Callable[[], ReviewItem | None], *, using: str
+) -> ReviewItem | None:
+    """Insert ``item``; the pending item of its key that a concurrent writer queued first,
+    or None.
+
+    ON CONFLICT DO NOTHING: losing that race is no error (the server would log the key
+    in a unique violation's DETAIL).
+    """
+    ReviewItem.objects.using(using).bulk_create([item], ignore_conflicts=True)
+    winner = pending_match()
+    return None if winner is None or winner.pk == item.pk else winner
+
+
+def fold(
+    item: ReviewItem,
+    *,
+    using: str,
+    insert: Callable[[ReviewItem, Callable[[], ReviewItem | None]], ReviewItem | None],
+    saturating: bool = False,
+) -> ReviewItem:
+    """Insert ``item`` (unsaved), or fold it into the pending item of its (namespace, scope,
+    key); the row written. Must run inside a transaction.
+
+    A fold keeps the pending item's id, scope, key, ``created_at`` and status; adds the
+    occurrences; takes the new type, title, content, tags, evidence and session;
+    raises the confidence to ``inferred`` from :data:`INFERRED_FROM` occurrences (else
+    the new item's); and takes the new subject unless ``item`` has none.
+
+    Args:
+        insert: inserts ``item`` and returns the pending item that won a race for its
+            key (it is given a function that finds it), or None when ``item`` went in.
+        saturating: Agentao's store semantics: a fold counts at least one occurrence,
+            and the sum stops at the column's 32-bit bound instead of failing.
+    """
+    pending = ReviewItem.objects.using(using).filter(
+        namespace=item.namespace,
+        scope=item.scope,
+        key_normalized=item.key_normalized,
+        status=ReviewStatus.PENDING,
+    )
+
+    def pending_match() -> ReviewItem | None:
+        return pending.select_for_update().first()
+
+    existing = pending_match()
     if existing is None:
-        item = ReviewItem(
-            namespace=namespace,
-            subject=subject,
-            scope=p.scope,
-            type=p.type,
-            key_normalized=p.key_normalized,
-            title=p.title,
-            content=p.content,
-            tags_json=dump_list(p.tags),
-            evidence=p.evidence,
-            source_session=session_id,
-            occurrences=p.occurrences,
-            confidence=_confidence(p.occurrences),
-        )
-        # ON CONFLICT DO NOTHING: a concurrent writer that queued the same key first
-        # is no error (the server would log the key in a unique violation's DETAIL).
-        ReviewItem.objects.using(using).bulk_create([item], ignore_conflicts=True)
-        existing = pending.select_for_update().get()
-        if existing.pk == item.pk:
-            return existing
-    existing.occurrences += p.occurrences
-    existing.title, existing.content, existing.evidence = p.title, p.content, p.evidence
-    existing.source_session = session_id
-    existing.confidence = _confidence(existing.occurrences)
-    existing.subject = subject if subject is not None else existing.subject
-    existing.updated_at = now()
-    existing.save(using=using)
+        # Only a pending item can lose a race for the pending (scope, key).
+        match = pending_match if item.status == ReviewStatus.PENDING else (lambda: None)
+        existing = insert(item, match)
+        if existing is None:
+            return item
+    added = int(item.occurrences or 0)
+    total = int(existing.occurrences) + added
+    if saturating:
+        total = min(int(existing.occurrences) + max(added, 1), MAX_OCCURRENCES)
+    changed = ["type", "title", "content", "tags_json", "evidence", "source_session"]
+    for name in changed:
+        setattr(existing, name, getattr(item, name))
+    existing.occurrences = total
+    existing.confidence = Confidence.INFERRED if total >= INFERRED_FROM else item.confidence
+    existing.updated_at = item.updated_at
+    changed += ["occurrences", "confidence", "updated_at"]
+    if item.subject is not None:
+        # A proposal without a user key keeps the provenance of the subject it had.
+        existing.subject = item.subject
+        changed.append("subject")
+    existing.save(using=using, update_fields=changed)
     return existing
 
 

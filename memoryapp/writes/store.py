@@ -11,15 +11,16 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from django.db import IntegrityError, connections, transaction
+from django.db import connections, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from memoryapp.db import vendor
 from memoryapp.fields import now
-from memoryapp.models import Memory, MemoryEvent, Source, dump_list, new_id
+from memoryapp.models import Memory, MemoryEvent, Source, dump_list
 from memoryapp.rules import guard as guards
 from memoryapp.rules.errors import about
+from memoryapp.writes import live
 
 
 @dataclass(frozen=True)
@@ -143,80 +144,36 @@ def write(
     a nested call would otherwise cost.
     """
     p = prepared
-    connection = connections[using]
     stamp = now()
-    # The hot path of every save: plain SQL, not the ORM, whose per-query
-    # overhead was most of an upsert's cost (a few statements per call).
-    values = [p.type, p.title, p.content, dump_list(p.tags), dump_list(p.keywords), p.source,
-              p.confidence]  # fmt: skip
-    sql_stamp = _STAMP_FIELD.get_db_prep_value(stamp, connection)
-    lock = vendor.for_connection(connection).row_lock
-    find = _FIND_LIVE + lock
-    key = [namespace, p.scope, p.key_normalized]
-    with transaction.atomic(using=using, savepoint=savepoint), connection.cursor() as cursor:
-        cursor.execute(find, key)
-        found = cursor.fetchone()
-        created = False
-        if found is None:
-            memory_id = new_id()
-            # ON CONFLICT DO NOTHING: losing the race to a concurrent insert of the
-            # same key is no error, so the server never logs a unique violation
-            # (PostgreSQL's DETAIL line would carry the key into its log) and needs
-            # no savepoint. SQLite's IMMEDIATE transactions exclude the race anyway.
-            cursor.execute(
-                _INSERT, [memory_id, namespace, subject, p.scope, p.key_normalized,
-                          *values, sql_stamp, sql_stamp],
-            )  # fmt: skip
-            if cursor.rowcount == 1:
-                created, created_at, row_subject = True, stamp, subject
-            else:
-                cursor.execute(find, key)
-                found = cursor.fetchone()
-                if found is None:  # the random id was taken: vanishingly rare
-                    raise IntegrityError("new memory id already in use; retry the write")
-        if found is not None:
-            memory_id, created_at, old_subject = found
-            created_at = _aware(created_at)
-            # A session without a user key does not erase the provenance of the
-            # user who wrote the row first (erasure by subject needs it).
-            row_subject = subject if subject is not None else old_subject
-            cursor.execute(_UPDATE, [*values, row_subject, sql_stamp, namespace, memory_id])
-        detail = json.dumps({"scope": p.scope, "source": p.source, "type": p.type}, sort_keys=True)
-        cursor.execute(
-            _INSERT_EVENT,
-            [memory_id, "create" if created else "update", sql_stamp, detail, namespace, actor],
-        )
-        row = Memory(
-            id=memory_id, namespace=namespace, subject=row_subject, scope=p.scope,
+    row = live.Row(
+        p.scope, p.key_normalized, p.type, p.title, p.content, dump_list(p.tags),
+        dump_list(p.keywords), p.source, p.confidence,
+        json.dumps({"scope": p.scope, "source": p.source, "type": p.type}, sort_keys=True),
+    )  # fmt: skip
+    with (
+        transaction.atomic(using=using, savepoint=savepoint),
+        connections[using].cursor() as cursor,
+    ):
+        (written,) = live.upsert_rows(
+            cursor, using=using, namespace=namespace, rows=[row], subject=subject, actor=actor,
+            stamp=stamp, lock=True,
+        )  # fmt: skip
+        memory = Memory(
+            id=written.id, namespace=namespace, subject=written.subject, scope=p.scope,
             key_normalized=p.key_normalized, type=p.type, title=p.title, content=p.content,
-            tags_json=values[3], keywords_json=values[4], source=p.source,
-            confidence=p.confidence, sensitivity="normal", created_at=created_at,
+            tags_json=row.tags_json, keywords_json=row.keywords_json, source=p.source,
+            confidence=p.confidence, sensitivity="normal", created_at=_aware(written.created_at),
             updated_at=stamp, deleted_at=None,
         )  # fmt: skip
-        row._state.adding, row._state.db = False, using
+        memory._state.adding, memory._state.db = False, using
         capped = (
             enforce_auto_cap(using, namespace, p.scope, actor=actor)
             if p.source == Source.AUTO
             else []
         )
-    return UpsertResult(row, created, tuple(capped))
+    return UpsertResult(memory, written.created, tuple(capped))
 
 
-_FIND_LIVE = (
-    "SELECT id, created_at, subject FROM memories "
-    "WHERE namespace = %s AND scope = %s AND key_normalized = %s AND deleted_at IS NULL"
-)
-_INSERT = (
-    "INSERT INTO memories (id, namespace, subject, scope, key_normalized, type, title, content, "
-    "tags_json, keywords_json, source, confidence, sensitivity, created_at, updated_at) "
-    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 'normal', %s, %s) "
-    "ON CONFLICT DO NOTHING"
-)
-_UPDATE = (
-    "UPDATE memories SET type = %s, title = %s, content = %s, tags_json = %s, "
-    "keywords_json = %s, source = %s, confidence = %s, subject = %s, updated_at = %s "
-    "WHERE namespace = %s AND id = %s"  # the namespace: one partition, not 64 (PostgreSQL)
-)
 _INSERT_EVENT = (
     "INSERT INTO memory_events (memory_id, event_type, timestamp, detail, namespace, actor) "
     "VALUES (%s, %s, %s, %s, %s, %s)"

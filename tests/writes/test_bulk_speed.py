@@ -23,7 +23,7 @@ from memoryapp import MemoryManager
 from memoryapp.models import Memory, MemoryEvent, dump_list
 from memoryapp.rules import guard as guards
 from memoryapp.rules import validation
-from memoryapp.writes import bulk, store
+from memoryapp.writes import bulk, live, store
 from tests.rules.test_guard_prefilter import unfiltered_find_secret_family
 from tests.rules.test_guards import SECRET_SAMPLES
 
@@ -61,7 +61,7 @@ def _orm_write_chunk(rows, using, namespace, subject, actor) -> tuple[int, int]:
         if row is None:
             inserts.append(
                 Memory(
-                    id=bulk.new_id(),
+                    id=live.new_id(),
                     namespace=namespace,
                     scope=p.scope,
                     key_normalized=p.key_normalized,
@@ -184,7 +184,7 @@ def _import_both(monkeypatch, records, *, user_key=True, **kwargs):
         counter = iter(range(_ID_BASE[label], _ID_BASE[label] + 10**6))
         _ID_BASE[label] += 10**6
         monkeypatch.setattr(
-            bulk, "new_id", lambda c=counter, p="ab"[label == "new"]: f"{p}{next(c):015x}"
+            live, "new_id", lambda c=counter, p="ab"[label == "new"]: f"{p}{next(c):015x}"
         )
         monkeypatch.setattr(bulk, "_write_chunk", writer)
         mm = MemoryManager(project=f"{label}-p", user=f"{label}-u" if user_key else None)
@@ -349,19 +349,44 @@ def test_a_failed_write_rolls_back_every_chunk(monkeypatch):
     monkeypatch.setattr(bulk, "CHUNK", 3)
     mm = MemoryManager(project="p")
     mm.upsert("k7", "existing")
+    taken = mm.upsert("other", "its id is taken").pk
     before = (Memory.objects.count(), MemoryEvent.objects.count(), _counter())
-    real = bulk._live_ids
+    real = live.new_id
+    ids = iter(range(100))
 
-    def blind_to_k7(cursor, postgresql, namespace, rows):
-        found = real(cursor, postgresql, namespace, rows)
-        return {key: mid for key, mid in found.items() if key[1] != "k7"}
+    def taken_on_the_third_chunk():
+        return taken if next(ids) == 6 else real()
 
-    monkeypatch.setattr(bulk, "_live_ids", blind_to_k7)
+    monkeypatch.setattr(live, "new_id", taken_on_the_third_chunk)
     records = [{"key": f"k{i}", "value": f"v{i}"} for i in range(12)]
-    with pytest.raises(IntegrityError):  # k7 inserted a second time: the unique index
+    with pytest.raises(IntegrityError):  # an id already in use: the primary key
         mm.import_memories(_lines(records))
     assert (Memory.objects.count(), MemoryEvent.objects.count(), _counter()) == before
     assert Memory.objects.get(key_normalized="k7").content == "existing"
+
+
+def test_an_import_that_loses_a_key_to_another_writer_updates_its_row(monkeypatch):
+    """The lookup missed a live row (a concurrent insert): the insert gives way, the row
+    is updated in place, and the events say so."""
+    monkeypatch.setattr(bulk, "CHUNK", 3)
+    mm = MemoryManager(project="p")
+    kept = mm.upsert("k4", "existing")
+    real = live._live
+    calls = iter(range(100))
+
+    def blind_once(call, rows, which, lock):
+        found = real(call, rows, which, lock)
+        if next(calls) == 1:  # the second chunk's first lookup
+            return {key: v for key, v in found.items() if key[1] != "k4"}
+        return found
+
+    monkeypatch.setattr(live, "_live", blind_once)
+    report = mm.import_memories(_lines([{"key": f"k{i}", "value": f"v{i}"} for i in range(6)]))
+    assert (report.created, report.updated) == (5, 1)
+    row = Memory.objects.get(key_normalized="k4")
+    assert (row.pk, row.content, row.created_at) == (kept.pk, "v4", kept.created_at)
+    events = MemoryEvent.objects.filter(memory_id=row.pk).order_by("id")
+    assert [e.event_type for e in events] == ["create", "update"]
 
 
 def test_nul_characters_are_an_invalid_record_on_both_vendors(monkeypatch):

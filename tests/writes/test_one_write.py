@@ -1,0 +1,164 @@
+"""Every path that writes a live memory shares one write: the same rule for a key that
+has a live row, the same events, the same subject rule; and the code holds one
+insert-or-update of memories per vendor, in memoryapp/db/upsert.py."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from django.db import connection
+
+from memoryapp.conf import get_guard
+from memoryapp.fields import now
+from memoryapp.interop import writes as interop_writes
+from memoryapp.models import Memory, MemoryEvent, ReviewItem
+from memoryapp.services import memories
+from memoryapp.writes import bulk, live, review_queue, store
+
+ROOT = Path(__file__).resolve().parents[2] / "memoryapp"
+
+
+def _sources() -> dict[str, str]:
+    return {
+        str(path.relative_to(ROOT)): path.read_text()
+        for path in ROOT.rglob("*.py")
+        if "migrations" not in path.parts
+    }
+
+
+def test_one_insert_or_update_of_memories_per_vendor_in_the_code():
+    inserts = re.compile(r"(INSERT\s+INTO|COPY)\s+memories\b", re.IGNORECASE)
+    # An update of a memory's values (a soft delete or restore sets deleted_at only).
+    content_updates = re.compile(
+        r"UPDATE\s+memories\b(?:\s+AS\s+\w+)?\s+SET\b(?!\s*deleted_at)", re.IGNORECASE
+    )
+    found = {
+        name: (len(inserts.findall(text)), len(content_updates.findall(text)))
+        for name, text in _sources().items()
+        if inserts.search(text) or content_updates.search(text)
+    }
+    assert found == {"db/upsert.py": (2, 2)}  # SQLite's and PostgreSQL's, of each
+    from memoryapp.db import upsert
+
+    assert "sqlite" not in upsert._PG_INSERT.lower()
+    assert upsert._SQLITE_INSERT.count("INSERT") == upsert._PG_INSERT.count("INSERT") == 1
+
+
+def _record(key, content, **fields):
+    values = dict(
+        id="", scope="project", type="note", key_normalized=key, title=key, content=content,
+        tags=[], keywords=[], source="explicit", confidence="explicit_user",
+        sensitivity="normal",
+    )  # fmt: skip
+    return SimpleNamespace(**{**values, **fields})
+
+
+def _by_store(key, content, subject):
+    prepared = store.prepare(get_guard(), key, content, scope="project")
+    memories.write(prepared=prepared, using="default", namespace="acme/web", subject=subject)
+
+
+def _by_import(key, content, subject):
+    report = bulk.import_records(
+        [(1, {"key": key, "value": content, "scope": "project"})],
+        guard=get_guard(),
+        resolve=lambda p: (p, bulk.ImportTarget("default", "acme/web")),
+        subject=subject,
+    )
+    assert report.written
+
+
+def _by_agentao_store(key, content, subject):
+    interop_writes.upsert_memory(
+        record=_record(key, content),
+        created_at=now(),
+        stamp=now(),
+        using="default",
+        namespace="acme/web",
+        subject=subject,
+    )
+
+
+WRITERS = [_by_store, _by_import, _by_agentao_store]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("first", WRITERS, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("then", WRITERS, ids=lambda f: f.__name__)
+def test_every_writer_updates_in_place_and_keeps_the_row_s_subject(first, then):
+    first("tz", "Paris", "acme/alice")
+    row = Memory.objects.get(namespace="acme/web", key_normalized="tz")
+    then("tz", "Berlin", None)  # no user key: the author's provenance stays
+    again = Memory.objects.get(namespace="acme/web", key_normalized="tz")
+    assert (again.pk, again.created_at, again.subject) == (row.pk, row.created_at, "acme/alice")
+    assert again.content == "Berlin" and again.updated_at >= row.updated_at
+    then("tz", "Rome", "acme/bob")  # a writer with a subject takes the row
+    last = Memory.objects.get(namespace="acme/web", key_normalized="tz")
+    assert (last.pk, last.subject, last.content) == (row.pk, "acme/bob", "Rome")
+    kinds = MemoryEvent.objects.filter(memory_id=row.pk).order_by("id")
+    assert [e.event_type for e in kinds] == ["create", "update", "update"]
+    assert all(e.namespace == "acme/web" for e in kinds)
+    # Another tenant's row of the same key is never touched.
+    assert not Memory.objects.exclude(namespace="acme/web").exists()
+
+
+@pytest.mark.django_db
+def test_a_taken_id_raises_id_taken_and_the_agentao_store_draws_a_fresh_one():
+    _by_store("a", "first", None)
+    taken = Memory.objects.get(key_normalized="a").pk
+    row = live.Row("project", "b", "note", "b", "x", "[]", "[]", "explicit", "explicit_user",
+                   None, id=taken)  # fmt: skip
+    with pytest.raises(live.IdTaken), connection.cursor() as cursor:
+        live.upsert_rows(
+            cursor, using="default", namespace="acme/web", rows=[row], subject=None,
+            actor="", stamp=now(),
+        )  # fmt: skip
+    written = interop_writes.upsert_memory(
+        record=_record("b", "x", id=taken),
+        created_at=now(),
+        stamp=now(),
+        using="default",
+        namespace="acme/web",
+    )
+    assert written.pk != taken
+    assert Memory.objects.get(pk=written.pk).key_normalized == "b"
+
+
+def _item(subject, occurrences=1, **fields):
+    values = dict(
+        namespace="acme/web", subject=subject, scope="project", type="constraint",
+        key_normalized="constraint_never_deploy", title="Constraint: never deploy",
+        content="never deploy", occurrences=occurrences, confidence="auto_summary",
+    )  # fmt: skip
+    return ReviewItem(**{**values, **fields})
+
+
+def _insert(item, match):
+    item.save(using="default", force_insert=True)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("saturating", [False, True])
+def test_one_fold_for_the_queue_and_agentao_s_store(saturating):
+    first = review_queue.fold(_item("acme/alice"), using="default", insert=_insert)
+    folded = review_queue.fold(
+        _item(None, occurrences=0, content="never deploy on Fridays"),
+        using="default",
+        insert=_insert,
+        saturating=saturating,
+    )
+    assert folded.pk == first.pk and folded.subject == "acme/alice"
+    assert folded.content == "never deploy on Fridays"
+    # Agentao's store counts at least one occurrence per fold; the queue adds what it saw.
+    assert folded.occurrences == (2 if saturating else 1)
+    assert folded.confidence == ("inferred" if saturating else "auto_summary")
+    ReviewItem.objects.filter(pk=first.pk).update(occurrences=review_queue.MAX_OCCURRENCES - 1)
+    big = _item("acme/bob", occurrences=5)
+    if saturating:
+        top = review_queue.fold(big, using="default", insert=_insert, saturating=True)
+        assert top.occurrences == review_queue.MAX_OCCURRENCES and top.subject == "acme/bob"
+    other = review_queue.fold(_item("x", namespace="globex/app"), using="default", insert=_insert)
+    assert other.pk != first.pk and other.occurrences == 1
