@@ -39,7 +39,7 @@ from memoryapp.api.serializers import (
 )
 from memoryapp.compliance import engine as erasure_engine
 from memoryapp.compliance import erase, worker
-from memoryapp.compliance.engine import worker_name
+from memoryapp.compliance.leases import worker_name
 from memoryapp.compliance.lookup import lookup
 from memoryapp.compliance.selection import ROW_MODELS
 from memoryapp.fields import now

@@ -6,7 +6,8 @@ import datetime as dt
 from collections.abc import Iterable, Sequence
 
 from memoryapp import conf
-from memoryapp.compliance import engine
+from memoryapp.compliance import deletion, engine
+from memoryapp.compliance.leases import ReceiptInProgress
 from memoryapp.compliance.selection import (
     MEMORIES,
     REVIEW,
@@ -250,7 +251,7 @@ def _preview(targets: Sequence[Target], aliases: Sequence[str]) -> dict:
     authored = 0
     for alias in aliases:
         for target in targets:
-            work = engine.apply(alias, target, delete=False)
+            work = deletion.apply(alias, target, delete=False)
             for table, n in work.counts.items():
                 counts[table] = counts.get(table, 0) + n
             authored += len(work.authored)
@@ -364,7 +365,7 @@ def retry_purge(
     *,
     using: str | None = None,
     method: str | None = None,
-    busy: list[engine.ReceiptInProgress] | None = None,
+    busy: list[ReceiptInProgress] | None = None,
 ) -> list[ErasureReceipt]:
     """Complete a receipt now, or every unfinished one — those needing attention too.
 
@@ -372,7 +373,7 @@ def retry_purge(
     ``"online"``, ``"rewrite"``) overrides ``MEMORYAPP_ERASURE_PURGE_METHOD`` for
     this retry. Returns the receipts retried (complete ones are skipped), each
     saying how it ended. A receipt another live process holds (the worker, a
-    request) is left to it: asked for alone, :class:`~.engine.ReceiptInProgress`
+    request) is left to it: asked for alone, :class:`~.leases.ReceiptInProgress`
     is raised; among all, it is skipped and added to ``busy``.
     """
     if method is None:
