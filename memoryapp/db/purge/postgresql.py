@@ -142,7 +142,6 @@ class PostgresPurge(VendorPurge):
         if connection.in_atomic_block:
             return not_purged("called inside a transaction (VACUUM cannot run there)")
         started = time.monotonic()
-        qn = connection.ops.quote_name
         notes: list[str] = []
         caveats: list[str] = []
         details: dict = {"tables": list(tables)}
@@ -154,90 +153,112 @@ class PostgresPurge(VendorPurge):
                     "which can still see the erased row versions (VACUUM FULL would keep "
                     "them, pg_repack waits for it); retry when it has finished"
                 )
-            cursor.execute("SELECT current_setting('lock_timeout')")
-            old_timeout = cursor.fetchone()[0]
-            cursor.execute("SELECT setting::int FROM pg_settings WHERE name = 'deadlock_timeout'")
-            deadlock_ms = int(cursor.fetchone()[0])
-            # An autovacuum worker holding the table is cancelled by the server
-            # once it has blocked us for deadlock_timeout: wait at least that.
-            lock_ms = max(int(timeout * 1000), deadlock_ms + 500)
-            cursor.execute("SELECT set_config('lock_timeout', %s, false)", [f"{lock_ms}ms"])
+            old_timeout, lock_ms = self._set_lock_timeout(cursor, timeout)
             try:
                 failed = self._rewrite(
                     connection, cursor, tables, lock_ms / 1000, notes, caveats, details, method
                 )
+                if failed is None:
+                    failed = self._after_rewrite(
+                        connection, cursor, tables, timeout, notes, caveats
+                    )
                 if failed is not None:
                     return failed
-                if tables:
-                    cursor.execute(f"ANALYZE {', '.join(qn(t) for t in tables)}")
-                superuser = self._is_superuser(cursor)
-                if superuser:
-                    # ANALYZE of an empty table keeps the old statistics (sampled
-                    # values of the rows just erased): drop them by hand.
-                    for table in tables:
-                        cursor.execute(f"SELECT EXISTS (SELECT 1 FROM {qn(table)})")
-                        if not cursor.fetchone()[0]:
-                            cursor.execute(
-                                "DELETE FROM pg_statistic WHERE starelid = %s::regclass", [table]
-                            )
-                    # A partitioned table's own statistics sample every leaf, the
-                    # erased rows too; ANALYZE of the parent would re-read all its
-                    # leaves, so they are dropped (queries prune to leaves, whose
-                    # statistics were just refreshed).
-                    parents = self._parents(cursor, tables)
-                    for parent in parents:
-                        cursor.execute(
-                            "DELETE FROM pg_statistic WHERE starelid = %s::regclass", [parent]
-                        )
-                    if parents:
-                        notes.append(
-                            "statistics of the partitioned tables as a whole dropped "
-                            "(each rewritten partition analysed)"
-                        )
-                if superuser:
-                    # The statistics ANALYZE just replaced are dead row versions of
-                    # pg_statistic: wait, as above, for what could still see them.
-                    cursor.execute("SELECT pg_current_xact_id()::text")
-                    analyzed = cursor.fetchone()[0]
-                    blockers = self._wait_clear(
-                        cursor, analyzed, time.monotonic() + timeout, catalog=True
-                    )
-                    if blockers:
-                        return not_purged(
-                            f"{', '.join(blockers)}: a transaction open since before the "
-                            "statistics were refreshed, so the old statistics (sampled "
-                            "values) cannot be purged yet; retry when it has finished",
-                            vacuumed=True,
-                            notes=notes,
-                        )
-                    try:
-                        cursor.execute("VACUUM FULL pg_statistic")
-                    except DatabaseError as exc:
-                        return not_purged(
-                            f"VACUUM FULL pg_statistic failed: {first_line(exc)}",
-                            vacuumed=True,
-                            notes=notes,
-                        )
-                    notes.append("pg_statistic rewritten")
-                else:
-                    caveats.append(
-                        "PostgreSQL: not a superuser, so pg_statistic was not rewritten: "
-                        "planner statistics may still hold sampled values of erased rows "
-                        "(until the next ANALYZE of a non-empty table and a vacuum of "
-                        "pg_statistic)"
-                    )
-                try:
-                    cursor.execute("CHECKPOINT")
-                    notes.append("checkpoint done")
-                except DatabaseError as exc:
-                    caveats.append(
-                        f"PostgreSQL: CHECKPOINT not run ({first_line(exc)}): the rewritten "
-                        "files reach the disk at the next scheduled checkpoint"
-                    )
             finally:
                 cursor.execute("SELECT set_config('lock_timeout', %s, false)", [old_timeout])
         details["seconds"] = round(time.monotonic() - started, 3)
         return PurgeOutcome("purged", vacuumed=True, notes=notes, caveats=caveats, details=details)
+
+    @staticmethod
+    def _set_lock_timeout(cursor, timeout: float) -> tuple[str, int]:
+        """Set this session's ``lock_timeout`` for the rewrite: ``(the old value, the new ms)``."""
+        cursor.execute("SELECT current_setting('lock_timeout')")
+        old_timeout = cursor.fetchone()[0]
+        cursor.execute("SELECT setting::int FROM pg_settings WHERE name = 'deadlock_timeout'")
+        deadlock_ms = int(cursor.fetchone()[0])
+        # An autovacuum worker holding the table is cancelled by the server
+        # once it has blocked us for deadlock_timeout: wait at least that.
+        lock_ms = max(int(timeout * 1000), deadlock_ms + 500)
+        cursor.execute("SELECT set_config('lock_timeout', %s, false)", [f"{lock_ms}ms"])
+        return old_timeout, lock_ms
+
+    def _after_rewrite(
+        self, connection, cursor, tables, timeout: float, notes: list, caveats: list
+    ) -> PurgeOutcome | None:
+        """Statistics refreshed and their old versions purged, then a checkpoint; the
+        outcome of a step that failed (None: all done)."""
+        qn = connection.ops.quote_name
+        if tables:
+            cursor.execute(f"ANALYZE {', '.join(qn(t) for t in tables)}")
+        if self._is_superuser(cursor):
+            self._drop_stale_statistics(connection, cursor, tables, notes)
+            failed = self._purge_statistics(cursor, timeout, notes)
+            if failed is not None:
+                return failed
+        else:
+            caveats.append(
+                "PostgreSQL: not a superuser, so pg_statistic was not rewritten: "
+                "planner statistics may still hold sampled values of erased rows "
+                "(until the next ANALYZE of a non-empty table and a vacuum of "
+                "pg_statistic)"
+            )
+        try:
+            cursor.execute("CHECKPOINT")
+            notes.append("checkpoint done")
+        except DatabaseError as exc:
+            caveats.append(
+                f"PostgreSQL: CHECKPOINT not run ({first_line(exc)}): the rewritten "
+                "files reach the disk at the next scheduled checkpoint"
+            )
+        return None
+
+    def _drop_stale_statistics(self, connection, cursor, tables, notes: list) -> None:
+        """Statistics ANALYZE does not replace, dropped by hand (superuser only)."""
+        qn = connection.ops.quote_name
+        # ANALYZE of an empty table keeps the old statistics (sampled
+        # values of the rows just erased): drop them by hand.
+        for table in tables:
+            cursor.execute(f"SELECT EXISTS (SELECT 1 FROM {qn(table)})")
+            if not cursor.fetchone()[0]:
+                cursor.execute("DELETE FROM pg_statistic WHERE starelid = %s::regclass", [table])
+        # A partitioned table's own statistics sample every leaf, the
+        # erased rows too; ANALYZE of the parent would re-read all its
+        # leaves, so they are dropped (queries prune to leaves, whose
+        # statistics were just refreshed).
+        parents = self._parents(cursor, tables)
+        for parent in parents:
+            cursor.execute("DELETE FROM pg_statistic WHERE starelid = %s::regclass", [parent])
+        if parents:
+            notes.append(
+                "statistics of the partitioned tables as a whole dropped "
+                "(each rewritten partition analysed)"
+            )
+
+    def _purge_statistics(self, cursor, timeout: float, notes: list) -> PurgeOutcome | None:
+        """``VACUUM FULL pg_statistic`` once nothing can see the replaced statistics."""
+        # The statistics ANALYZE just replaced are dead row versions of
+        # pg_statistic: wait, as above, for what could still see them.
+        cursor.execute("SELECT pg_current_xact_id()::text")
+        analyzed = cursor.fetchone()[0]
+        blockers = self._wait_clear(cursor, analyzed, time.monotonic() + timeout, catalog=True)
+        if blockers:
+            return not_purged(
+                f"{', '.join(blockers)}: a transaction open since before the "
+                "statistics were refreshed, so the old statistics (sampled "
+                "values) cannot be purged yet; retry when it has finished",
+                vacuumed=True,
+                notes=notes,
+            )
+        try:
+            cursor.execute("VACUUM FULL pg_statistic")
+        except DatabaseError as exc:
+            return not_purged(
+                f"VACUUM FULL pg_statistic failed: {first_line(exc)}",
+                vacuumed=True,
+                notes=notes,
+            )
+        notes.append("pg_statistic rewritten")
+        return None
 
     # ------------------------------------------------------------ the rewrite
     def _rewrite(self, connection, cursor, tables, timeout, notes, caveats, details, method=""):
