@@ -1,12 +1,12 @@
 """After an erasure: the vendor purge that makes deleted bytes unrecoverable, and the byte scan.
 
 Every vendor difference of erasure lives here, keyed by ``connection.vendor``
-(:func:`for_connection`): the per-connection preparation, what to record inside
+(:func:`.vendors.for_connection`): the per-connection preparation, what to record inside
 the DELETE transaction, the purge itself, the structural checks, which files a
 byte scan may read, "truncate everything" and backups.
 ``MEMORYAPP_ERASURE_PURGE_METHOD`` (:func:`memoryapp.conf.erasure_purge_method`)
-chooses between rewriting everything and the methods that do not (issue 14.2;
-the measurements are in bench/ERASURE.md).
+chooses between rewriting everything and the methods that do not (the
+measurements are in bench/ERASURE.md).
 
 - SQLite: ``secure_delete`` on the connection, so the DELETE itself overwrites
   the erased cells and every page it frees with zeros. After the commit and
@@ -24,4 +24,9 @@ the measurements are in bench/ERASURE.md).
   sessions keep reading and writing) or ``VACUUM FULL`` (an ``ACCESS
   EXCLUSIVE`` lock for the whole rewrite) — then ``ANALYZE`` them,
   ``VACUUM FULL pg_statistic`` (superuser only) and ``CHECKPOINT``.
+
+The modules: :mod:`.common` (the outcome, the structural checks, the files to
+scan, the interface every vendor implements), :mod:`.sqlite`, :mod:`.postgresql`
+with :mod:`.repack` (running ``pg_repack``), :mod:`.vendors` (the implementation
+for a connection) and :mod:`.scan` (the byte scan).
 """
