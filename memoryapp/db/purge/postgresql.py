@@ -446,7 +446,7 @@ class PostgresPurge(VendorPurge):
             "  WHERE c.oid = t.oid AND c.reltoastrelid <> 0"
             " UNION SELECT i.indexrelid FROM pg_index i, pg_class c, t"
             "  WHERE c.oid = t.oid AND i.indrelid = c.reltoastrelid)"
-            " SELECT pg_relation_filepath(oid), pg_relationfile_size(oid) FROM rels"
+            " SELECT pg_relation_filepath(oid), pg_relation_size(oid) FROM rels"
             " WHERE oid IS NOT NULL",
             [table],
         )
