@@ -111,16 +111,17 @@ class Phases:
 
     def __init__(self) -> None:
         from memoryapp.compliance import purging
-        from memoryapp.db import purge as vendor_purge
+        from memoryapp.db.purge import scan as byte_scan
+        from memoryapp.db.purge.vendors import VENDORS
 
         self.marks: dict[str, float] = {}
         self.seconds: dict[str, float] = {}
-        for vendor in vendor_purge.VENDORS.values():
+        for vendor in VENDORS.values():
             self._wrap_purge(type(vendor))
         # Looked up as module globals at each call, so wrapping them times them.
         purging._verify = self._timed("verify", purging._verify)
         purging._in_kept_rows = self._timed("kept_rows", purging._in_kept_rows)
-        vendor_purge.scan = self._timed("scan", vendor_purge.scan)
+        byte_scan.scan = self._timed("scan", byte_scan.scan)
 
     def _timed(self, name: str, function):
         def timed(*args, **kwargs):
@@ -254,7 +255,7 @@ def convert_sqlite(phases: Phases) -> dict:
     from django.db import connection
 
     settings.MEMORYAPP_ERASURE_PURGE_METHOD = "auto"
-    from memoryapp.db.purge import for_connection
+    from memoryapp.db.purge.vendors import for_connection
 
     started = time.perf_counter()
     outcome = for_connection(connection).purge(connection, ["memories"], token={}, timeout=60)

@@ -127,7 +127,7 @@ def each_step(namespace: str) -> list[dict]:
     from memoryapp.compliance import erase
     from memoryapp.compliance.selection import ADMIN_LOG, CONTENT_TABLES, purged_with
     from memoryapp.db import ladder
-    from memoryapp.db.purge import for_connection
+    from memoryapp.db.purge.vendors import for_connection
 
     receipt = erase(namespace=namespace, purge=False)
     vendor = for_connection(connection)

@@ -123,7 +123,7 @@ def add_long_and_updated(t: int, long_rows: int = 20, updated: int = 300) -> lis
 # ----------------------------------------------------------------- SQLite files
 def pages_holding(path: str, pieces: list[bytes], page_size: int) -> dict[int, int]:
     """Page number → how many of ``pieces`` start in it (main file)."""
-    from memoryapp.db.purge import scan
+    from memoryapp.db.purge.scan import scan
 
     found, _ = scan([path], pieces)
     data = Path(path).read_bytes() if found else b""
@@ -297,7 +297,8 @@ def pg_residue(tables: list[str], pieces: dict[str, list[bytes]]) -> dict:
     """Per piece category: how many occur in the tables' files, and in which relations."""
     from django.db import connection
 
-    from memoryapp.db.purge import for_connection, scan
+    from memoryapp.db.purge.scan import scan
+    from memoryapp.db.purge.vendors import for_connection
 
     with connection.cursor() as cursor:
         cursor.execute("CHECKPOINT")  # the files, not the shared buffers, are what is read

@@ -13,7 +13,7 @@ from django.db import connection, connections
 from memoryapp import MemoryManager
 from memoryapp.compliance.selection import ADMIN_LOG, CONTENT_TABLES
 from memoryapp.db import partitioning, vendor
-from memoryapp.db.purge import for_connection
+from memoryapp.db.purge.vendors import for_connection
 from memoryapp.models import Memory, MemoryEvent, ReviewItem, SessionSummary
 
 PROJECT = "acme/web"

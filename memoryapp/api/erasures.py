@@ -11,14 +11,13 @@ import datetime as dt
 import json
 from collections.abc import Callable
 
-import django_filters
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.urls import reverse
 from django.utils.crypto import salted_hmac
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
-from rest_framework import serializers, status
+from rest_framework import status
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.response import Response
 
@@ -26,7 +25,6 @@ from memoryapp import compliance as erasure
 from memoryapp import conf
 from memoryapp.api import permissions
 from memoryapp.api.exceptions import Conflict, Unprocessable
-from memoryapp.api.filters import StrictChoiceFilter
 from memoryapp.api.models import ErasureRequest
 from memoryapp.api.patterns import HEADER_KEY_PATTERN, NON_BLANK_PATTERN, TEXT_PATTERN
 from memoryapp.api.permissions import Access
@@ -35,18 +33,14 @@ from memoryapp.api.serializers import (
     ErasurePreviewSerializer,
     ErrorSerializer,
     ReceiptSerializer,
-    StrictCharField,
 )
 from memoryapp.compliance import engine as erasure_engine
 from memoryapp.compliance import erase, worker
-from memoryapp.compliance.engine import worker_name
-from memoryapp.compliance.lookup import lookup
+from memoryapp.compliance.leases import worker_name
 from memoryapp.compliance.selection import ROW_MODELS
 from memoryapp.fields import now
 from memoryapp.models import (
     ErasureReceipt,
-    ErasureTarget,
-    ExportRecord,
     ExportVia,
     ReceiptState,
     new_request_id,
@@ -455,130 +449,3 @@ def get_receipt(pk: str) -> ErasureReceipt:
         return ErasureReceipt.objects.get(pk=pk)
     except (ErasureReceipt.DoesNotExist, ValueError, TypeError, DjangoValidationError):
         raise NotFound() from None
-
-
-# ------------------------------------------------- receipts list, key lookup
-class UtcDateTimeFilter(django_filters.IsoDateTimeFilter):
-    """An ISO 8601 bound, compared in UTC.
-
-    Python takes offsets up to ±23:59, PostgreSQL up to ±15:59: the bound goes to the
-    database in UTC. A bound that leaves the calendar in UTC (year 1 at a negative
-    offset, year 9999 at a positive one) is the calendar's own end.
-    """
-
-    def filter(self, qs, value):
-        if value is not None:
-            try:
-                value = value.astimezone(dt.UTC)
-            except OverflowError:
-                end = dt.datetime.min if value.year < 5000 else dt.datetime.max
-                value = end.replace(tzinfo=dt.UTC)
-        return super().filter(qs, value)
-
-
-class ReceiptFilter(django_filters.FilterSet):
-    """``GET /api/erasures/``: by state and creation time (inclusive bounds, ISO 8601)."""
-
-    state = StrictChoiceFilter(choices=ReceiptState.choices)
-    target_kind = StrictChoiceFilter(choices=ErasureTarget.choices)
-    created_after = UtcDateTimeFilter(
-        field_name="created_at", lookup_expr="gte", label="Created at or after (ISO 8601)."
-    )
-    created_before = UtcDateTimeFilter(
-        field_name="created_at", lookup_expr="lte", label="Created at or before (ISO 8601)."
-    )
-
-    class Meta:
-        model = ErasureReceipt
-        fields = ("state", "target_kind", "created_after", "created_before")
-
-    def is_valid(self) -> bool:
-        """Also refuse an empty value (``?state=``, ``?created_before=``): django-filter
-        would ignore it, and the schema's enum and date-time format do not take ``""``."""
-        valid = super().is_valid()
-        for name in self.base_filters:
-            if self.data.get(name) == "":
-                self.form.add_error(name, "An empty value is not one this filter takes.")
-                valid = False
-        return valid
-
-
-def visible_receipts(access: Access, rule: permissions.Rule):
-    """The receipts a client may read: all for staff holding ``rule``, else those of the
-    erasures it asked for (as :func:`authorize_receipt` decides for one receipt)."""
-    receipts = ErasureReceipt.objects.order_by("-created_at", "id")
-    if access.is_global(rule):
-        return receipts
-    mine = ErasureRequest.objects.filter(user=access.user).exclude(receipt_id="")
-    return receipts.filter(pk__in=mine.values("receipt_id"))
-
-
-def visible_exports(access: Access):
-    """The export records a client may read: all for staff who may export everywhere,
-    else its own API exports — by account, never by name: a deleted client's records
-    lose their account and go to no later client reusing its name."""
-    records = ExportRecord.objects.order_by("-created_at", "id")
-    if access.is_global(permissions.EXPORT):
-        return records
-    if access.user is None or access.user.pk is None:
-        return records.none()
-    return records.filter(user=access.user, via=ExportVia.API)
-
-
-class LookupInputSerializer(serializers.Serializer):
-    """``POST /api/erasures/lookup/``: the subject key, in the body (never in a URL)."""
-
-    subject = StrictCharField(
-        max_length=NAMESPACE_MAX,
-        trim_whitespace=False,
-        schema_pattern=NON_BLANK_PATTERN,
-        help_text="A subject (user) key, exactly as stored. Matched by keyed HMAC; not stored.",
-    )
-
-    def validate_subject(self, value: str) -> str:
-        if not value.strip():
-            raise serializers.ValidationError("A subject is a non-empty user key.")
-        return value
-
-
-class ExportRecordSerializer(serializers.ModelSerializer):
-    """The audit record of one export: who, when, through what, how many rows (no key)."""
-
-    counts = serializers.DictField(child=serializers.IntegerField(), help_text="Rows per part.")
-
-    class Meta:
-        model = ExportRecord
-        fields = (
-            "id",
-            "actor",
-            "via",
-            "target_kind",
-            "subject_hmac",
-            "namespace_hmac",
-            "key_id",
-            "limited_to_grants",
-            "counts",
-            "request_id",
-            "created_at",
-        )
-        read_only_fields = fields
-
-
-class LookupOutputSerializer(serializers.Serializer):
-    """What a lookup found, oldest first: receipts and export records naming the key."""
-
-    receipts = ReceiptSerializer(many=True)
-    exports = ExportRecordSerializer(many=True)
-
-
-def lookup_body(data: dict, access: Access, rule: permissions.Rule) -> dict:
-    """The receipts and export records naming ``data["subject"]`` that the client may read."""
-    found = lookup(
-        data["subject"],
-        receipts=visible_receipts(access, rule),
-        exports=visible_exports(access),
-    )
-    return {
-        "receipts": ReceiptSerializer(found.receipts, many=True).data,
-        "exports": ExportRecordSerializer(found.exports, many=True).data,
-    }

@@ -31,6 +31,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from memoryapp.api import erasures, permissions, query_params, serializers
+from memoryapp.api import receipts as receipt_lists
 from memoryapp.api.authentication import TokenAuthentication
 from memoryapp.api.exceptions import Conflict, exception_handler
 from memoryapp.api.filters import (
@@ -737,7 +738,7 @@ class ErasureViewSet(MemoryAPIMixin, viewsets.GenericViewSet):
     lookup_value_regex = r"[^/]+"
     pagination_class = Pagination
     filter_backends = [DjangoFilterBackend]
-    filterset_class = erasures.ReceiptFilter
+    filterset_class = receipt_lists.ReceiptFilter
 
     def get_queryset(self):
         return ErasureReceipt.objects.none()  # list() scopes to the client (visible_receipts)
@@ -749,7 +750,7 @@ class ErasureViewSet(MemoryAPIMixin, viewsets.GenericViewSet):
         found: dict = {}
 
         def scope(access, rule):
-            found["rows"] = erasures.visible_receipts(access, rule)
+            found["rows"] = receipt_lists.visible_receipts(access, rule)
 
         self.check_target_permissions(request, scope)
         page = self.paginate_queryset(self.filter_queryset(found["rows"]))
@@ -757,16 +758,16 @@ class ErasureViewSet(MemoryAPIMixin, viewsets.GenericViewSet):
 
     @extend_schema(
         summary="Find the receipts and export records of a subject key (in the body, never a URL)",
-        request=erasures.LookupInputSerializer,
-        responses={200: erasures.LookupOutputSerializer},
+        request=receipt_lists.LookupInputSerializer,
+        responses={200: receipt_lists.LookupOutputSerializer},
     )
     @action(detail=False, methods=["post"])
     def lookup(self, request, *args, **kwargs):
-        data = validated(erasures.LookupInputSerializer, request.data)
+        data = validated(receipt_lists.LookupInputSerializer, request.data)
         found: dict = {}
 
         def check(access, rule):
-            found["body"] = erasures.lookup_body(data, access, rule)
+            found["body"] = receipt_lists.lookup_body(data, access, rule)
 
         self.check_target_permissions(request, check)
         response = Response(found["body"])

@@ -15,6 +15,7 @@ VERB_MODULES = [
     "memoryapp.cli.interop",
     "memoryapp.cli.clients",
     "memoryapp.cli.compliance",
+    "memoryapp.cli.records",
     "memoryapp.cli.indexes",
     "memoryapp.cli.demo",
 ]

@@ -3,23 +3,17 @@
 from __future__ import annotations
 
 import contextlib
-import getpass
 import json
-import os
-from pathlib import Path
 
 from django.core.management.base import CommandError
 from django.db import DEFAULT_DB_ALIAS, connections
 
 from memoryapp import compliance as erasure
 from memoryapp.cli import cli_actor, progress
-from memoryapp.compliance.lookup import lookup
 from memoryapp.compliance.selection import ADMIN_LOG
 from memoryapp.conf import PURGE_METHODS, purge_method
 from memoryapp.db.lookups import prefix_q
-from memoryapp.db.purge import for_connection
-from memoryapp.models import ErasureReceipt, ExportVia, ReceiptState, ReviewItem, ReviewStatus
-from memoryapp.rules.receipt_text import summarize
+from memoryapp.models import ErasureReceipt, ReceiptState, ReviewItem, ReviewStatus
 from memoryapp.rules.wording import plural
 from memoryapp.services import review
 
@@ -86,25 +80,6 @@ def register(verbs, common) -> dict:
     p.add_argument("--actor", help="who asks (default cli:<login>)")
 
     p = verbs.add_parser(
-        "export", parents=[common], help="everything stored about a subject or namespace (JSON)"
-    )
-    p.add_argument("--subject")
-    p.add_argument("--namespace")
-    p.add_argument("--output", "-o", help="file to write (default: standard output)")
-    p.add_argument("--actor", help="who exports, for the export record (default cli:<login>)")
-
-    p = verbs.add_parser(
-        "lookup",
-        parents=[common],
-        help="the erasure receipts and export records of a subject key (matched by HMAC)",
-    )
-    p.add_argument(
-        "--subject",
-        help="the user key (asked for, unechoed, when omitted: then it stays out of shell history)",
-    )
-    p.add_argument("--json", action="store_true", help="print JSON instead of lines")
-
-    p = verbs.add_parser(
         "purge-expired",
         parents=[common],
         help="erase what the retention settings say has expired, with a receipt",
@@ -112,9 +87,6 @@ def register(verbs, common) -> dict:
     p.add_argument("--dry-run", action="store_true", help="show what would be removed")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     p.add_argument("--actor", help="who asks (default cli:<login>)")
-
-    p = verbs.add_parser("backup", parents=[common], help="write a consistent copy of the database")
-    p.add_argument("path", help="the new backup file (SQLite) / the pg_dump target (PostgreSQL)")
 
     p = verbs.add_parser(
         "worker",
@@ -128,10 +100,7 @@ def register(verbs, common) -> dict:
     return {
         "worker": do_worker,
         "erase": do_erase,
-        "export": do_export,
-        "lookup": do_lookup,
         "purge-expired": do_purge_expired,
-        "backup": do_backup,
     }
 
 
@@ -147,7 +116,7 @@ def _row_id(value: str) -> str:
     return value
 
 
-def _using(options):
+def aliases_of(options):
     """``--database`` as given; the default alias means "default + the user database"."""
     alias = options["database"]
     if alias not in connections:
@@ -274,7 +243,7 @@ def do_worker(cmd, options) -> None:
 # ------------------------------------------------------------------ erase
 def do_erase(cmd, options) -> None:
     """Erase, replay, retry, show or list receipts."""
-    using = _using(options)
+    using = aliases_of(options)
     if options["user"] and not options["subject"]:
         raise CommandError("erase takes the user key as --subject (not --user)")
     if options["show"]:
@@ -282,39 +251,49 @@ def do_erase(cmd, options) -> None:
     if options["list_receipts"]:
         return _list(cmd, using)
     if options["write_ledger"]:
-        qs = ErasureReceipt.objects.using(using or DEFAULT_DB_ALIAS).order_by("created_at")
-        try:
-            n = erasure.receipts.write_ledger(options["write_ledger"], qs)
-        except OSError as exc:
-            raise CommandError(
-                f"cannot write the ledger {options['write_ledger']}: {exc.strerror or exc}"
-            ) from None
-        cmd.stdout.write(f"Wrote {plural(n, 'receipt', 'receipts')} to {options['write_ledger']}.")
-        return None
+        return _write_ledger(cmd, options["write_ledger"], using)
     if options["retry"] is not None:
-        target = None if options["retry"] == "*" else receipt_id(options["retry"], using)
-        before = _states(target, using)
-        busy: list[erasure.ReceiptInProgress] = []
-        try:
-            with _erasure_progress(cmd, options), _method(options):
-                done = erasure.retry_purge(target, using=using, busy=busy)
-        except ErasureReceipt.DoesNotExist:
-            raise CommandError(f"no erasure receipt {target!r}") from None
-        except erasure.ReceiptInProgress as held:
-            raise CommandError(str(held)) from None
-        for other in busy:  # retrying all: those another process runs are left to it
-            cmd.stdout.write(f"Skipped: {other}.")
-        for r in done:
-            _print_retry(cmd, r, before.get(r.pk, "unfinished"))
-            _print_receipt(cmd, r)
-        if target is not None and not done:
-            cmd.stdout.write(f"Receipt {target} is already complete: nothing to retry.")
-        cmd.stdout.write(f"{plural(len(done), 'receipt', 'receipts')} retried.")
-        return _fail_unless_purged(done)
+        return _retry(cmd, options, using)
     if options["replay"]:
         return _replay(cmd, options, using)
     if options["review_items"]:
         return _erase_review_items(cmd, options, using)
+    return _erase_target(cmd, options, using)
+
+
+def _write_ledger(cmd, path: str, using) -> None:
+    qs = ErasureReceipt.objects.using(using or DEFAULT_DB_ALIAS).order_by("created_at")
+    try:
+        n = erasure.receipts.write_ledger(path, qs)
+    except OSError as exc:
+        raise CommandError(f"cannot write the ledger {path}: {exc.strerror or exc}") from None
+    cmd.stdout.write(f"Wrote {plural(n, 'receipt', 'receipts')} to {path}.")
+
+
+def _retry(cmd, options, using) -> None:
+    target = None if options["retry"] == "*" else receipt_id(options["retry"], using)
+    before = _states(target, using)
+    busy: list[erasure.ReceiptInProgress] = []
+    try:
+        with _erasure_progress(cmd, options), _method(options):
+            done = erasure.retry_purge(target, using=using, busy=busy)
+    except ErasureReceipt.DoesNotExist:
+        raise CommandError(f"no erasure receipt {target!r}") from None
+    except erasure.ReceiptInProgress as held:
+        raise CommandError(str(held)) from None
+    for other in busy:  # retrying all: those another process runs are left to it
+        cmd.stdout.write(f"Skipped: {other}.")
+    for r in done:
+        _print_retry(cmd, r, before.get(r.pk, "unfinished"))
+        _print_receipt(cmd, r)
+    if target is not None and not done:
+        cmd.stdout.write(f"Receipt {target} is already complete: nothing to retry.")
+    cmd.stdout.write(f"{plural(len(done), 'receipt', 'receipts')} retried.")
+    _fail_unless_purged(done)
+
+
+def _erase_target(cmd, options, using) -> None:
+    """A subject, ids, a namespace or everything: preview, ask, erase, print the receipt."""
     request = {
         "subject": options["subject"],
         "namespace": options["namespace"],
@@ -335,9 +314,9 @@ def do_erase(cmd, options) -> None:
     )
     if options["dry_run"]:
         cmd.stdout.write(f"Would erase {_counts(plan['counts'])} for {described}{note}.")
-        return None
+        return
     if not cmd.confirm(question, options):
-        return None
+        return
     with _erasure_progress(cmd, options), _method(options):
         receipt = erasure.erase(
             **request, actor=_actor(options), using=using, purge=not options["no_purge"]
@@ -345,7 +324,6 @@ def do_erase(cmd, options) -> None:
     _print_receipt(cmd, receipt)
     if not options["no_purge"]:
         _fail_unless_purged([receipt])
-    return None
 
 
 def _describe(request: dict) -> str:
@@ -474,104 +452,10 @@ def _list(cmd, using) -> None:
     cmd.stdout.write(f"{plural(n, 'receipt', 'receipts')}.")
 
 
-# ------------------------------------------------------------------ export
-def _require_writable(path: Path) -> None:
-    """A clean error unless ``path`` can be (over)written."""
-    if path.is_dir():
-        raise CommandError(f"cannot write {path}: it is a directory")
-    if not path.parent.is_dir():
-        raise CommandError(f"cannot write {path}: the directory {path.parent} does not exist")
-    if not os.access(path if path.exists() else path.parent, os.W_OK):
-        raise CommandError(f"cannot write {path}: permission denied")
-
-
-def do_export(cmd, options) -> None:
-    """Write everything about a subject or namespace as one JSON document."""
-    if options["subject"] is None and options["namespace"] is None:
-        raise CommandError("export needs --subject or --namespace")
-    out = options["output"] if options["output"] not in (None, "", "-") else None
-    if out:
-        _require_writable(Path(out))  # before the export's work, not a traceback after it
-    with progress.for_command(cmd, options, "exporting") as bar:
-        document = erasure.export(
-            subject=options["subject"],
-            namespace=options["namespace"],
-            using=_using(options),
-            progress=bar.update,
-            actor=_actor(options),
-            via=ExportVia.CLI,
-        )
-    text = json.dumps(document, indent=2, ensure_ascii=False)
-    if out:
-        try:
-            Path(out).write_text(text + "\n", encoding="utf-8")
-        except OSError as exc:
-            raise CommandError(f"cannot write {out}: {exc.strerror}") from None
-        counts = ", ".join(f"{k} {v}" for k, v in document["counts"].items())
-        cmd.stdout.write(f"Wrote {out}: {counts}.")
-    else:
-        cmd.stdout.write(text)
-
-
-# ------------------------------------------------------------------ lookup
-def do_lookup(cmd, options) -> None:
-    """Print the receipts and export records naming a subject key; never the key itself."""
-    subject = options.get("subject")
-    if subject is None:
-        subject = getpass.getpass("User key: ")
-    if not subject or not subject.strip():
-        raise CommandError("lookup needs a user key (--subject, or typed when asked)")
-    alias = options["database"]
-    if alias not in connections:
-        raise CommandError(f"unknown database alias {alias!r}")
-    found = lookup(subject, using=alias)
-    receipts, exports = list(found.receipts), list(found.exports)
-    if options.get("json"):
-        body = {
-            "receipts": [
-                {
-                    **{k: v for k, v in erasure.receipt_as_dict(r).items() if k in _LOOKUP_KEYS},
-                    "summary": summarize(erasure.receipt_as_dict(r)).text,
-                }
-                for r in receipts
-            ],
-            "exports": [_export_line(e) for e in exports],
-        }
-        cmd.stdout.write(json.dumps(body, indent=2, ensure_ascii=False, default=str))
-        return
-    cmd.stdout.write(
-        f"{plural(len(receipts), 'erasure receipt', 'erasure receipts')}, "
-        f"{plural(len(exports), 'export record', 'export records')} name this user key."
-    )
-    for r in receipts:
-        text = summarize(erasure.receipt_as_dict(r))
-        cmd.stdout.write(f"receipt {r.pk}  {r.created_at:%Y-%m-%d %H:%M}  {text.headline}")
-        cmd.stdout.write(f"    {text.sentences[0]}")
-    for e in exports:
-        cmd.stdout.write(
-            f"export  {e.pk}  {e.created_at:%Y-%m-%d %H:%M}  via {e.via} by "
-            f"{e.actor or '(not recorded)'}: {plural(e.total, 'row', 'rows')}"
-        )
-
-
-_LOOKUP_KEYS = ("id", "created_at", "actor", "target_kind", "state", "counts", "verified")
-
-
-def _export_line(e) -> dict:
-    return {
-        "id": e.pk,
-        "created_at": e.created_at.isoformat(),
-        "actor": e.actor,
-        "via": e.via,
-        "target_kind": e.target_kind,
-        "counts": e.counts,
-    }
-
-
 # ------------------------------------------------------------------ retention
 def do_purge_expired(cmd, options) -> None:
     """Erase expired soft-deleted memories, decided review items (and old summaries if set)."""
-    using = _using(options)
+    using = aliases_of(options)
     plan = erasure.preview_expired(using=using)
     if not plan["cutoffs"]:
         cmd.stdout.write("No retention period is configured (MEMORYAPP_RETENTION_*): nothing done.")
@@ -592,22 +476,3 @@ def do_purge_expired(cmd, options) -> None:
         return
     _print_receipt(cmd, receipt)
     _fail_unless_purged([receipt])
-
-
-# ------------------------------------------------------------------ backup
-def do_backup(cmd, options) -> None:
-    """SQLite: VACUUM INTO a new file. PostgreSQL: print the pg_dump command to run."""
-    alias = options["database"]
-    connection = connections[alias]
-    with progress.for_command(cmd, options, "backing up").tick() as bar:
-        bar.phase("writing the copy")
-        message = for_connection(connection).backup(connection, options["path"])
-    cmd.stdout.write(message)
-    n = ErasureReceipt.objects.using(alias).count()
-    cmd.stdout.write(
-        f"This backup holds {plural(n, 'erasure receipt', 'erasure receipts')} "
-        "and keeps any data erased later: keep it "
-        "no longer than your retention policy allows, keep the erasure ledger "
-        "(MEMORYAPP_ERASURE_LEDGER) outside it, and after restoring it run "
-        "'manage.py memory erase --replay'."
-    )

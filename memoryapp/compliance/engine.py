@@ -10,55 +10,39 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import math
-import os
-import socket
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, connections, transaction
-from django.db.models import Q, QuerySet
 
 from memoryapp import conf
 from memoryapp.compliance import attention, phases, probes, sealed
+from memoryapp.compliance.deletion import Work, apply
+from memoryapp.compliance.leases import ReceiptInProgress, drop_lease, take_lease, worker_name
 from memoryapp.compliance.purging import caveats, finish, finish_after_commit, unfinished
 from memoryapp.compliance.receipts import append_ledger, key_id, keyed_hmac, safe_actor
 from memoryapp.compliance.selection import (
     ADMIN_LOG,
     CONTENT_TABLES,
-    EVENTS,
-    MEMORIES,
     ROW_MODELS,
     Target,
-    admin_log_available,
-    authored_filter,
-    batches,
-    events_filter,
-    id_list,
-    id_restriction,
-    id_rows,
     purge_all_tables,
-    row_filter,
-    subject_pseudonym,
 )
-from memoryapp.db import locks, partitioning
-from memoryapp.db import purge as vendor_purge
+from memoryapp.db import locks
+from memoryapp.db.purge.common import first_line
+from memoryapp.db.purge.vendors import for_connection
 from memoryapp.db.vendor import of as vendor_of
 from memoryapp.fields import now
 from memoryapp.models import (
     ErasureReceipt,
     ErasureTarget,
-    Memory,
-    MemoryEvent,
     ReceiptState,
-    SliceChange,
 )
 
 logger = logging.getLogger(__name__)
 
 MAX_RECORDED_IDS = 100_000  # per table; beyond it replay relies on the target's filters
-ERASED_REPR = "[erased]"
 
 PENDING_COMMIT = "pending: runs after the surrounding transaction commits"
 DEFERRED = (
@@ -72,103 +56,6 @@ class ReceiptTaken(Exception):
     process ran this request (an ``Idempotency-Key`` retry racing a slow first try)."""
 
 
-def process_started(pid: int) -> str | None:
-    """When process ``pid`` started, as the kernel counts it (clock ticks since boot:
-    field 22 of ``/proc/<pid>/stat``); None where that cannot be read (not Linux, gone).
-
-    With the pid it tells a process apart from a later one reusing its pid — as a
-    restarted container does, where the host name and the pid repeat.
-    """
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            data = stat.read()
-    except OSError:
-        return None
-    # Field 2 (the command) is in parentheses and may hold spaces or ")": count after it.
-    fields = data[data.rfind(b")") + 1 :].split()
-    if len(fields) < 20 or not fields[19].isdigit():
-        return None
-    return fields[19].decode()  # fields[0] is field 3, so field 22 is fields[19]
-
-
-def worker_name() -> str:
-    """This process as a claim on a receipt names it: ``host:pid@started`` (its start
-    time, :func:`process_started`), or ``host:pid`` where the start time is unknown."""
-    pid = os.getpid()
-    started = process_started(pid)
-    return f"{socket.gethostname()}:{pid}" + (f"@{started}" if started else "")
-
-
-def holder_gone(claimed_by: str) -> bool:
-    """True when the claim was made by a process of this host that no longer runs.
-
-    ``claimed_by`` is a :func:`worker_name`: ``host:pid@started``, or
-    ``host:pid`` as written before the start time was recorded. A process running
-    under that pid but started at another time is not the holder: it reuses the pid
-    (a restarted container repeats both the host name and the pid), so the holder is
-    gone. Without a start time (the old form, or one that cannot be read here) a
-    running pid counts as the holder, alive.
-    """
-    host, _, rest = claimed_by.rpartition(":")
-    pid_text, _, started = rest.partition("@")
-    if host != socket.gethostname() or not pid_text.isdigit():
-        return False
-    pid = int(pid_text)
-    if pid != os.getpid():
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        except PermissionError:  # alive, another user's
-            pass
-    if not started:
-        return False
-    running = process_started(pid)
-    return running is not None and running != started
-
-
-class ReceiptInProgress(Exception):
-    """A receipt retried by hand is leased to another live process (the worker, a
-    request, another retry): it is not retried now. ``str()`` says by whom and when
-    to try again; ``receipt_id``, ``holder`` and ``seconds`` say it to a program."""
-
-    def __init__(self, receipt_id: str, holder: str, seconds: int) -> None:
-        self.receipt_id, self.holder, self.seconds = receipt_id, holder, seconds
-        super().__init__(
-            f"erasure receipt {receipt_id} is in progress (held by {holder or 'another process'}), "
-            f"try again in {seconds} s"
-        )
-
-
-def take_lease(r: ErasureReceipt, *, using: str, holder: str) -> ErasureReceipt:
-    """Lease ``r`` to ``holder`` as the worker's claim does, and return it as now stored.
-
-    One conditional update: it succeeds only when no live process holds ``r`` — never
-    claimed, the lease (or a backoff's due time) over, no holder named, or the holder
-    is a process of this host that is gone. Otherwise :class:`ReceiptInProgress`.
-    """
-    at = now()
-    free = Q(claimed_by="") | Q(claimed_until__isnull=True) | Q(claimed_until__lte=at)
-    if r.claimed_by and holder_gone(r.claimed_by):
-        free |= Q(claimed_by=r.claimed_by)
-    until = at + dt.timedelta(seconds=conf.erasure_worker_lease())
-    rows = ErasureReceipt.objects.using(using)
-    if rows.filter(free, pk=r.pk).update(claimed_by=holder, claimed_until=until):
-        return rows.get(pk=r.pk)
-    current = rows.filter(pk=r.pk).values_list("claimed_by", "claimed_until").first()
-    holder_now, ends = current if current is not None else ("", None)
-    seconds = math.ceil((ends - at).total_seconds()) if ends is not None else 0
-    raise ReceiptInProgress(r.pk, holder_now or "", max(seconds, 1))
-
-
-def drop_lease(receipts: Sequence[ErasureReceipt], *, using: str, holder: str) -> None:
-    """Release what ``holder`` still holds of ``receipts`` (an outcome recorded already
-    dropped it, or scheduled the next attempt: that is left as it is)."""
-    ErasureReceipt.objects.using(using).filter(
-        pk__in=[r.pk for r in receipts], claimed_by=holder
-    ).update(claimed_by="", claimed_until=None)
-
-
 def aliases_for(using: str | Sequence[str] | None) -> list[str]:
     """The databases an erasure covers: ``using``, else the default and the user database."""
     if using is None:
@@ -180,212 +67,6 @@ def aliases_for(using: str | Sequence[str] | None) -> list[str]:
     if isinstance(using, str):
         return [using]
     return list(dict.fromkeys(using))
-
-
-# ------------------------------------------------------------------ selection
-@dataclass
-class Work:
-    """What one target selected (and, unless previewing, deleted) on one database."""
-
-    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(CONTENT_TABLES, 0))
-    ids: dict[str, list[str]] = field(default_factory=dict)
-    authored: list[str] = field(default_factory=list)
-    values: list[str] = field(default_factory=list)
-    namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
-    """Per table (and ``"authored"``), each selected row's namespace: the deletes name
-    it, so that PostgreSQL reads only the partition of each row, not all 64."""
-    partitions: set[int] = field(default_factory=set)
-    """Hash partitions that held the deleted (or pseudonymised) rows, where the
-    tables are partitioned by namespace: the ones the purge must rewrite."""
-
-
-def apply(alias: str, target: Target, *, delete: bool, truncate: bool = False) -> Work:
-    """Select ``target``'s rows on ``alias``; delete them (and their events) when ``delete``.
-
-    Must run inside a transaction when deleting. ``truncate`` (a whole-database
-    erasure) empties the tables instead of deleting by id.
-    """
-    work = Work()
-    if truncate:
-        return _truncate(alias, work)
-    for table, model in ROW_MODELS.items():
-        manager = model.objects.using(alias)
-        found: dict[str, str] = {}  # pk -> namespace, in the order found
-        q = row_filter(table, target)
-        if q is not None:
-            found.update(manager.filter(q).order_by().values_list("pk", "namespace"))
-        for rows in id_rows(table, target):  # exactly the (namespace, id) rows resolved
-            found.update(manager.filter(rows).order_by().values_list("pk", "namespace"))
-        explicit = id_list(table, target)
-        if explicit:
-            restriction = id_restriction(target)
-            for batch in batches(explicit):
-                for pk, namespace in (
-                    manager.filter(restriction, pk__in=list(batch))
-                    .order_by()
-                    .values_list("pk", "namespace")
-                ):
-                    found.setdefault(pk, namespace)
-        work.ids[table] = list(found)
-        work.namespaces[table] = found
-        work.counts[table] = len(found)
-    authored_q = authored_filter(target)
-    if authored_q is not None:
-        authored = Memory.objects.using(alias).filter(authored_q).order_by()
-        work.namespaces["authored"] = dict(authored.values_list("pk", "namespace"))
-        work.authored = list(work.namespaces["authored"])
-    if delete:
-        work.values = probes.sample_values(alias, work.ids)
-        if target.kind == ErasureTarget.SUBJECT:
-            work.values.append(target.subject_key)  # the key itself is personal data
-    touched = _slices_of(alias, work.namespaces[MEMORIES]) if delete else set()
-    # The events of the selected rows: by (namespace, id), as the rows themselves, so
-    # that an event of another namespace's row with the same id is never touched.
-    row_events = [
-        q for table in ROW_MODELS for q in _by_namespace(work.namespaces[table], "memory_id")
-    ]
-    events = MemoryEvent.objects.using(alias)
-    extra_events = events_filter(target)
-    n_events = 0
-    if delete:
-        work.partitions = _partitions_of(alias, work, extra_events)
-        # Events and the other tables first: the first write to ``memories`` locks
-        # the database-wide change counter that every other tenant's write needs,
-        # until the commit, so its window holds only the memories' own statements.
-        for rows in row_events:
-            n_events += events.filter(rows).delete()[0]
-        if extra_events is not None:
-            n_events += events.filter(extra_events).delete()[0]
-        for table, model in reversed(ROW_MODELS.items()):
-            for rows in _by_namespace(work.namespaces[table]):
-                model.objects.using(alias).filter(rows).delete()
-        if work.authored:  # kept, but no longer named after the erased subject
-            pseudonym = subject_pseudonym(target.subject_key)
-            for rows in _by_namespace(work.namespaces["authored"]):
-                Memory.objects.using(alias).filter(rows).update(subject=pseudonym)
-        if target.kind == ErasureTarget.SUBJECT:
-            touched |= {(target.subject_key, "user"), (target.subject_key, "project")}
-        _forget_empty_slices(alias, touched)
-        scrubbed = _scrub_admin_log(alias, work.ids)
-        if scrubbed:
-            work.counts[ADMIN_LOG] = scrubbed
-    else:
-        for rows in row_events:
-            qs = events.filter(rows)
-            n_events += (qs.exclude(extra_events) if extra_events is not None else qs).count()
-        if extra_events is not None:
-            n_events += events.filter(extra_events).count()
-    work.counts[EVENTS] = n_events
-    return work
-
-
-def _by_namespace(rows: dict[str, str], field: str = "pk"):
-    """``Q`` filters of at most one batch of ids each, every one within one namespace.
-
-    ``field`` names the id column: ``pk`` for the rows, ``memory_id`` for their events.
-    """
-    grouped: dict[str, list[str]] = {}
-    for pk, namespace in rows.items():
-        grouped.setdefault(namespace, []).append(pk)
-    for namespace, pks in grouped.items():
-        for batch in batches(pks):
-            yield Q(namespace=namespace, **{f"{field}__in": list(batch)})
-
-
-def _partitions_of(alias: str, work: Work, extra_events) -> set[int]:
-    """The hash partitions holding the rows about to go (read before they do).
-
-    The pseudonymised authored rows count too: their old versions, with the
-    subject's key, stay in their partition until it is rewritten.
-    """
-    if not vendor_of(alias).partitions_by_namespace:
-        return set()
-    querysets: list[QuerySet] = [
-        model.objects.using(alias).filter(rows)
-        for table, model in ROW_MODELS.items()
-        for rows in _by_namespace(work.namespaces[table])
-    ]
-    events = MemoryEvent.objects.using(alias)
-    querysets += [
-        events.filter(rows)
-        for table in ROW_MODELS
-        for rows in _by_namespace(work.namespaces[table], "memory_id")
-    ]
-    if extra_events is not None:
-        querysets.append(events.filter(extra_events))
-    memories = Memory.objects.using(alias)
-    querysets += [
-        memories.filter(rows) for rows in _by_namespace(work.namespaces.get("authored", {}))
-    ]
-    return partitioning.holding_remainders(querysets)
-
-
-def _slices_of(alias: str, memories: dict[str, str]) -> set[tuple[str, str]]:
-    """The (namespace, scope) slices holding these memories (id -> namespace; read before
-    they go)."""
-    found: set[tuple[str, str]] = set()
-    for rows in _by_namespace(memories):
-        selected = Memory.objects.using(alias).filter(rows)
-        found.update(selected.values_list("namespace", "scope").distinct().order_by())
-    return found
-
-
-def _forget_empty_slices(alias: str, slices: set[tuple[str, str]]) -> None:
-    """Delete the change-counter rows of slices the erasure left empty.
-
-    A user namespace is the user's key: its counter row would keep the erased
-    subject's identifier. A slice without a row reads as counter 0, and the next
-    write creates a fresh random version, so no cache can mistake the new rows.
-    """
-    rows = Memory.objects.using(alias)
-    for namespace, scope in sorted(slices):
-        if not rows.filter(namespace=namespace, scope=scope).exists():
-            SliceChange.objects.using(alias).filter(namespace=namespace, scope=scope).delete()
-
-
-def _truncate(alias: str, work: Work) -> Work:
-    for table, model in ROW_MODELS.items():
-        work.counts[table] = model.objects.using(alias).count()
-    work.counts[EVENTS] = MemoryEvent.objects.using(alias).count()
-    sample: dict[str, list[str]] = {}
-    for table, model in ROW_MODELS.items():
-        pks = model.objects.using(alias).order_by("?").values_list("pk", flat=True)
-        sample[table] = list(pks[: probes.PROBE_ROWS])
-    work.values = probes.sample_values(alias, sample)
-    connection = connections[alias]
-    vendor_purge.for_connection(connection).truncate(connection, CONTENT_TABLES)
-    # Every slice is empty now; their counter rows name namespaces (user keys among them).
-    SliceChange.objects.using(alias).all().delete()
-    scrubbed = _scrub_admin_log(alias, None)
-    if scrubbed:
-        work.counts[ADMIN_LOG] = scrubbed
-    return work
-
-
-def _scrub_admin_log(alias: str, ids: dict[str, list[str]] | None) -> int:
-    """Replace the admin history's copy of erased rows' titles (``object_repr``).
-
-    The admin log keeps who changed what and when; only the text goes.
-    """
-    if not admin_log_available(alias):
-        return 0
-    from django.contrib.admin.models import LogEntry
-    from django.contrib.contenttypes.models import ContentType
-
-    types = ContentType.objects.db_manager(alias).get_for_models(*ROW_MODELS.values())
-    scrubbed = 0
-    for table, model in ROW_MODELS.items():
-        base = (
-            LogEntry.objects.using(alias)
-            .filter(content_type_id=types[model].pk)
-            .exclude(object_repr=ERASED_REPR)
-        )
-        if ids is None:
-            scrubbed += base.update(object_repr=ERASED_REPR)
-            continue
-        for batch in batches(ids.get(table) or []):
-            scrubbed += base.filter(object_id__in=list(batch)).update(object_repr=ERASED_REPR)
-    return scrubbed
 
 
 # ------------------------------------------------------------------ execute
@@ -438,7 +119,7 @@ def execute(
         created_at=stamp,
         updated_at=stamp,
     )
-    vendors = {a: vendor_purge.for_connection(connections[a]) for a in aliases}
+    vendors = {a: for_connection(connections[a]) for a in aliases}
     receipt.purge_method = "; ".join(dict.fromkeys(v.method for v in vendors.values()))
     receipt.caveats = caveats(aliases, vendors)
     try:
@@ -492,39 +173,64 @@ def retry(
     :class:`ReceiptInProgress`; of all, it is skipped and added to ``busy``.
     """
     alias = using or DEFAULT_DB_ALIAS
-    if receipt is None:
-        pending = list(unfinished(alias))
-    else:
-        rid = receipt.pk if isinstance(receipt, ErasureReceipt) else str(receipt)
-        pending = [ErasureReceipt.objects.using(alias).get(pk=rid)]
-    pending = [r for r in pending if r.target_kind and r.databases]
+    pending = _pending(receipt, alias)
     me = held_by or worker_name()
     leased: list[ErasureReceipt] = []
     try:
         if held_by is not None:
             leased = pending
         else:
-            for r in pending:
-                try:
-                    leased.append(take_lease(r, using=alias, holder=me))
-                except ReceiptInProgress as held:
-                    if receipt is not None:
-                        raise
-                    if busy is not None:
-                        busy.append(held)
+            _lease_each(pending, leased, alias=alias, holder=me, one=receipt is not None, busy=busy)
         for r in leased:
             attention.reopen(r)
             if r.state == ReceiptState.REQUESTED:
-                resume(r, purge=False)
-                if r.state == ReceiptState.REQUESTED:  # the request could not be read back
-                    attention.schedule(r, now())
-                    r.save(using=alias)
+                _resume_requested(r, alias)
         finished = {id(r) for r in finish(leased, using=alias)}
     finally:
         if held_by is None:
             drop_lease(leased, using=alias, holder=me)
     # Those purged now, and those still unfinished (with why); complete ones are skipped.
     return [r for r in leased if id(r) in finished or r.state != ReceiptState.COMPLETE]
+
+
+def _pending(receipt: ErasureReceipt | str | None, alias: str) -> list[ErasureReceipt]:
+    """The receipt asked for, or every unfinished one; only those naming what to erase."""
+    if receipt is None:
+        pending = list(unfinished(alias))
+    else:
+        rid = receipt.pk if isinstance(receipt, ErasureReceipt) else str(receipt)
+        pending = [ErasureReceipt.objects.using(alias).get(pk=rid)]
+    return [r for r in pending if r.target_kind and r.databases]
+
+
+def _lease_each(
+    pending: list[ErasureReceipt],
+    leased: list[ErasureReceipt],
+    *,
+    alias: str,
+    holder: str,
+    one: bool,
+    busy: list[ReceiptInProgress] | None,
+) -> None:
+    """Lease each of ``pending`` into ``leased`` (filled as it goes, so that a refusal
+    midway still leaves the caller the leases to drop). Asked for ``one``, a receipt
+    another live process holds raises; of all, it is skipped and added to ``busy``."""
+    for r in pending:
+        try:
+            leased.append(take_lease(r, using=alias, holder=holder))
+        except ReceiptInProgress as held:
+            if one:
+                raise
+            if busy is not None:
+                busy.append(held)
+
+
+def _resume_requested(r: ErasureReceipt, alias: str) -> None:
+    """Delete what a receipt left ``requested`` (its process died); the purge comes after."""
+    resume(r, purge=False)
+    if r.state == ReceiptState.REQUESTED:  # the request could not be read back
+        attention.schedule(r, now())
+        r.save(using=alias)
 
 
 def delete(receipt: ErasureReceipt, targets: Sequence[Target]) -> list[dict[str, int]]:
@@ -534,84 +240,128 @@ def delete(receipt: ErasureReceipt, targets: Sequence[Target]) -> list[dict[str,
     committed, with the byte-scan fragments sealed into it. Returns the counts
     removed per target.
     """
-    aliases = list(receipt.databases)
-    primary = aliases[0]
-    truncate = bool((receipt.details or {}).get("truncate"))
-    details = receipt.details
-    done = details.setdefault("aliases", {})
-    vendors = {a: vendor_purge.for_connection(connections[a]) for a in aliases}
-    totals: Counter[str] = Counter(dict.fromkeys(CONTENT_TABLES, 0))
-    totals.update(receipt.counts or {})
-    per_target: list[Counter[str]] = [Counter() for _ in targets]
-    erased: dict[str, list[str]] = {
-        t: list((receipt.erased_ids or {}).get(t, [])) for t in ROW_MODELS
-    }
-    authored: list[str] = list((receipt.authored or {}).get("ids", []))
-    opened = sealed.unseal(receipt.sealed)
-    pieces: dict[str, list[bytes]] = dict(opened[1]) if opened else {}
-    for alias in aliases:
-        if done.get(alias, {}).get("deleted_at"):
+    run = _Deletion.of(receipt, targets)
+    for alias in run.aliases:
+        if run.done.get(alias, {}).get("deleted_at"):
             continue  # committed before the process that erased died
-        connection = connections[alias]
         try:
             with transaction.atomic(using=alias):
-                # Before selecting: a write of these namespaces or subjects commits
-                # wholly before this erasure or waits for it (docs/behaviour.md §9).
-                _lock_targets(alias, targets, truncate=truncate)
-                vendors[alias].prepare(connection)
-                with vendors[alias].by_index(connection):
-                    works = [apply(alias, t, delete=True, truncate=truncate) for t in targets]
-                token = vendors[alias].delete_token(connection)
-                alias_counts: Counter[str] = Counter()
-                for i, work in enumerate(works):
-                    per_target[i].update(work.counts)
-                    alias_counts.update(work.counts)
-                    for table, ids in work.ids.items():
-                        erased[table].extend(ids)
-                    authored.extend(work.authored)
-                totals.update(alias_counts)
-                tables = [
-                    t
-                    for t in (*CONTENT_TABLES, ADMIN_LOG)
-                    if alias_counts.get(t)
-                    or (purge_all_tables(receipt.target_kind) and t != ADMIN_LOG)
-                ]
-                info: dict[str, object] = {
-                    "token": token,
-                    "tables": tables,
-                    "deleted_at": now().isoformat(),
-                }
-                if truncate:
-                    info["everything_before"] = receipt.created_at.isoformat()
-                elif vendor_of(alias).partitions_by_namespace:
-                    # Hash remainders only: which partitions, never which namespaces.
-                    info["partitions"] = sorted(set().union(*(w.partitions for w in works)))
-                done[alias] = info
-                pieces[alias] = probes.pieces_of(v for w in works for v in w.values)
-                info["probe_fragments"] = len(pieces[alias])
-                _fill(receipt, totals, erased, authored, details, receipt.include_authored)
-                if all(done.get(a, {}).get("deleted_at") for a in aliases):
-                    receipt.state = ReceiptState.DELETED
-                    details.setdefault("phases", {})["deleted"] = now().isoformat()
-                receipt.sealed = sealed.seal(list(targets), pieces)
-                receipt.updated_at = now()
-                if alias == primary:
-                    receipt.save(using=primary)
+                _delete_on(run, alias)
         except Exception as exc:
-            done.pop(alias, None)
-            receipt.purge_status = (
-                f"not purged: erasure on database {alias!r} failed: "
-                f"{vendor_purge._first_line(exc)}"[:255]
-            )
-            receipt.attempts += 1
-            receipt.state = ReceiptState.REQUESTED
-            receipt.save(using=primary)
-            append_ledger(receipt)
+            _record_failure(run, alias, exc)
             raise
-        if alias != primary:
-            receipt.save(using=primary)  # this database's part is committed: say so
-    probes.remember(receipt.id, pieces)
-    return [dict(c) for c in per_target]
+        if alias != run.primary:
+            receipt.save(using=run.primary)  # this database's part is committed: say so
+    probes.remember(receipt.id, run.pieces)
+    return [dict(c) for c in run.per_target]
+
+
+@dataclass
+class _Deletion:
+    """One receipt's deletion across its databases: what is done, what it removed so far."""
+
+    receipt: ErasureReceipt
+    targets: Sequence[Target]
+    aliases: list[str]
+    truncate: bool
+    done: dict
+    vendors: dict
+    totals: Counter[str]
+    per_target: list[Counter[str]]
+    erased: dict[str, list[str]]
+    authored: list[str]
+    pieces: dict[str, list[bytes]]
+
+    @property
+    def primary(self) -> str:
+        """The database that holds the receipt."""
+        return self.aliases[0]
+
+    @classmethod
+    def of(cls, receipt: ErasureReceipt, targets: Sequence[Target]) -> _Deletion:
+        """The deletion of ``receipt``, resumed from what it recorded (after a crash)."""
+        aliases = list(receipt.databases)
+        totals: Counter[str] = Counter(dict.fromkeys(CONTENT_TABLES, 0))
+        totals.update(receipt.counts or {})
+        opened = sealed.unseal(receipt.sealed)
+        return cls(
+            receipt=receipt,
+            targets=targets,
+            aliases=aliases,
+            truncate=bool((receipt.details or {}).get("truncate")),
+            done=receipt.details.setdefault("aliases", {}),
+            vendors={a: for_connection(connections[a]) for a in aliases},
+            totals=totals,
+            per_target=[Counter() for _ in targets],
+            erased={t: list((receipt.erased_ids or {}).get(t, [])) for t in ROW_MODELS},
+            authored=list((receipt.authored or {}).get("ids", [])),
+            pieces=dict(opened[1]) if opened else {},
+        )
+
+    def add(self, works: list[Work]) -> Counter[str]:
+        """Count one database's works in; returns that database's counts."""
+        alias_counts: Counter[str] = Counter()
+        for i, work in enumerate(works):
+            self.per_target[i].update(work.counts)
+            alias_counts.update(work.counts)
+            for table, ids in work.ids.items():
+                self.erased[table].extend(ids)
+            self.authored.extend(work.authored)
+        self.totals.update(alias_counts)
+        return alias_counts
+
+
+def _delete_on(run: _Deletion, alias: str) -> None:
+    """One database's deletion, inside its transaction; the receipt records it."""
+    receipt, vendor, connection = run.receipt, run.vendors[alias], connections[alias]
+    # Before selecting: a write of these namespaces or subjects commits
+    # wholly before this erasure or waits for it (docs/behaviour.md §9).
+    _lock_targets(alias, run.targets, truncate=run.truncate)
+    vendor.prepare(connection)
+    with vendor.by_index(connection):
+        works = [apply(alias, t, delete=True, truncate=run.truncate) for t in run.targets]
+    token = vendor.delete_token(connection)
+    info = _alias_info(run, alias, works, token, run.add(works))
+    run.done[alias] = info
+    run.pieces[alias] = probes.pieces_of(v for w in works for v in w.values)
+    info["probe_fragments"] = len(run.pieces[alias])
+    details = receipt.details
+    _fill(receipt, run.totals, run.erased, run.authored, details, receipt.include_authored)
+    if all(run.done.get(a, {}).get("deleted_at") for a in run.aliases):
+        receipt.state = ReceiptState.DELETED
+        details.setdefault("phases", {})["deleted"] = now().isoformat()
+    receipt.sealed = sealed.seal(list(run.targets), run.pieces)
+    receipt.updated_at = now()
+    if alias == run.primary:
+        receipt.save(using=run.primary)
+
+
+def _alias_info(run: _Deletion, alias: str, works, token: dict, alias_counts) -> dict:
+    """What the purge of ``alias`` needs later: its token, the tables, where the rows were."""
+    whole = purge_all_tables(run.receipt.target_kind)
+    tables = [
+        t for t in (*CONTENT_TABLES, ADMIN_LOG) if alias_counts.get(t) or (whole and t != ADMIN_LOG)
+    ]
+    info: dict[str, object] = {"token": token, "tables": tables, "deleted_at": now().isoformat()}
+    if run.truncate:
+        info["everything_before"] = run.receipt.created_at.isoformat()
+    elif vendor_of(alias).partitions_by_namespace:
+        # Hash remainders only: which partitions, never which namespaces.
+        info["partitions"] = sorted(set().union(*(w.partitions for w in works)))
+    return info
+
+
+def _record_failure(run: _Deletion, alias: str, exc: Exception) -> None:
+    """A database's deletion failed (rolled back): the receipt says so and stays requested."""
+    receipt = run.receipt
+    run.done.pop(alias, None)
+    receipt.purge_status = f"not purged: erasure on database {alias!r} failed: {first_line(exc)}"[
+        :255
+    ]
+    receipt.attempts += 1
+    receipt.state = ReceiptState.REQUESTED
+    receipt.save(using=run.primary)
+    append_ledger(receipt)
 
 
 def _lock_targets(alias: str, targets: Sequence[Target], *, truncate: bool) -> None:

@@ -25,7 +25,7 @@ from django.db import connections
 from memoryapp import conf
 from memoryapp.compliance import phases
 from memoryapp.db import ladder
-from memoryapp.db.purge import PurgeOutcome
+from memoryapp.db.purge.common import PurgeOutcome
 from memoryapp.fields import now
 from memoryapp.models import ErasureReceipt
 from memoryapp.ops import metrics

@@ -22,7 +22,7 @@ from memoryapp.compliance.selection import (
     batches,
     row_filter,
 )
-from memoryapp.compliance.service import build_target
+from memoryapp.compliance.targets import ErasureRequestError, build_target
 from memoryapp.fields import now
 from memoryapp.models import (
     ErasureReceipt,
@@ -191,8 +191,6 @@ def export(
         ErasureRequestError: neither subject nor namespace given.
     """
     if subject is None and namespace is None:
-        from memoryapp.compliance.service import ErasureRequestError
-
         raise ErasureRequestError("export needs a subject or a namespace")
     target = build_target(subject=subject, namespace=namespace, within=within, grants=grants)
     aliases = engine.aliases_for(using)

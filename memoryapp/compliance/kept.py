@@ -81,23 +81,43 @@ def _kept_values(alias: str, first: Sequence[str] = ()) -> Iterator[list[bytes]]
     """The text values of every kept row, one list per chunk of rows (``first``'s first)."""
     with connections[alias].cursor() as cursor:
         for leaf in first:
-            table = partitioning.table_of(leaf) or ""
-            if table == SNAPSHOTS:
-                for rows in partitioning.leaf_rows(cursor, leaf, ("payload",), SNAPSHOT_CHUNK_ROWS):
-                    yield [recall_snapshot.strings(bytes(row[2])) for row in rows if row[2]]
-                continue
-            columns = KEPT_COLUMNS.get(table)
-            if columns:
-                for rows in partitioning.leaf_rows(cursor, leaf, columns, CHUNK_ROWS):
-                    yield [_encode(v) for row in rows for v in row[2:] if isinstance(v, str) and v]
+            yield from _leaf_values(cursor, leaf)
     for model, columns in _sources(alias):
-        queryset = model._base_manager.using(alias).order_by("pk")  # soft-deleted rows too
-        snapshots = model is RecallSnapshot
-        for rows in _chunks(queryset, columns, SNAPSHOT_CHUNK_ROWS if snapshots else CHUNK_ROWS):
-            if snapshots:
-                yield [recall_snapshot.strings(bytes(row[1])) for row in rows if row[1]]
-            else:
-                yield [_encode(v) for row in rows for v in row[1:] if isinstance(v, str) and v]
+        yield from _model_values(alias, model, columns)
+
+
+def _leaf_values(cursor, leaf: str) -> Iterator[list[bytes]]:
+    """One partition's text values, chunk by chunk (rows are ``(namespace, id, *columns)``)."""
+    table = partitioning.table_of(leaf) or ""
+    if table == SNAPSHOTS:
+        for rows in partitioning.leaf_rows(cursor, leaf, ("payload",), SNAPSHOT_CHUNK_ROWS):
+            yield _snapshot_strings(rows, 2)
+        return
+    columns = KEPT_COLUMNS.get(table)
+    if columns:
+        for rows in partitioning.leaf_rows(cursor, leaf, columns, CHUNK_ROWS):
+            yield _texts(rows, 2)
+
+
+def _model_values(alias: str, model: type[Model], columns) -> Iterator[list[bytes]]:
+    """One model's text values, chunk by chunk (rows are ``(pk, *columns)``)."""
+    queryset = model._base_manager.using(alias).order_by("pk")  # soft-deleted rows too
+    if model is RecallSnapshot:
+        for rows in _chunks(queryset, columns, SNAPSHOT_CHUNK_ROWS):
+            yield _snapshot_strings(rows, 1)
+        return
+    for rows in _chunks(queryset, columns, CHUNK_ROWS):
+        yield _texts(rows, 1)
+
+
+def _texts(rows: list[tuple], start: int) -> list[bytes]:
+    """The non-empty text values of ``rows`` from column ``start`` on, as stored."""
+    return [_encode(v) for row in rows for v in row[start:] if isinstance(v, str) and v]
+
+
+def _snapshot_strings(rows: list[tuple], at: int) -> list[bytes]:
+    """The strings held in each recall snapshot payload at column ``at``."""
+    return [recall_snapshot.strings(bytes(row[at])) for row in rows if row[at]]
 
 
 def _sources(alias: str) -> Iterator[tuple[type[Model], tuple[str, ...]]]:

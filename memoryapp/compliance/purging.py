@@ -21,7 +21,9 @@ from memoryapp.compliance.selection import (
     purged_with,
 )
 from memoryapp.db import partitioning
-from memoryapp.db import purge as vendor_purge
+from memoryapp.db.purge import scan as byte_scan
+from memoryapp.db.purge.common import PurgeOutcome
+from memoryapp.db.purge.vendors import for_connection
 from memoryapp.fields import now
 from memoryapp.models import (
     RETRIED_STATES,
@@ -64,61 +66,67 @@ def finish(receipts: Sequence[ErasureReceipt], *, using: str) -> list[ErasureRec
     ]
     if not receipts:
         return []
-    timeout = conf.erasure_purge_timeout()
-    started = now().isoformat()
-    for r in receipts:  # progress a reader of the receipt can see while the purge runs
-        r.details = r.details or {}
-        r.details.setdefault("phases", {})["purge_started"] = started
-        r.save(using=using, update_fields=["details"])
-    results: dict[tuple[str, str], tuple[vendor_purge.PurgeOutcome, tuple | None]] = {}
+    _mark_started(receipts, using)
+    results: dict[tuple[str, str], tuple[PurgeOutcome, tuple | None]] = {}
     aliases = list(dict.fromkeys(a for r in receipts for a in r.databases))
-    vendors = {a: vendor_purge.for_connection(connections[a]) for a in aliases}
+    vendors = {a: for_connection(connections[a]) for a in aliases}
+    timeout = conf.erasure_purge_timeout()
     for alias in aliases:
-        connection = connections[alias]
         covered = [r for r in receipts if alias in r.databases]
-        infos = [(r.details or {}).get("aliases", {}).get(alias, {}) for r in covered]
-        logical = purged_with(
-            t for t in (*CONTENT_TABLES, ADMIN_LOG) if any(t in i.get("tables", ()) for i in infos)
-        )
-        token = _newest_token([i.get("token") or {} for i in infos])
-        remainders = _partitions([i for i in infos if i.get("tables")])
-        tables, _ = vendors[alias].storage_tables(connection, logical, remainders)
-        if tables:
-            # The configured purge, and stronger ones while verification finds residue.
-            results.update(
-                escalation.purge(
-                    alias,
-                    covered,
-                    vendors[alias],
-                    logical=logical,
-                    remainders=remainders,
-                    token=token,
-                    timeout=timeout,
-                    verify=_verify,
-                    using=using,
-                )
-            )
-            continue
-        outcome = vendor_purge.PurgeOutcome("purged", notes=["nothing to purge"])
-        for r in covered:
-            check: tuple[bool, str, dict] = (
-                True,
-                "nothing was deleted, so nothing needed purging",
-                {},
-            )
-            results[(r.id, alias)] = (outcome, check)
+        results.update(_purge_database(alias, covered, vendors[alias], timeout, using))
+    _record_all(receipts, results, vendors, using)
+    return list(receipts)
+
+
+def _record_all(receipts: Sequence[ErasureReceipt], results, vendors, using: str) -> None:
+    """Each receipt's outcome saved, the databases settled, then the ledger written."""
     stamp = now()
     for r in receipts:
         _record(r, results, vendors, stamp)
         escalation.describe(r)
         r.save(using=using)
-    for alias in aliases:
-        vendors[alias].settle(connections[alias])
+    for alias, vendor in vendors.items():
+        vendor.settle(connections[alias])
     for r in receipts:
         append_ledger(r)
         if r.verified:
             probes.forget(r.id)
-    return list(receipts)
+
+
+def _mark_started(receipts: Sequence[ErasureReceipt], using: str) -> None:
+    """Progress a reader of the receipt can see while the purge runs."""
+    started = now().isoformat()
+    for r in receipts:
+        r.details = r.details or {}
+        r.details.setdefault("phases", {})["purge_started"] = started
+        r.save(using=using, update_fields=["details"])
+
+
+def _purge_database(alias: str, covered: list[ErasureReceipt], vendor, timeout, using: str):
+    """One vendor purge of ``alias`` for every receipt it covers (stronger ones while
+    verification finds residue); ``(receipt id, alias) -> (outcome, check)``."""
+    connection = connections[alias]
+    infos = [(r.details or {}).get("aliases", {}).get(alias, {}) for r in covered]
+    logical = purged_with(
+        t for t in (*CONTENT_TABLES, ADMIN_LOG) if any(t in i.get("tables", ()) for i in infos)
+    )
+    remainders = _partitions([i for i in infos if i.get("tables")])
+    tables, _ = vendor.storage_tables(connection, logical, remainders)
+    if not tables:
+        outcome = PurgeOutcome("purged", notes=["nothing to purge"])
+        check: tuple[bool, str, dict] = (True, "nothing was deleted, so nothing needed purging", {})
+        return {(r.id, alias): (outcome, check) for r in covered}
+    return escalation.purge(
+        alias,
+        covered,
+        vendor,
+        logical=logical,
+        remainders=remainders,
+        token=_newest_token([i.get("token") or {} for i in infos]),
+        timeout=timeout,
+        verify=_verify,
+        using=using,
+    )
 
 
 def _partitions(infos: list[dict]) -> list[int] | None:
@@ -229,7 +237,7 @@ def _byte_scan(alias: str, r: ErasureReceipt, vendor, tables, read: dict[str, in
         return False, text, {"unavailable": files.note}
     if not files.possible:
         return True, f"byte scan: not possible ({files.note})", None
-    found, scanned = vendor_purge.scan(files.paths, pieces, read=read)
+    found, scanned = byte_scan.scan(files.paths, pieces, read=read)
     kept = _in_kept_rows(alias, pieces, found, tables)
     unexplained = len(found) - len(kept)
     result = "none found" if not found else f"{unexplained} found"

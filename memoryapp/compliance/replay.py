@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from django.db import transaction
 
 from memoryapp import conf
-from memoryapp.compliance import engine
+from memoryapp.compliance import deletion, engine
 from memoryapp.compliance.receipts import (
     append_ledger,
     as_dict,
@@ -116,8 +116,6 @@ class _Resolver:
 def _target_of(r: ErasureReceipt, resolver: _Resolver, notes: list[str]) -> Target:
     """The target that re-applies receipt ``r`` to the rows present now."""
     extra = {t: tuple(ids) for t, ids in (r.erased_ids or {}).items() if t in ROW_MODELS}
-    before = parse_stamp(r.created_at)
-    kind = r.target_kind
     subject = resolver.find(r, r.subject_hmac)
     namespace = resolver.find(r, r.namespace_hmac)
     unmatched = (r.subject_hmac and subject is None) or (r.namespace_hmac and namespace is None)
@@ -126,41 +124,50 @@ def _target_of(r: ErasureReceipt, resolver: _Resolver, notes: list[str]) -> Targ
             f"receipt {r.pk}: made with an unknown erasure key (key id {r.key_id}); "
             "replayed by its recorded ids only"
         )
-    ids_only = Target(ErasureTarget.IDS, extra_ids=extra)
-    if kind == ErasureTarget.EVERYTHING:
-        return Target(kind, before=before, extra_ids=extra)
-    if kind == ErasureTarget.RETENTION:
-        # A cutoff that does not parse selects nothing, as a missing one does.
-        stamps = ((r.criteria or {}).get("cutoffs") or {}).items()
-        cutoffs = {t: s for t, c in stamps if (s := parse_stamp(c)) is not None}
-        return Target(kind, cutoffs=cutoffs, extra_ids=extra)
-    if kind == ErasureTarget.IDS:
-        return ids_only
-    if unmatched:
-        # The subject or namespace has no rows here (or the key is unknown).
-        return ids_only
-    if kind == ErasureTarget.SUBJECT:
+    if r.target_kind in (ErasureTarget.EVERYTHING, ErasureTarget.RETENTION):
+        return _unnamed_target(r, extra)
+    if r.target_kind not in _NAMED_KINDS or unmatched:
+        # Ids, or a subject or namespace with no rows here (or the key is unknown).
+        return Target(ErasureTarget.IDS, extra_ids=extra)
+    return _named_target(r, subject, namespace, extra)
+
+
+_NAMED_KINDS = (ErasureTarget.SUBJECT, ErasureTarget.NAMESPACE, ErasureTarget.REVIEW_ITEMS)
+
+
+def _unnamed_target(r: ErasureReceipt, extra: dict) -> Target:
+    """Everything before the receipt, or retention's cutoffs: no subject or namespace."""
+    if r.target_kind == ErasureTarget.EVERYTHING:
+        return Target(r.target_kind, before=parse_stamp(r.created_at), extra_ids=extra)
+    # A cutoff that does not parse selects nothing, as a missing one does.
+    stamps = ((r.criteria or {}).get("cutoffs") or {}).items()
+    cutoffs = {t: s for t, c in stamps if (s := parse_stamp(c)) is not None}
+    return Target(r.target_kind, cutoffs=cutoffs, extra_ids=extra)
+
+
+def _named_target(r: ErasureReceipt, subject, namespace, extra: dict) -> Target:
+    """A subject, namespace or review-queue erasure, by the keys the resolver found."""
+    before = parse_stamp(r.created_at)
+    if r.target_kind == ErasureTarget.SUBJECT:
         return Target(
-            kind,
+            r.target_kind,
             subject=subject,
             namespace=namespace,
             include_authored=r.include_authored,
             before=before,
             extra_ids=extra,
         )
-    if kind == ErasureTarget.NAMESPACE:
-        return Target(kind, namespace=namespace, before=before, extra_ids=extra)
-    if kind == ErasureTarget.REVIEW_ITEMS:
-        statuses = (r.criteria or {}).get("statuses")
-        return Target(
-            kind,
-            subject=subject,
-            namespace=namespace,
-            statuses=tuple(statuses) if statuses is not None else None,
-            before=before,
-            extra_ids=extra,
-        )
-    return ids_only
+    if r.target_kind == ErasureTarget.NAMESPACE:
+        return Target(r.target_kind, namespace=namespace, before=before, extra_ids=extra)
+    statuses = (r.criteria or {}).get("statuses")
+    return Target(
+        r.target_kind,
+        subject=subject,
+        namespace=namespace,
+        statuses=tuple(statuses) if statuses is not None else None,
+        before=before,
+        extra_ids=extra,
+    )
 
 
 def replay(
@@ -196,7 +203,7 @@ def replay(
         for r, target in zip(receipts, targets, strict=True):
             counts: dict[str, int] = {}
             for alias in aliases:
-                for t, n in engine.apply(alias, target, delete=False).counts.items():
+                for t, n in deletion.apply(alias, target, delete=False).counts.items():
                     counts[t] = counts.get(t, 0) + n
             report.replayed.append(_line(r, counts))
             for t, n in counts.items():

@@ -223,29 +223,48 @@ def row_filter(table: str, t: Target) -> Q | None:
     elif kind == ErasureTarget.NAMESPACE:
         q = Q(namespace=t.namespace)
     elif kind == ErasureTarget.SUBJECT:
-        if table == MEMORIES:
-            # The subject's user-scope rows: written for that user key, or kept in
-            # its user namespace (namespace == user key).
-            q = Q(scope=Scope.USER) & (Q(subject=t.subject) | Q(namespace=t.subject))
-            if t.include_authored:
-                q |= Q(scope=Scope.PROJECT, subject__in=subject_names(t.subject_key))
-        else:
-            q = Q(subject=t.subject)
+        q = _subject_filter(table, t)
     elif kind == ErasureTarget.REVIEW_ITEMS and table == REVIEW:
-        q = Q()
-        if t.statuses is not None:
-            q &= Q(status__in=list(t.statuses))
-        if t.subject is not None:
-            q &= Q(subject=t.subject)
+        q = _review_filter(t)
     elif kind == ErasureTarget.RETENTION:
-        cutoff = t.cutoffs.get(table)
-        if cutoff is not None and table == MEMORIES:
-            q = Q(deleted_at__isnull=False, deleted_at__lte=cutoff)
-        elif cutoff is not None and table == REVIEW:
-            q = Q(status__in=list(DECIDED), updated_at__lte=cutoff)
-        elif cutoff is not None and table == SUMMARIES:
-            q = Q(created_at__lte=cutoff)
+        q = _retention_filter(table, t)
     return _restrict(q, t)
+
+
+def _subject_filter(table: str, t: Target) -> Q:
+    """A subject's rows of ``table``."""
+    if table != MEMORIES:
+        return Q(subject=t.subject)
+    # The subject's user-scope rows: written for that user key, or kept in
+    # its user namespace (namespace == user key).
+    q = Q(scope=Scope.USER) & (Q(subject=t.subject) | Q(namespace=t.subject))
+    if t.include_authored:
+        q |= Q(scope=Scope.PROJECT, subject__in=subject_names(t.subject_key))
+    return q
+
+
+def _review_filter(t: Target) -> Q:
+    """The review items a purge of the queue names (by status and subject, if given)."""
+    q = Q()
+    if t.statuses is not None:
+        q &= Q(status__in=list(t.statuses))
+    if t.subject is not None:
+        q &= Q(subject=t.subject)
+    return q
+
+
+def _retention_filter(table: str, t: Target) -> Q | None:
+    """The rows of ``table`` past its retention cutoff (None: no cutoff for it)."""
+    cutoff = t.cutoffs.get(table)
+    if cutoff is None:
+        return None
+    if table == MEMORIES:
+        return Q(deleted_at__isnull=False, deleted_at__lte=cutoff)
+    if table == REVIEW:
+        return Q(status__in=list(DECIDED), updated_at__lte=cutoff)
+    if table == SUMMARIES:
+        return Q(created_at__lte=cutoff)
+    return None
 
 
 def id_list(table: str, t: Target) -> tuple[str, ...]:

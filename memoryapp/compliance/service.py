@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 
 from memoryapp import conf
-from memoryapp.compliance import engine
+from memoryapp.compliance import deletion, engine
+from memoryapp.compliance.leases import ReceiptInProgress
 from memoryapp.compliance.selection import (
     MEMORIES,
     REVIEW,
@@ -16,17 +17,14 @@ from memoryapp.compliance.selection import (
     authored_filter,
     batches,
 )
+from memoryapp.compliance.targets import (
+    ErasureRequestError,
+    RowsByTable,
+    build_target,
+    stored_text,
+)
 from memoryapp.fields import now
 from memoryapp.models import ErasureReceipt, ErasureTarget, Memory, ReviewStatus
-from memoryapp.rules.errors import MemoryValidationError
-from memoryapp.rules.validation import check_id, check_stored_key
-
-RowsByTable = Mapping[str, Iterable[tuple[str, str]]]
-"""Exact rows to erase: table name → ``(namespace, id)`` pairs."""
-
-
-class ErasureRequestError(ValueError):
-    """An erasure or export request that names nothing, or names it ambiguously."""
 
 
 def purge_now() -> bool:
@@ -36,139 +34,6 @@ def purge_now() -> bool:
     worker (``manage.py memory worker``) purges, verifies and completes the receipt.
     """
     return not conf.erasure_worker()
-
-
-def _ids(ids) -> tuple[str, ...]:
-    if isinstance(ids, str):
-        ids = [ids]
-    try:
-        values = tuple(dict.fromkeys(check_id(i if isinstance(i, str) else str(i)) for i in ids))
-    except TypeError:
-        raise ErasureRequestError("ids must be an id or an iterable of ids") from None
-    except MemoryValidationError as exc:
-        raise ErasureRequestError(str(exc)) from None
-    if not values:
-        raise ErasureRequestError("ids is empty: name at least one id to erase")
-    return values
-
-
-def _text(name: str, value) -> str:
-    """A subject or namespace, exactly as stored (values no column can hold are refused)."""
-    if not isinstance(value, str):
-        raise ErasureRequestError(f"{name} must be a string")
-    try:
-        value = check_stored_key(value, name)
-    except MemoryValidationError as exc:
-        raise ErasureRequestError(str(exc)) from None
-    if name == "subject" and not value.strip():
-        raise ErasureRequestError("subject must be a non-empty user key")
-    return value
-
-
-def _rows(rows: RowsByTable) -> dict[str, tuple[tuple[str, str], ...]]:
-    """``rows`` checked: known tables, ``(namespace, id)`` pairs of strings."""
-    out: dict[str, tuple[tuple[str, str], ...]] = {}
-    try:
-        for table, pairs in rows.items():
-            if table not in ROW_MODELS:
-                raise ErasureRequestError(
-                    f"rows: unknown table (expected one of {', '.join(ROW_MODELS)})"
-                )
-            checked = []
-            for namespace, pk in pairs:
-                if not isinstance(namespace, str) or not isinstance(pk, str):
-                    raise ErasureRequestError("rows must hold (namespace, id) pairs of strings")
-                checked.append((namespace, pk))
-            out[table] = tuple(dict.fromkeys(checked))
-    except (TypeError, ValueError) as exc:
-        if isinstance(exc, ErasureRequestError):
-            raise
-        raise ErasureRequestError("rows must map a table to (namespace, id) pairs") from None
-    return out
-
-
-def _within(within) -> tuple[str, ...] | None:
-    if within is None:
-        return None
-    if isinstance(within, str):
-        raise ErasureRequestError("within must be a collection of namespaces, not a string")
-    return tuple(sorted({_text("namespace", ns) for ns in within}))
-
-
-def _grants(grants) -> tuple[tuple[str, bool], ...] | None:
-    if grants is None:
-        return None
-    if isinstance(grants, str):
-        raise ErasureRequestError("grants must be (namespace, is_prefix) pairs, not a string")
-    try:
-        pairs = [(ns, prefix) for ns, prefix in grants]
-    except (TypeError, ValueError):
-        raise ErasureRequestError("grants must be (namespace, is_prefix) pairs") from None
-    if any(not isinstance(p, bool) for _, p in pairs):
-        raise ErasureRequestError("grants must be (namespace, is_prefix) pairs")
-    return tuple(sorted({(_text("namespace", ns), p) for ns, p in pairs}))
-
-
-def build_target(
-    *,
-    subject: str | None = None,
-    namespace: str | None = None,
-    ids=None,
-    everything: bool = False,
-    include_authored: bool = False,
-    rows: RowsByTable | None = None,
-    within: Iterable[str] | None = None,
-    grants: Iterable[tuple[str, bool]] | None = None,
-) -> Target:
-    """Validate an erase/preview/export request and return its :class:`Target`.
-
-    Exactly one of ``subject``, ``ids`` (or ``rows``), ``namespace`` (alone) or
-    ``everything`` names what to erase; ``namespace`` given together with
-    ``subject`` or ``ids`` restricts them to that namespace, ``within`` (a
-    collection of namespaces) to those, ``grants`` (``(namespace, is_prefix)``
-    pairs) to the namespaces they cover. An ``ids`` target comes back unresolved
-    (no ``rows``): :func:`resolve` finds its rows on the databases it covers.
-    """
-    if everything:
-        if any(v is not None for v in (subject, namespace, ids, rows, within, grants)):
-            raise ErasureRequestError("everything=True takes no subject, namespace or ids")
-        return Target(ErasureTarget.EVERYTHING)
-    if subject is not None and (ids is not None or rows is not None):
-        raise ErasureRequestError("give either subject or ids, not both")
-    if namespace is not None:
-        namespace = _text("namespace", namespace)
-    scoped, granted = _within(within), _grants(grants)
-    if subject is not None:
-        return Target(
-            ErasureTarget.SUBJECT,
-            subject=_text("subject", subject),
-            namespace=namespace,
-            include_authored=bool(include_authored),
-            within=scoped,
-            grants=granted,
-        )
-    if rows is not None:
-        exact = _rows(rows)
-        named = ids if ids is not None else [pk for pairs in exact.values() for _, pk in pairs]
-        return Target(
-            ErasureTarget.IDS,
-            ids=_ids(named),
-            namespace=namespace,
-            rows=exact,
-            within=scoped,
-            grants=granted,
-        )
-    if ids is not None:
-        return Target(
-            ErasureTarget.IDS, ids=_ids(ids), namespace=namespace, within=scoped, grants=granted
-        )
-    if scoped is not None or granted is not None:
-        raise ErasureRequestError(
-            "within and grants restrict a subject or ids; they name nothing alone"
-        )
-    if namespace is not None:
-        return Target(ErasureTarget.NAMESPACE, namespace=namespace)
-    raise ErasureRequestError("nothing to erase: give subject, namespace, ids or everything=True")
 
 
 def locate_ids(
@@ -386,7 +251,7 @@ def _preview(targets: Sequence[Target], aliases: Sequence[str]) -> dict:
     authored = 0
     for alias in aliases:
         for target in targets:
-            work = engine.apply(alias, target, delete=False)
+            work = deletion.apply(alias, target, delete=False)
             for table, n in work.counts.items():
                 counts[table] = counts.get(table, 0) + n
             authored += len(work.authored)
@@ -423,9 +288,9 @@ def erase_review_items(
     """
     statuses = _statuses(status)
     if namespace is not None:
-        namespace = _text("namespace", namespace)
+        namespace = stored_text("namespace", namespace)
     if subject is not None:
-        subject = _text("subject", subject)
+        subject = stored_text("subject", subject)
     target = Target(
         ErasureTarget.REVIEW_ITEMS, subject=subject, namespace=namespace, statuses=statuses
     )
@@ -500,7 +365,7 @@ def retry_purge(
     *,
     using: str | None = None,
     method: str | None = None,
-    busy: list[engine.ReceiptInProgress] | None = None,
+    busy: list[ReceiptInProgress] | None = None,
 ) -> list[ErasureReceipt]:
     """Complete a receipt now, or every unfinished one — those needing attention too.
 
@@ -508,7 +373,7 @@ def retry_purge(
     ``"online"``, ``"rewrite"``) overrides ``MEMORYAPP_ERASURE_PURGE_METHOD`` for
     this retry. Returns the receipts retried (complete ones are skipped), each
     saying how it ended. A receipt another live process holds (the worker, a
-    request) is left to it: asked for alone, :class:`~.engine.ReceiptInProgress`
+    request) is left to it: asked for alone, :class:`~.leases.ReceiptInProgress`
     is raised; among all, it is skipped and added to ``busy``.
     """
     if method is None:

@@ -27,7 +27,8 @@ from django.db.models import Q
 
 from memoryapp import conf
 from memoryapp.compliance import attention
-from memoryapp.compliance.engine import holder_gone, resume, worker_name
+from memoryapp.compliance.engine import resume
+from memoryapp.compliance.leases import holder_gone, worker_name
 from memoryapp.compliance.purging import finish, unfinished
 from memoryapp.fields import now
 from memoryapp.models import UNFINISHED_STATES, ErasureReceipt, ReceiptState
@@ -194,22 +195,8 @@ def run_once(
         return []
     before = {r.pk: str(r.state) for r in claimed}
     tried = {r.pk: r.attempts for r in claimed}
-    ready: list[ErasureReceipt] = []
     try:
-        for r in claimed:
-            if r.state == ReceiptState.REQUESTED:
-                try:
-                    resume(r, purge=False)
-                except Exception as exc:  # recorded on the receipt; the others go on
-                    _failed_once(r, exc, seen)
-                    continue
-            if r.state == ReceiptState.DELETED:
-                ready.append(r)
-        try:
-            finish(ready, using=alias)
-        except Exception as exc:  # each receipt backs off (below); one line each
-            for r in ready:
-                _failed_once(r, exc, seen)
+        _work_on(claimed, alias, seen)
     finally:
         # Completed receipts dropped their claim when recorded; the rest back off.
         release(
@@ -219,11 +206,39 @@ def run_once(
             tried=tried,
         )
     if report is not None:
-        for r in claimed:
-            failed = r.state != ReceiptState.COMPLETE
-            if failed or str(r.state) != before[r.pk]:
-                report(Change(r, before[r.pk], failed))
+        _report_changes(claimed, before, report)
     return claimed
+
+
+def _work_on(claimed: list[ErasureReceipt], alias: str, seen: set[tuple[str, str]]) -> None:
+    """Finish the claimed receipts' deletions, then purge and verify those deleted.
+
+    A failure is recorded on its receipt (each logged once per worker) and the
+    others go on.
+    """
+    ready: list[ErasureReceipt] = []
+    for r in claimed:
+        if r.state == ReceiptState.REQUESTED:
+            try:
+                resume(r, purge=False)
+            except Exception as exc:  # recorded on the receipt; the others go on
+                _failed_once(r, exc, seen)
+                continue
+        if r.state == ReceiptState.DELETED:
+            ready.append(r)
+    try:
+        finish(ready, using=alias)
+    except Exception as exc:  # each receipt backs off (see release); one line each
+        for r in ready:
+            _failed_once(r, exc, seen)
+
+
+def _report_changes(claimed, before: dict[str, str], report: Callable[[Change], None]) -> None:
+    """Tell ``report`` of each receipt whose state changed or that is still unfinished."""
+    for r in claimed:
+        failed = r.state != ReceiptState.COMPLETE
+        if failed or str(r.state) != before[r.pk]:
+            report(Change(r, before[r.pk], failed))
 
 
 def run(

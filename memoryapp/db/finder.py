@@ -1,6 +1,6 @@
 """Multi-pattern byte search whose cost follows the searched bytes, not the number of patterns.
 
-Used by the erasure's byte scan (:func:`memoryapp.db.purge.scan`, over database
+Used by the erasure's byte scan (:func:`memoryapp.db.purge.scan.scan`, over database
 files) and by its kept-row check (:mod:`memoryapp.compliance.kept`, over the text
 of the rows an erasure kept).
 """

@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from memoryapp.db.purge import PurgeOutcome
+from memoryapp.db.purge.common import PurgeOutcome
 
 
 @dataclass(frozen=True)

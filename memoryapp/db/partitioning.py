@@ -22,7 +22,7 @@ models keep ``id`` as their primary key: ids are random (an identity for
 events), the app never writes a row whose namespace changes, and every query
 by ``pk`` reads the same. SQLite keeps the plain tables (one file is purged page by page).
 
-The conversion (:func:`partition_table`, run by migration 0008) copies each
+The conversion (:func:`partition_table`; migration 0008 holds a frozen copy) copies each
 table once into its partitioned form and recreates its indexes, constraints
 and triggers from the catalog; :func:`unpartition_table` undoes it.
 """
@@ -222,13 +222,27 @@ def unpartition_table(cursor, table: str) -> None:
 
 
 def _rebuild(cursor, table: str, partitions: int) -> None:
-    qt = _quote(table)
-    old = f"{table}__rebuilt"
+    """``table`` copied into its new form, then its schema put back from the catalog."""
     constraints, indexes, triggers, identity = _schema_of(cursor, table)
-    cursor.execute(f"ALTER TABLE {qt} RENAME TO {_quote(old)}")
+    _copy_rows(cursor, table, partitions)
+    if identity:
+        _restore_identity(cursor, table, identity)
+    _restore_constraints(cursor, table, constraints, partitions)
+    _restore_indexes(cursor, table, indexes, partitions)
+    if partitions:
+        _name_leaf_indexes(cursor, table)
+    for definition in triggers:
+        cursor.execute(definition)
+    cursor.execute(f"ANALYZE {_quote(table)}")
+
+
+def _copy_rows(cursor, table: str, partitions: int) -> None:
+    """The table renamed aside, its new form (partitioned or plain) filled from it."""
+    qt, old = _quote(table), _quote(f"{table}__rebuilt")
+    cursor.execute(f"ALTER TABLE {qt} RENAME TO {old}")
     layout = f" PARTITION BY HASH ({KEY})" if partitions else ""
     cursor.execute(
-        f"CREATE TABLE {qt} (LIKE {_quote(old)} INCLUDING DEFAULTS INCLUDING IDENTITY "
+        f"CREATE TABLE {qt} (LIKE {old} INCLUDING DEFAULTS INCLUDING IDENTITY "
         "INCLUDING CONSTRAINTS INCLUDING STORAGE INCLUDING COMPRESSION INCLUDING GENERATED)"
         + layout
     )
@@ -237,22 +251,27 @@ def _rebuild(cursor, table: str, partitions: int) -> None:
             f"CREATE TABLE {_quote(leaf_name(table, remainder))} PARTITION OF {qt} "
             f"FOR VALUES WITH (MODULUS {partitions}, REMAINDER {remainder})"
         )
-    cursor.execute(f"INSERT INTO {qt} OVERRIDING SYSTEM VALUE SELECT * FROM {_quote(old)}")
-    cursor.execute(f"DROP TABLE {_quote(old)}")
-    if identity:
-        # LIKE gave the copy a sequence of its own, named aside while the old one
-        # existed: take the usual name back.
-        cursor.execute("SELECT pg_get_serial_sequence(%s, %s)", [table, identity])
-        sequence = cursor.fetchone()[0]
-        usual = f"{table}_{identity}_seq"
-        if sequence and sequence.split(".")[-1].strip('"') != usual:
-            cursor.execute(f"ALTER SEQUENCE {sequence} RENAME TO {_quote(usual)}")
-        # The copy carried explicit ids: the new identity starts after them.
-        cursor.execute(
-            f"SELECT setval(pg_get_serial_sequence(%s, %s), "
-            f"COALESCE((SELECT max({_quote(identity)}) FROM {qt}), 0) + 1, false)",
-            [table, identity],
-        )
+    cursor.execute(f"INSERT INTO {qt} OVERRIDING SYSTEM VALUE SELECT * FROM {old}")
+    cursor.execute(f"DROP TABLE {old}")
+
+
+def _restore_identity(cursor, table: str, identity: str) -> None:
+    # LIKE gave the copy a sequence of its own, named aside while the old one
+    # existed: take the usual name back.
+    cursor.execute("SELECT pg_get_serial_sequence(%s, %s)", [table, identity])
+    sequence = cursor.fetchone()[0]
+    usual = f"{table}_{identity}_seq"
+    if sequence and sequence.split(".")[-1].strip('"') != usual:
+        cursor.execute(f"ALTER SEQUENCE {sequence} RENAME TO {_quote(usual)}")
+    # The copy carried explicit ids: the new identity starts after them.
+    cursor.execute(
+        f"SELECT setval(pg_get_serial_sequence(%s, %s), "
+        f"COALESCE((SELECT max({_quote(identity)}) FROM {_quote(table)}), 0) + 1, false)",
+        [table, identity],
+    )
+
+
+def _restore_constraints(cursor, table: str, constraints, partitions: int) -> None:
     for name, kind, definition in constraints:
         if kind == "p":
             columns = f"{KEY}, id" if partitions else "id"
@@ -262,7 +281,10 @@ def _rebuild(cursor, table: str, partitions: int) -> None:
                 f"{table}: constraint {name} ({definition}) does not include {KEY!r}, "
                 "so it cannot hold on a table partitioned by it"
             )
-        cursor.execute(f"ALTER TABLE {qt} ADD CONSTRAINT {_quote(name)} {definition}")
+        cursor.execute(f"ALTER TABLE {_quote(table)} ADD CONSTRAINT {_quote(name)} {definition}")
+
+
+def _restore_indexes(cursor, table: str, indexes, partitions: int) -> None:
     for name, definition in indexes:
         if name == id_index(table):
             continue  # recreated below when partitioned; the primary key serves otherwise
@@ -271,12 +293,7 @@ def _rebuild(cursor, table: str, partitions: int) -> None:
         cursor.execute(definition.replace(" ON ONLY ", " ON ", 1))
     by_id = any(re.search(r"USING btree \(id\b", d) for n, d in indexes if n != id_index(table))
     if partitions and not by_id:  # Django's "_like" index of a text id serves equality too
-        cursor.execute(f"CREATE INDEX {_quote(id_index(table))} ON {qt} (id)")
-    if partitions:
-        _name_leaf_indexes(cursor, table)
-    for definition in triggers:
-        cursor.execute(definition)
-    cursor.execute(f"ANALYZE {qt}")
+        cursor.execute(f"CREATE INDEX {_quote(id_index(table))} ON {_quote(table)} (id)")
 
 
 def _name_leaf_indexes(cursor, table: str) -> None:

@@ -118,62 +118,108 @@ def _caveats(text: str) -> list[str]:
 
 def summarize(receipt: Mapping[str, object]) -> ReceiptSummary:
     """The plain-language summary of a receipt (see the module docstring)."""
+    headline, tone, first = _progress(receipt)
+    return ReceiptSummary(
+        headline=headline,
+        tone=tone,
+        sentences=[first, *_kept_sentences(receipt)],
+        caveats=_caveats(str(receipt.get("caveats") or "")),
+    )
+
+
+_STAGES = {
+    "requested": (
+        "Requested — nothing deleted yet",
+        "pending",
+        "An erasure of the records {where} was requested on {asked}; "
+        "no record has been deleted yet. It will be carried out automatically.",
+    ),
+    "nothing": (
+        "Nothing to erase",
+        "done",
+        "On {asked} no record {where} was found, so nothing had to be deleted.",
+    ),
+    "verified": (
+        "Erased and verified",
+        "done",
+        "{deleted} permanently deleted on {finished}; the database files "
+        "were checked and hold none of the erased text.",
+    ),
+    "unverified": (
+        "Deleted — check not passed",
+        "problem",
+        "{deleted} deleted on {asked} and the database "
+        "files were cleaned, but the check afterwards could not confirm that none of the "
+        "erased text remains. An operator should look at the technical proof below.",
+    ),
+    "not purged": (
+        "Deleted — clean-up not complete",
+        "problem",
+        "{deleted} deleted on {asked}, but clearing "
+        "them from the database files did not complete. It is retried; until then "
+        "traces may remain in the files (not readable through the application).",
+    ),
+    "deleted": (
+        "Deleted — clean-up in progress",
+        "pending",
+        "{deleted} deleted on {asked}. Clearing them "
+        "from the database files and checking the result is still in progress.",
+    ),
+    # A state this text does not know: say what is certain, nothing more.
+    "unknown": (
+        "Erasure not finished",
+        "problem",
+        "An erasure of {records} {where} was requested on {asked}; it is not finished. "
+        "See the technical proof below.",
+    ),
+}
+"""Per stage of an erasure: headline, tone and the sentence saying it."""
+
+
+def _stage(state: str, status: str, verified: bool, n: int) -> str:
+    """Which of :data:`_STAGES` a receipt is at; the first that holds, in this order."""
+    if state == "requested":
+        return "requested"
+    if n == 0 and state == "complete":
+        return "nothing"
+    if state == "complete" and verified:
+        return "verified"
+    if status == "purged" and not verified:
+        return "unverified"
+    if status.startswith("not purged") and "deferred" not in status:
+        return "not purged"
+    return "deleted" if state == "deleted" else "unknown"
+
+
+def _progress(receipt: Mapping[str, object]) -> tuple[str, str, str]:
+    """How far the erasure got: headline, tone and the sentence saying it."""
     kind = str(receipt.get("target_kind") or "")
     where, all_of = _WHAT.get(kind, ("", "The {n}"))
     n = _removed(receipt.get("counts"))
     records = plural(n, "record", "records")
-    state = str(receipt.get("state") or "")
-    status = str(receipt.get("purge_status") or "")
-    verified = bool(receipt.get("verified"))
-    purged = status == "purged"
     asked = day(receipt.get("created_at"))
-    finished = day(receipt.get("purged_at")) or asked
-    deleted_phrase = all_of.format(n=records) if n != 1 else f"The 1 record {where}".strip()
-    were = "was" if n == 1 else "were"
+    deleted = all_of.format(n=records) if n != 1 else f"The 1 record {where}".strip()
+    stage = _stage(
+        str(receipt.get("state") or ""),
+        str(receipt.get("purge_status") or ""),
+        bool(receipt.get("verified")),
+        n,
+    )
+    headline, tone, sentence = _STAGES[stage]
+    text = sentence.format(
+        where=where,
+        asked=asked,
+        finished=day(receipt.get("purged_at")) or asked,
+        deleted=deleted + (" was" if n == 1 else " were"),
+        records=records,
+    )
+    return headline, tone, text
 
+
+def _kept_sentences(receipt: Mapping[str, object]) -> list[str]:
+    """What the erasure kept on purpose: the subject's shared project records, and
+    kept records that hold some of the same words."""
     sentences: list[str] = []
-    if state == "requested":
-        headline, tone = "Requested — nothing deleted yet", "pending"
-        sentences.append(
-            f"An erasure of the records {where} was requested on {asked}; "
-            "no record has been deleted yet. It will be carried out automatically."
-        )
-    elif n == 0 and state == "complete":
-        headline, tone = "Nothing to erase", "done"
-        sentences.append(f"On {asked} no record {where} was found, so nothing had to be deleted.")
-    elif state == "complete" and verified:
-        headline, tone = "Erased and verified", "done"
-        sentences.append(
-            f"{deleted_phrase} {were} permanently deleted on {finished}; the database files "
-            "were checked and hold none of the erased text."
-        )
-    elif purged and not verified:
-        headline, tone = "Deleted — check not passed", "problem"
-        sentences.append(
-            f"{deleted_phrase} {were} deleted on {asked} and the database "
-            "files were cleaned, but the check afterwards could not confirm that none of the "
-            "erased text remains. An operator should look at the technical proof below."
-        )
-    elif status.startswith("not purged") and "deferred" not in status:
-        headline, tone = "Deleted — clean-up not complete", "problem"
-        sentences.append(
-            f"{deleted_phrase} {were} deleted on {asked}, but clearing "
-            "them from the database files did not complete. It is retried; until then "
-            "traces may remain in the files (not readable through the application)."
-        )
-    elif state == "deleted":
-        headline, tone = "Deleted — clean-up in progress", "pending"
-        sentences.append(
-            f"{deleted_phrase} {were} deleted on {asked}. Clearing them "
-            "from the database files and checking the result is still in progress."
-        )
-    else:  # a state this text does not know: say what is certain, nothing more
-        headline, tone = "Erasure not finished", "problem"
-        sentences.append(
-            f"An erasure of {records} {where} was requested on {asked}; it is not finished. "
-            "See the technical proof below."
-        )
-
     authored = receipt.get("authored")
     if isinstance(authored, Mapping):
         kept = authored.get("project_memories_kept")
@@ -190,9 +236,4 @@ def summarize(receipt: Mapping[str, object]) -> ReceiptSummary:
             f"on purpose ({plural(matches, 'passage', 'passages')}, for example the same "
             "words in a record about someone else); none of them is an erased record."
         )
-    return ReceiptSummary(
-        headline=headline,
-        tone=tone,
-        sentences=sentences,
-        caveats=_caveats(str(receipt.get("caveats") or "")),
-    )
+    return sentences

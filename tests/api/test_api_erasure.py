@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 from memoryapp import MemoryManager
 from memoryapp.api.models import ErasureRequest
 from memoryapp.api.testing import token_client
-from memoryapp.compliance.engine import worker_name
+from memoryapp.compliance.leases import worker_name
 from memoryapp.models import (
     ErasureReceipt,
     Memory,

@@ -29,7 +29,7 @@ from memoryapp.compliance import (
     retry_purge,
     subject_hmac,
 )
-from memoryapp.db.purge import for_connection
+from memoryapp.db.purge.vendors import for_connection
 from memoryapp.models import ErasureReceipt, Memory, MemoryEvent, ReviewItem, SessionSummary
 from tests._erasure_support import (
     ALICE,
@@ -464,7 +464,8 @@ def test_summary_of_another_subject_with_the_same_text_is_explained():
 def test_byte_scan_finds_exactly_what_a_naive_search_finds(tmp_path, monkeypatch):
     import secrets as _secrets
 
-    from memoryapp.db import purge, scan_child
+    from memoryapp.db import scan_child
+    from memoryapp.db.purge.scan import scan
 
     monkeypatch.setattr(scan_child, "SCAN_CHUNK", 4096)  # many chunk boundaries
     pieces = [_secrets.token_bytes(n) for n in (12, 13, 48, 64, 100) for _ in range(40)]
@@ -481,7 +482,7 @@ def test_byte_scan_finds_exactly_what_a_naive_search_finds(tmp_path, monkeypatch
     assert found == {i for i, p in enumerate(pieces) if p in data}
     assert 80 in found
     # The same answer through the child process that production uses.
-    assert purge.scan([str(path)], pieces) == (found, len(data))
+    assert scan([str(path)], pieces) == (found, len(data))
 
 
 def test_the_erased_subjects_key_goes_too_kept_rows_are_pseudonymised():

@@ -27,7 +27,8 @@ from django.utils import timezone
 
 from memoryapp import MemoryManager
 from memoryapp.compliance import attention, erase, worker
-from memoryapp.db import purge as vendor_purge
+from memoryapp.db.purge import scan as byte_scan
+from memoryapp.db.purge.common import ScanFiles
 from memoryapp.models import ErasureReceipt, Memory, ReceiptState
 from memoryapp.rules import retries
 from tests._admin_support import client_for, make_staff, messages_of
@@ -74,10 +75,10 @@ def residue():
         return set(range(len(pieces))), 1
 
     patcher = pytest.MonkeyPatch()
-    patcher.setattr(vendor_purge, "scan", found_everything)
+    patcher.setattr(byte_scan, "scan", found_everything)
     # A scan is always possible here: on PostgreSQL another worker's rewrite running at
     # that moment makes the files' sizes disagree, and the scan is then skipped.
-    patcher.setattr(vendor_purge.ScanFiles, "possible", property(lambda self: True))
+    patcher.setattr(ScanFiles, "possible", property(lambda self: True))
     yield patcher
     patcher.undo()
 
@@ -511,7 +512,7 @@ def test_a_failed_retry_by_hand_lets_go_of_its_lease(limits, residue, clock):
 
 def test_hand_retries_and_the_worker_never_hold_a_receipt_together():
     """Racing for one receipt's lease, with a barrier: exactly one holder each round."""
-    from memoryapp.compliance.engine import ReceiptInProgress, take_lease
+    from memoryapp.compliance.leases import ReceiptInProgress, take_lease
 
     _seed()
     receipt = erase(namespace=GONE, purge=False)

@@ -23,7 +23,8 @@ from django.test.utils import CaptureQueriesContext
 
 from memoryapp import MemoryManager
 from memoryapp.compliance import erase, kept, probes
-from memoryapp.db import purge as vendor_purge
+from memoryapp.db.purge.common import Structure
+from memoryapp.db.purge.sqlite import SQLitePurge
 from memoryapp.models import Memory
 from tests._erasure_support import filler_with, found_in, marker, namespace_beside, stored_bytes
 
@@ -254,7 +255,7 @@ def _wal() -> bytes:
 
 def _after_purge(monkeypatch, then) -> None:
     """Run ``then()`` right after the SQLite purge (its truncating checkpoint) succeeds."""
-    purge = vendor_purge.SQLitePurge.purge
+    purge = SQLitePurge.purge
 
     def wrapped(self, *args, **kwargs):
         outcome = purge(self, *args, **kwargs)
@@ -262,7 +263,7 @@ def _after_purge(monkeypatch, then) -> None:
             then()
         return outcome
 
-    monkeypatch.setattr(vendor_purge.SQLitePurge, "purge", wrapped)
+    monkeypatch.setattr(SQLitePurge, "purge", wrapped)
 
 
 @pytest.mark.sqlite_only
@@ -343,14 +344,14 @@ def test_sqlite_without_a_byte_scan_the_wal_must_still_be_empty(tmp_path, monkey
 
 
 def test_a_file_left_to_the_scan_must_be_read_whole():
-    structure = vendor_purge.Structure(True, "-wal 100 byte(s)", scan_must_read={"db-wal": 100})
+    structure = Structure(True, "-wal 100 byte(s)", scan_must_read={"db-wal": 100})
     assert structure.verdict({"db-wal": 100}) == (
         True,
         "-wal 100 byte(s) (written since the purge; read by the byte scan)",
     )
     assert structure.verdict({"db-wal": 99})[0] is False
     assert structure.verdict({"db": 4096})[0] is False
-    assert vendor_purge.Structure(False, "freelist 3 page(s)").verdict({}) == (
+    assert Structure(False, "freelist 3 page(s)").verdict({}) == (
         False,
         "freelist 3 page(s)",
     )

@@ -168,7 +168,7 @@ def test_a_live_workers_claim_is_respected_and_a_dead_ones_is_taken_over():
 
 def test_a_holder_is_told_apart_from_a_later_process_reusing_its_pid():
     """A restarted container repeats host and pid: the start time tells the holders apart."""
-    from memoryapp.compliance.engine import process_started
+    from memoryapp.compliance.leases import process_started
 
     host, pid = worker.worker_name().rpartition(":")[0], os.getpid()
     mine = process_started(pid)

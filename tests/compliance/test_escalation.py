@@ -22,7 +22,8 @@ from memoryapp import conf
 from memoryapp.compliance import erase, probes, purging, retry_purge, worker
 from memoryapp.compliance.escalation import INTERRUPTED, NOT_VERIFIED, RESIDUE, STARTED, VERIFIED
 from memoryapp.db import ladder
-from memoryapp.db import purge as vendor_purge
+from memoryapp.db.purge.common import ScanFiles
+from memoryapp.db.purge.vendors import for_connection
 from memoryapp.fields import now
 from memoryapp.models import ErasureReceipt, Memory, ReceiptState
 from tests._erasure_support import marker, stored_bytes
@@ -105,8 +106,8 @@ def test_a_byte_scan_that_cannot_run_now_is_not_taken_as_verified(monkeypatch):
     unverified for the worker's next attempt, with no stronger purge; where no scan can
     ever run (a remote server) the receipt says so and completes, as before."""
     _seed()
-    vendor_class = type(vendor_purge.for_connection(connection))
-    busy = vendor_purge.ScanFiles([], "relation files do not match the server's sizes", True)
+    vendor_class = type(for_connection(connection))
+    busy = ScanFiles([], "relation files do not match the server's sizes", True)
     monkeypatch.setattr(vendor_class, "scan_files", lambda self, conn, tables: busy)
     receipt = erase(namespace=GONE)
     assert not receipt.verified and receipt.state == ReceiptState.DELETED, receipt.verification
@@ -118,7 +119,7 @@ def test_a_byte_scan_that_cannot_run_now_is_not_taken_as_verified(monkeypatch):
     assert done and done[0].verified and done[0].state == ReceiptState.COMPLETE
 
     _seed()
-    remote = vendor_purge.ScanFiles([], "database server 'db.internal' is not on this machine")
+    remote = ScanFiles([], "database server 'db.internal' is not on this machine")
     monkeypatch.setattr(vendor_class, "scan_files", lambda self, conn, tables: remote)
     receipt = erase(namespace=GONE)
     assert receipt.verified, receipt.verification
@@ -197,7 +198,7 @@ def test_ladders():
     auto = ladder.ladder("postgresql", "auto")
     assert [s.method for s in auto] == ["auto", "rewrite", "rewrite"] and auto[-1].whole_tables
     fallback = {"rewrite": "VACUUM FULL"}
-    from memoryapp.db.purge import PurgeOutcome
+    from memoryapp.db.purge.common import PurgeOutcome
 
     assert auto[1].repeats(PurgeOutcome("purged", details=fallback))
     assert not auto[2].repeats(PurgeOutcome("purged", details=fallback))
@@ -341,7 +342,6 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 import django; django.setup()
 from django.db import connection, transaction
 from memoryapp.db import ladder
-from memoryapp.db import purge as vendor_purge
 from memoryapp.compliance import purging, worker
 real_verify, real_run = purging._verify, ladder.run
 def verify(alias, r, vendor, tables):          # the first verification finds residue

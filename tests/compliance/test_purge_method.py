@@ -22,9 +22,12 @@ from django.db import connection
 
 from memoryapp import conf
 from memoryapp.compliance import erase, retry_purge
-from memoryapp.db import purge as vendor_purge
 from memoryapp.db import scan_child
 from memoryapp.db.finder import FileFinder
+from memoryapp.db.purge import repack as pg_repack
+from memoryapp.db.purge.postgresql import PostgresPurge
+from memoryapp.db.purge.scan import scan
+from memoryapp.db.purge.sqlite import SQLitePurge
 from tests._erasure_support import (
     ALICE,
     BOB,
@@ -104,14 +107,14 @@ def test_file_finder_finds_exactly_what_a_naive_search_finds(tmp_path, monkeypat
     expected = {i for i, piece in enumerate(pieces) if piece in data}
     assert found == expected
     # The same answer through the child process the erasure uses (default chunks).
-    assert vendor_purge.scan([str(tmp_path / "blob")], pieces) == (expected, len(data))
+    assert scan([str(tmp_path / "blob")], pieces) == (expected, len(data))
     assert len(pieces) - 1 in found and len(expected) > 150
 
 
 def test_short_pieces_still_use_the_eight_alignment_finder(tmp_path):
     data = b"x" * 1000 + b"shortone" + b"y" * 1000
     (tmp_path / "blob").write_bytes(data)
-    found, _ = vendor_purge.scan([str(tmp_path / "blob")], [b"shortone", b"absent piece here"])
+    found, _ = scan([str(tmp_path / "blob")], [b"shortone", b"absent piece here"])
     assert found == {0}
     with pytest.raises(ValueError, match="at least 11 bytes"):
         FileFinder([b"shortone"])
@@ -270,7 +273,7 @@ def test_sqlite_a_writer_holding_the_lock_means_not_purged_then_a_retry_succeeds
     gone = subject_markers(alice) + _bulky(ALICE)
     settings.MEMORYAPP_ERASURE_PURGE_TIMEOUT = 0.3
     writer = sqlite3.connect(connection.settings_dict["NAME"], isolation_level=None)
-    original = vendor_purge.SQLitePurge.purge
+    original = SQLitePurge.purge
 
     def purge_while_locked(self, *args, **kwargs):
         writer.execute("BEGIN IMMEDIATE")  # after the DELETEs committed, for the purge only
@@ -279,14 +282,14 @@ def test_sqlite_a_writer_holding_the_lock_means_not_purged_then_a_retry_succeeds
         finally:
             writer.rollback()
 
-    monkeypatch.setattr(vendor_purge.SQLitePurge, "purge", purge_while_locked)
+    monkeypatch.setattr(SQLitePurge, "purge", purge_while_locked)
     try:
         receipt = erase(subject=ALICE)
     finally:
         writer.close()
     assert receipt.purge_status == "not purged: incremental_vacuum failed: database is locked"
     assert not receipt.verified
-    monkeypatch.setattr(vendor_purge.SQLitePurge, "purge", original)
+    monkeypatch.setattr(SQLitePurge, "purge", original)
     settings.MEMORYAPP_ERASURE_PURGE_TIMEOUT = 10
     (retried,) = retry_purge(receipt)
     assert retried.verified, retried.verification
@@ -321,7 +324,7 @@ def test_sqlite_auto_vacuum_full_needs_no_vacuum_at_all(two_subjects):
 
 def _free_pages_after_the_purge(monkeypatch, victim: str) -> None:
     """After the purge, another connection deletes ``victim``'s bulky rows (pages go free)."""
-    original = vendor_purge.SQLitePurge.purge
+    original = SQLitePurge.purge
 
     def purge_then_free(self, connection_, *args, **kwargs):
         outcome = original(self, connection_, *args, **kwargs)
@@ -333,7 +336,7 @@ def _free_pages_after_the_purge(monkeypatch, victim: str) -> None:
         other.close()
         return outcome
 
-    monkeypatch.setattr(vendor_purge.SQLitePurge, "purge", purge_then_free)
+    monkeypatch.setattr(SQLitePurge, "purge", purge_then_free)
 
 
 @pytest.mark.sqlite_only
@@ -429,9 +432,9 @@ def repack_program(tmp_path, monkeypatch):
     )
     program.chmod(0o755)
     monkeypatch.setenv("PATH", f"{program.parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    vendor_purge._repack_version_of.cache_clear()
+    pg_repack.repack_version_of.cache_clear()
     yield program
-    vendor_purge._repack_version_of.cache_clear()
+    pg_repack.repack_version_of.cache_clear()
 
 
 def _relfilenodes() -> dict[str, int]:
@@ -520,15 +523,13 @@ def test_postgres_online_without_pg_repack_is_not_purged(
 def test_postgres_each_missing_piece_is_named(two_subjects, repack, monkeypatch, settings, cause):
     settings.MEMORYAPP_ERASURE_PURGE_METHOD = "online"
     if cause == "no program":
-        monkeypatch.setattr(vendor_purge.shutil, "which", lambda name: None)
+        monkeypatch.setattr(pg_repack.shutil, "which", lambda name: None)
         expected = "the pg_repack program is not on the PATH"
     elif cause == "other version":
-        monkeypatch.setattr(vendor_purge, "_repack_client_version", lambda: "0.0.1")
+        monkeypatch.setattr(pg_repack, "repack_client_version", lambda: "0.0.1")
         expected = "the pg_repack program is version 0.0.1, the extension 1."
     else:
-        monkeypatch.setattr(
-            vendor_purge.PostgresPurge, "_is_superuser", staticmethod(lambda cursor: False)
-        )
+        monkeypatch.setattr(PostgresPurge, "_is_superuser", staticmethod(lambda cursor: False))
         expected = "pg_repack needs a superuser connection"
     receipt = erase(subject=ALICE)
     assert not receipt.verified
@@ -539,7 +540,7 @@ def test_postgres_each_missing_piece_is_named(two_subjects, repack, monkeypatch,
 def test_postgres_a_table_pg_repack_skipped_is_not_purged(two_subjects, repack, monkeypatch):
     """pg_repack exits 0 when it skips a table it could not lock: the files tell."""
     monkeypatch.setattr(
-        vendor_purge, "_run_repack", lambda command, env, timeout: vendor_purge._RepackRun(0, [])
+        pg_repack, "run_repack", lambda command, env, timeout: pg_repack.RepackRun(0, [])
     )
     receipt = erase(subject=ALICE)
     assert receipt.purge_status.startswith("not purged: pg_repack did not rewrite ")

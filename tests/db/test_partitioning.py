@@ -158,12 +158,12 @@ def test_storage_tables_without_remainders_means_every_leaf():
 @pytest.mark.sqlite_only
 @pytest.mark.django_db(transaction=True)
 def test_sqlite_keeps_one_file_and_purges_the_tables_as_they_are():
-    from memoryapp.db import purge as vendor_purge
+    from memoryapp.db.purge.vendors import for_connection
 
     mm = MemoryManager(project="acme/erased-tenant")
     mm.save_memory("fact", "the tenant says hello")
     tables = ["memories", "memory_events"]
-    assert vendor_purge.for_connection(connection).storage_tables(connection, tables, None) == (
+    assert for_connection(connection).storage_tables(connection, tables, None) == (
         tables,
         {},
     )
