@@ -56,7 +56,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from memoryapp.recall import hybrid  # noqa: E402
-from memoryapp.recall.index import IndexRecord, RecallIndex  # noqa: E402
+from memoryapp.recall.index import RecallIndex  # noqa: E402
+from memoryapp.recall.scoring import IndexRecord  # noqa: E402
 from memoryapp.recall.tokens import STOP_WORDS, path_hints, query_tokens  # noqa: E402
 from memoryapp.rules.classify import extract_keywords  # noqa: E402
 from memoryapp.rules.guard import MemoryGuard  # noqa: E402

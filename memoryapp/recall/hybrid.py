@@ -39,17 +39,8 @@ from typing import cast
 
 import numpy as np
 
-from memoryapp.recall.index import (
-    _CODE_BITS,
-    _CODE_MASK,
-    _CODES,
-    CONTENT,
-    KW,
-    TAG,
-    TAIL,
-    TITLE,
-    RecallIndex,
-)
+from memoryapp.recall.index import RecallIndex
+from memoryapp.recall.postings import _CODE_BITS, _CODE_MASK, _CODES, CONTENT, KW, TAG, TAIL, TITLE
 from memoryapp.recall.scoring import SECONDS_PER_DAY, STALE_DAYS, Scored, rank_key, reasons
 
 __all__ = ["B", "K1", "RANKINGS", "check_ranking", "query"]

@@ -1,7 +1,7 @@
 """The exact, incremental in-memory recall index (numpy), scoring as :mod:`.scoring` does.
 
-The names of :mod:`memoryapp.recall.scoring` and the tokeniser's are re-exported, so
-``from memoryapp.recall.index import score, query_tokens`` keeps working.
+The posting layout lives in :mod:`memoryapp.recall.postings`, the bounds and exact top-k in
+:mod:`memoryapp.recall.pruning`; this module keeps the index's own operations.
 """
 
 from __future__ import annotations
@@ -9,204 +9,36 @@ from __future__ import annotations
 import threading
 import time
 from array import array
-from collections.abc import Callable, Iterable, Sequence
-from functools import lru_cache
-from typing import Any, cast
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
+from memoryapp.recall import pruning
+from memoryapp.recall.postings import (
+    _BOUND_REFRESH_SECONDS,
+    _CODE_BITS,
+    _CODE_MASK,
+    _EMPTY,
+    _MAX_SLOTS,
+    _SLOT_ARRAYS,
+    KW,
+    TOKEN_OBJECT_BYTES,
+    _codes,
+    _Layout,
+    _layout,
+    _Posting,
+    _recency_bound,
+    _tail,
+    _TokenIds,
+)
 from memoryapp.recall.scoring import (
-    CONTENT_CHARS,
-    REASON_ORDER,
-    SECONDS_PER_DAY,
-    STALE_DAYS,
     Fields,
     IndexRecord,
     Scored,
     fields_of,
-    rank_key,
-    reasons,
-    score,
-    tag_weight,
 )
-from memoryapp.recall.tokens import expand, path_hints, query_tokens, token_set, tokenize
-
-__all__ = [
-    "REASON_ORDER",
-    "IndexRecord",
-    "RecallIndex",
-    "Scored",
-    "expand",
-    "path_hints",
-    "query_tokens",
-    "rank_key",
-    "score",
-    "tag_weight",
-    "tokenize",
-]
-
-# ----------------------------------------------------------------------------- the index
-#
-# Slots. Every inserted record gets the next *slot* (a row of the per-slot numpy arrays).
-# Replacing a record appends a fresh slot and tombstones the old one; removing tombstones it.
-# Postings are never edited in place: a dead slot's entries are skipped at query time and
-# dropped by the compaction that runs once a quarter of the slots are dead.
-#
-# Postings. For each token, one int32 entry per slot whose record holds the token:
-#     entry = slot << 5 | code,   code = TAG | TITLE | KW | CONTENT | TAIL  (the fields holding it)
-# TAIL marks the tokens of the content only after its first 500 characters: the exact formula
-# never counts them (its tables give the bit no value), the hybrid ranking reads the whole text.
-# Entries whose code has KW come first (``n_kw`` of them), so a token that is only a path hint
-# scans just that part. Entries written by ``add`` wait in small ``array('i')`` buffers and
-# are merged into the numpy posting the first time a query touches the token.
-TAG, TITLE, KW, CONTENT, TAIL = 1, 2, 4, 8, 16
-_CODE_BITS = 5
-_CODES = 1 << _CODE_BITS
-_CODE_MASK = (1 << _CODE_BITS) - 1
-_MAX_SLOTS = 1 << (31 - _CODE_BITS)
-
-# The bound P adds, per query token, 2·tag_w·[tag] + 6·[title] + 4·[kw] + 2·[content], so
-# P / 2N bounds the four query terms (jaccard = i / |q ∪ t| ≤ i / N). TAG's step is per query.
-_BOUND_STEP = {TITLE: 6, KW: 4, CONTENT: 2}
-_FIELD_DIGIT = {TAG: "tag", TITLE: "title", KW: "kw", CONTENT: "content"}
-_DIGITS = ("tag", "title", "kw", "content", "bound", "hint")
-
-# The per-slot arrays, which a compaction renumbers.
-_SLOT_ARRAYS = (
-    "_updated",
-    "_fingerprint",
-    "_title_len",
-    "_doc_len",
-    "_alive",
-    "_explicit",
-    "_bound",
-)
-_EPS = 1e-9  # slack between float upper bounds and exact scores (both ~10, errors ~1e-15)
-_BOUND_REFRESH_SECONDS = 3600.0  # the cached recency bound is recomputed when older
-_SMALL = 64  # up to this many candidates (or 4·top_k), score them all without pruning
-
-
-class _Layout:
-    """Where the per-slot counters sit in the int64 accumulator lanes, for one query shape.
-
-    For each posting entry it touches, a query adds a value looked up by the entry's code.
-    That value packs *digits* side by side: how many query tokens match a tag, the title, a
-    keyword, the content; the bound P; and how many hint tokens are keyword tokens. Each
-    digit is as wide as its largest value (N, N, N, N, 20·N, |hints|), so additions never
-    carry into the next digit, and the digits fill as few 63-bit lanes as they fit in (one
-    lane unless the query has ~1,000 distinct tokens or more).
-    """
-
-    def __init__(self, n: int, n_hints: int) -> None:
-        count = max(n, 1).bit_length()
-        widths = dict.fromkeys(("tag", "title", "kw", "content"), count)
-        widths["bound"] = max(20 * n, 1).bit_length()
-        widths["hint"] = max(n_hints, 1).bit_length()
-        self.where: dict[str, tuple[int, int, int]] = {}  # digit -> (lane, shift, mask)
-        lane = shift = 0
-        for digit in _DIGITS:
-            if shift + widths[digit] > 63:
-                lane, shift = lane + 1, 0
-            self.where[digit] = (lane, shift, (1 << widths[digit]) - 1)
-            shift += widths[digit]
-        self.lanes = lane + 1
-        steps = dict(_BOUND_STEP)
-        steps[TAG] = int(2 * tag_weight(n))
-        query = np.zeros((self.lanes, _CODES), dtype=np.int64)
-        for code in range(_CODES):
-            for bit, digit in _FIELD_DIGIT.items():
-                if code & bit:
-                    self._add(query, code, digit, 1)
-                    self._add(query, code, "bound", steps[bit])
-        hint = np.zeros(self.lanes, dtype=np.int64)
-        self._add(hint[:, None], 0, "hint", 1)
-        # A token that is both a query token and a hint also counts as a hint on KW entries.
-        query_hint = query.copy()
-        query_hint[:, [code for code in range(_CODES) if code & KW]] += hint[:, None]
-        for table in (query, query_hint, hint):
-            table.flags.writeable = False
-        self.query, self.query_hint, self.hint = query, query_hint, hint
-
-    def _add(self, table: np.ndarray, code: int, digit: str, amount: int) -> None:
-        lane, shift, _ = self.where[digit]
-        table[lane, code] += amount << shift
-
-    def digit(self, lanes: Sequence[np.ndarray], name: str) -> np.ndarray:
-        """Decode one digit from accumulated lane values."""
-        lane, shift, mask = self.where[name]
-        return (lanes[lane] >> shift) & mask
-
-    def hinted(self, lanes: Sequence[np.ndarray]) -> np.ndarray:
-        """Whether the hint digit is non-zero: one comparison, as it is its lane's top digit."""
-        lane, shift, _ = self.where["hint"]
-        return lanes[lane] >= (1 << shift)
-
-
-@lru_cache(maxsize=512)
-def _layout(n: int, n_hints: int) -> _Layout:
-    return _Layout(n, n_hints)
-
-
-_EMPTY = np.zeros(0, dtype=np.int32)
-
-
-#: Approximate bytes of one token of a built index: its string, dict entry, _Posting
-#: and ndarray view (a loaded snapshot's tokens cost less until asked for).
-TOKEN_OBJECT_BYTES = 300
-
-
-class _Posting:
-    """One token's entries: a numpy part (keyword entries first) plus append buffers."""
-
-    __slots__ = ("entries", "n_kw", "new_kw", "new_other")
-
-    def __init__(self) -> None:
-        self.entries: np.ndarray = _EMPTY
-        self.n_kw = 0
-        self.new_kw: array | None = None
-        self.new_other: array | None = None
-
-    def pending(self) -> int:
-        return len(self.new_kw or ()) + len(self.new_other or ())
-
-    def merge(self) -> None:
-        """Fold the append buffers into ``entries``, keeping the keyword entries first."""
-        new_kw = np.frombuffer(self.new_kw, np.int32) if self.new_kw else _EMPTY
-        new_other = np.frombuffer(self.new_other, np.int32) if self.new_other else _EMPTY
-        old, n_kw = self.entries, self.n_kw
-        self.entries = np.concatenate((old[:n_kw], new_kw, old[n_kw:], new_other))
-        self.n_kw = n_kw + len(new_kw)
-        self.new_kw = self.new_other = None
-
-
-class _TokenIds(dict[str, int]):
-    """token → a dense id, assigned on first sight (for the vectorised bulk build)."""
-
-    def __missing__(self, token: str) -> int:
-        self[token] = tid = len(self)
-        return tid
-
-
-def _tail(record: IndexRecord, fields: Fields) -> set[str]:
-    """The content's tokens that its first 500 characters lack (a word cut there included)."""
-    if len(record.content) <= CONTENT_CHARS:
-        return set()
-    return token_set(record.content) - fields.content
-
-
-def _codes(fields: Fields, tail: set[str]) -> dict[str, int]:
-    """token → the fields of this record holding it (TAG | TITLE | KW | CONTENT | TAIL)."""
-    codes = dict.fromkeys(fields.content, CONTENT)
-    codes.update(dict.fromkeys(tail, TAIL))
-    for bit, tokens in ((KW, fields.keywords), (TITLE, fields.title), (TAG, fields.tags)):
-        for token in tokens:
-            codes[token] = codes.get(token, 0) | bit
-    return codes
-
-
-def _recency_bound(updated: np.ndarray, at: float) -> np.ndarray:
-    days = np.maximum((at - updated) / SECONDS_PER_DAY, 0.0)
-    return 1.0 / (1.0 + days / 30.0) - 2.0 * (days > STALE_DAYS)
+from memoryapp.recall.tokens import path_hints, query_tokens
 
 
 class RecallIndex:
@@ -616,10 +448,12 @@ class RecallIndex:
                 if slot is not None:
                     for acc in self._acc:
                         acc[slot] = 0
-            cand, lanes = self._collect()
+            cand, lanes = pruning.collect(self)
             if not len(cand):
                 return []
-            return self._rank(_Candidates(self, layout, len(qtokens), cand, lanes, now), top_k)
+            return pruning.rank(
+                self, pruning.Candidates(self, layout, len(qtokens), cand, lanes, now), top_k
+            )
 
     def _scatter(self, layout: _Layout, qtokens: frozenset[str], hints: frozenset[str]) -> None:
         while len(self._acc) < layout.lanes:
@@ -644,61 +478,6 @@ class RecallIndex:
                     if layout.hint[lane]:
                         np.add.at(accs[lane], slots, layout.hint[lane])
 
-    def _collect(self) -> tuple[np.ndarray, list[np.ndarray]]:
-        """The touched live slots and their lane values; re-zeroes the accumulator."""
-        n = len(self._ids)
-        accs = self._acc
-        touched = accs[0][:n] != 0
-        for acc in accs[1:]:
-            touched |= acc[:n] != 0
-        cand = np.flatnonzero(touched)
-        lanes = [acc[cand] for acc in accs]
-        for acc in accs:
-            # Re-zero: a dense fill is cheaper than a scattered one for many candidates.
-            if 4 * len(cand) > n:
-                acc[:n] = 0
-            else:
-                acc[cand] = 0
-        if self._dead:
-            alive = self._alive[cand]
-            cand = cand[alive]
-            lanes = [values[alive] for values in lanes]
-        return cand, lanes
-
-    def _rank(self, c: _Candidates, top_k: int) -> list[Scored]:
-        if len(c.slots) <= max(_SMALL, 4 * top_k):
-            chosen = np.arange(len(c.slots))
-        else:
-            self._refresh_bound(c.now)
-            chosen = _survivors(c.upper_bounds(), c.exact, top_k)
-        scores, stale = c.exact(chosen)
-        if len(chosen) > top_k:
-            # Keep everything scoring at least the k-th best (ties included), sorted below.
-            kth = np.partition(scores, len(scores) - top_k)[len(scores) - top_k]
-            keep = scores >= kth
-            chosen, scores, stale = chosen[keep], scores[keep], stale[keep]
-        lanes = [values[chosen] for values in c.lanes]
-        slots = c.slots[chosen]
-        digit = c.layout.digit
-        columns = zip(
-            slots.tolist(),
-            scores.tolist(),
-            digit(lanes, "tag").tolist(),
-            digit(lanes, "title").tolist(),
-            digit(lanes, "kw").tolist(),
-            digit(lanes, "content").tolist(),
-            c.layout.hinted(lanes).tolist(),
-            stale.tolist(),
-            self._explicit[slots].tolist(),
-            strict=True,
-        )
-        hits = [
-            Scored(cast(str, self._ids[slot]), total, reasons(*counts))
-            for slot, total, *counts in columns
-        ]
-        hits.sort(key=rank_key)
-        return hits[:top_k]
-
     def _refresh_bound(self, now: float) -> None:
         if (
             self._bound_time is None
@@ -708,72 +487,3 @@ class RecallIndex:
             n = len(self._ids)
             self._bound[:n] = _recency_bound(self._updated[:n], now)
             self._bound_time = now
-
-
-class _Candidates:
-    """The gated candidates of one query: slots, their lane values, and how to score them."""
-
-    def __init__(
-        self,
-        index: RecallIndex,
-        layout: _Layout,
-        n: int,
-        slots: np.ndarray,
-        lanes: list[np.ndarray],
-        now: float,
-    ) -> None:
-        self.index = index
-        self.layout = layout
-        self.n = n  # the number of query tokens
-        self.slots = slots
-        self.lanes = lanes
-        self.now = now
-
-    def upper_bounds(self) -> np.ndarray:
-        """A bound ≥ every candidate's exact score: P / 2N + 2·hint + the recency bound."""
-        upper = self.index._bound[self.slots] + 2.0 * self.layout.hinted(self.lanes)
-        if self.n:
-            upper += self.layout.digit(self.lanes, "bound") * (1.0 / (2 * self.n))
-        return upper
-
-    def exact(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Exact scores and stale flags of the candidates ``idx``, mirroring :func:`score`."""
-        n, digit, now = self.n, self.layout.digit, self.now
-        lanes = [values[idx] for values in self.lanes]
-        slots = self.slots[idx]
-        hint = self.layout.hinted(lanes)
-        days = np.maximum((now - self.index._updated[slots]) / SECONDS_PER_DAY, 0.0)
-        stale = days > STALE_DAYS
-        if n:
-            title = digit(lanes, "title")
-            terms = tag_weight(n) * (digit(lanes, "tag") / n)
-            terms = terms + 3.0 * (title / (n + self.index._title_len[slots] - title))
-            terms = terms + 2.0 * (digit(lanes, "kw") / n)
-            terms = terms + 1.0 * (digit(lanes, "content") / n)
-        else:
-            terms = np.zeros(len(slots))
-        total = terms + 2.0 * hint + 1.0 / (1.0 + days / 30.0)
-        return total - 2.0 * stale, stale
-
-
-def _survivors(
-    upper: np.ndarray, exact: Callable[[np.ndarray], tuple[np.ndarray, Any]], top_k: int
-) -> np.ndarray:
-    """The candidates whose upper bound reaches a proven lower bound of the k-th best score.
-
-    θ, the k-th best exact score among the candidates with the highest bounds, is at most
-    the true k-th best score, so a candidate whose bound is below θ cannot be in the answer.
-    """
-    best = float(upper.max())
-    spread = best - float(upper.min())
-    window = 1.0
-    while True:
-        near = np.flatnonzero(upper >= best - window)
-        if len(near) >= top_k or window > spread:
-            break
-        window *= 4.0
-    if len(near) < top_k:
-        return near
-    scores, _ = exact(near)
-    theta = float(np.partition(scores, len(scores) - top_k)[len(scores) - top_k])
-    return np.flatnonzero(upper >= theta - _EPS)

@@ -43,7 +43,8 @@ from array import array
 
 import numpy as np
 
-from memoryapp.recall.index import _CODE_BITS, TOKEN_OBJECT_BYTES, RecallIndex, _Posting
+from memoryapp.recall.index import RecallIndex
+from memoryapp.recall.postings import _CODE_BITS, TOKEN_OBJECT_BYTES, _Posting
 from memoryapp.recall.tokens import rules_id
 
 __all__ = ["FORMAT", "dump", "load", "strings"]

@@ -23,8 +23,9 @@ from memoryapp.db.meta import read_slice_counters
 from memoryapp.models import Memory, Scope, json_list
 from memoryapp.recall import hybrid
 from memoryapp.recall.cache import INDEXES, NOT_READ
-from memoryapp.recall.index import Scored, path_hints, query_tokens, rank_key
 from memoryapp.recall.rows import column_timestamp
+from memoryapp.recall.scoring import Scored, rank_key
+from memoryapp.recall.tokens import path_hints, query_tokens
 from memoryapp.rules import render
 from memoryapp.services.slices import StoreSlice
 

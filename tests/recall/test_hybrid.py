@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from memoryapp.recall import hybrid, snapshot
-from memoryapp.recall.index import IndexRecord, RecallIndex
-from memoryapp.recall.scoring import REASON_ORDER, rank_key
+from memoryapp.recall.index import RecallIndex
+from memoryapp.recall.scoring import REASON_ORDER, IndexRecord, rank_key
 from memoryapp.recall.tokens import path_hints, query_tokens
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,17 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from memoryapp.recall import index as recall
-from memoryapp.recall.index import (
-    IndexRecord,
-    RecallIndex,
-    expand,
-    path_hints,
-    query_tokens,
-    rank_key,
-    score,
-    tokenize,
-)
+from memoryapp.recall import postings, pruning
+from memoryapp.recall.index import RecallIndex
+from memoryapp.recall.scoring import IndexRecord, rank_key, score
+from memoryapp.recall.tokens import expand, path_hints, query_tokens, tokenize
 
 from .test_scoring import DAY, NOW, rec
 
@@ -190,14 +183,14 @@ class TestRecallIndexExactness:
 
     def test_pruning_path_is_exercised_and_exact(self, monkeypatch):
         calls = []
-        original = recall._survivors
+        original = pruning.survivors
 
         def spy(upper, exact, top_k):
             survivors = original(upper, exact, top_k)
             calls.append((len(upper), len(survivors)))
             return survivors
 
-        monkeypatch.setattr(recall, "_survivors", spy)
+        monkeypatch.setattr(pruning, "survivors", spy)
         rng = random.Random(3)
         live = {f"r{i}": random_record(rng, f"r{i}") for i in range(1500)}
         index = RecallIndex(live.values())
@@ -231,7 +224,7 @@ class TestRecallIndexExactness:
             live[f"x{i}"] = rec(id=f"x{i}", title=text[:40], content=text, keywords=keywords)
         index = RecallIndex(live.values())
         query = " ".join(vocabulary[:2100])
-        assert recall._layout(len(query_tokens(query)), 3).lanes > 1
+        assert postings._layout(len(query_tokens(query)), 3).lanes > 1
         messages = [{"content": "t1.py t2.md"}]
         for top_k in (1, 5, 100):
             got = index.query(query, messages, top_k=top_k, now=NOW)

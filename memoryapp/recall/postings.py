@@ -1,0 +1,185 @@
+"""The posting layout of a recall index: field codes, packed accumulator lanes, postings.
+
+What :class:`~memoryapp.recall.index.RecallIndex` stores per token and how a query adds the
+per-field counts of every slot it touches; kept apart so the index reads as its operations.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Sequence
+from functools import lru_cache
+
+import numpy as np
+
+from memoryapp.recall.scoring import (
+    CONTENT_CHARS,
+    SECONDS_PER_DAY,
+    STALE_DAYS,
+    Fields,
+    IndexRecord,
+    tag_weight,
+)
+from memoryapp.recall.tokens import token_set
+
+# ----------------------------------------------------------------------------- the index
+#
+# Slots. Every inserted record gets the next *slot* (a row of the per-slot numpy arrays).
+# Replacing a record appends a fresh slot and tombstones the old one; removing tombstones it.
+# Postings are never edited in place: a dead slot's entries are skipped at query time and
+# dropped by the compaction that runs once a quarter of the slots are dead.
+#
+# Postings. For each token, one int32 entry per slot whose record holds the token:
+#     entry = slot << 5 | code,   code = TAG | TITLE | KW | CONTENT | TAIL  (the fields holding it)
+# TAIL marks the tokens of the content only after its first 500 characters: the exact formula
+# never counts them (its tables give the bit no value), the hybrid ranking reads the whole text.
+# Entries whose code has KW come first (``n_kw`` of them), so a token that is only a path hint
+# scans just that part. Entries written by ``add`` wait in small ``array('i')`` buffers and
+# are merged into the numpy posting the first time a query touches the token.
+TAG, TITLE, KW, CONTENT, TAIL = 1, 2, 4, 8, 16
+_CODE_BITS = 5
+_CODES = 1 << _CODE_BITS
+_CODE_MASK = (1 << _CODE_BITS) - 1
+_MAX_SLOTS = 1 << (31 - _CODE_BITS)
+
+# The bound P adds, per query token, 2·tag_w·[tag] + 6·[title] + 4·[kw] + 2·[content], so
+# P / 2N bounds the four query terms (jaccard = i / |q ∪ t| ≤ i / N). TAG's step is per query.
+_BOUND_STEP = {TITLE: 6, KW: 4, CONTENT: 2}
+_FIELD_DIGIT = {TAG: "tag", TITLE: "title", KW: "kw", CONTENT: "content"}
+_DIGITS = ("tag", "title", "kw", "content", "bound", "hint")
+
+# The per-slot arrays, which a compaction renumbers.
+_SLOT_ARRAYS = (
+    "_updated",
+    "_fingerprint",
+    "_title_len",
+    "_doc_len",
+    "_alive",
+    "_explicit",
+    "_bound",
+)
+_BOUND_REFRESH_SECONDS = 3600.0  # the cached recency bound is recomputed when older
+_SMALL = 64  # up to this many candidates (or 4·top_k), score them all without pruning
+
+
+class _Layout:
+    """Where the per-slot counters sit in the int64 accumulator lanes, for one query shape.
+
+    For each posting entry it touches, a query adds a value looked up by the entry's code.
+    That value packs *digits* side by side: how many query tokens match a tag, the title, a
+    keyword, the content; the bound P; and how many hint tokens are keyword tokens. Each
+    digit is as wide as its largest value (N, N, N, N, 20·N, |hints|), so additions never
+    carry into the next digit, and the digits fill as few 63-bit lanes as they fit in (one
+    lane unless the query has ~1,000 distinct tokens or more).
+    """
+
+    def __init__(self, n: int, n_hints: int) -> None:
+        count = max(n, 1).bit_length()
+        widths = dict.fromkeys(("tag", "title", "kw", "content"), count)
+        widths["bound"] = max(20 * n, 1).bit_length()
+        widths["hint"] = max(n_hints, 1).bit_length()
+        self.where: dict[str, tuple[int, int, int]] = {}  # digit -> (lane, shift, mask)
+        lane = shift = 0
+        for digit in _DIGITS:
+            if shift + widths[digit] > 63:
+                lane, shift = lane + 1, 0
+            self.where[digit] = (lane, shift, (1 << widths[digit]) - 1)
+            shift += widths[digit]
+        self.lanes = lane + 1
+        steps = dict(_BOUND_STEP)
+        steps[TAG] = int(2 * tag_weight(n))
+        query = np.zeros((self.lanes, _CODES), dtype=np.int64)
+        for code in range(_CODES):
+            for bit, digit in _FIELD_DIGIT.items():
+                if code & bit:
+                    self._add(query, code, digit, 1)
+                    self._add(query, code, "bound", steps[bit])
+        hint = np.zeros(self.lanes, dtype=np.int64)
+        self._add(hint[:, None], 0, "hint", 1)
+        # A token that is both a query token and a hint also counts as a hint on KW entries.
+        query_hint = query.copy()
+        query_hint[:, [code for code in range(_CODES) if code & KW]] += hint[:, None]
+        for table in (query, query_hint, hint):
+            table.flags.writeable = False
+        self.query, self.query_hint, self.hint = query, query_hint, hint
+
+    def _add(self, table: np.ndarray, code: int, digit: str, amount: int) -> None:
+        lane, shift, _ = self.where[digit]
+        table[lane, code] += amount << shift
+
+    def digit(self, lanes: Sequence[np.ndarray], name: str) -> np.ndarray:
+        """Decode one digit from accumulated lane values."""
+        lane, shift, mask = self.where[name]
+        return (lanes[lane] >> shift) & mask
+
+    def hinted(self, lanes: Sequence[np.ndarray]) -> np.ndarray:
+        """Whether the hint digit is non-zero: one comparison, as it is its lane's top digit."""
+        lane, shift, _ = self.where["hint"]
+        return lanes[lane] >= (1 << shift)
+
+
+@lru_cache(maxsize=512)
+def _layout(n: int, n_hints: int) -> _Layout:
+    return _Layout(n, n_hints)
+
+
+_EMPTY = np.zeros(0, dtype=np.int32)
+
+
+#: Approximate bytes of one token of a built index: its string, dict entry, _Posting
+#: and ndarray view (a loaded snapshot's tokens cost less until asked for).
+TOKEN_OBJECT_BYTES = 300
+
+
+class _Posting:
+    """One token's entries: a numpy part (keyword entries first) plus append buffers."""
+
+    __slots__ = ("entries", "n_kw", "new_kw", "new_other")
+
+    def __init__(self) -> None:
+        self.entries: np.ndarray = _EMPTY
+        self.n_kw = 0
+        self.new_kw: array | None = None
+        self.new_other: array | None = None
+
+    def pending(self) -> int:
+        return len(self.new_kw or ()) + len(self.new_other or ())
+
+    def merge(self) -> None:
+        """Fold the append buffers into ``entries``, keeping the keyword entries first."""
+        new_kw = np.frombuffer(self.new_kw, np.int32) if self.new_kw else _EMPTY
+        new_other = np.frombuffer(self.new_other, np.int32) if self.new_other else _EMPTY
+        old, n_kw = self.entries, self.n_kw
+        self.entries = np.concatenate((old[:n_kw], new_kw, old[n_kw:], new_other))
+        self.n_kw = n_kw + len(new_kw)
+        self.new_kw = self.new_other = None
+
+
+class _TokenIds(dict[str, int]):
+    """token → a dense id, assigned on first sight (for the vectorised bulk build)."""
+
+    def __missing__(self, token: str) -> int:
+        self[token] = tid = len(self)
+        return tid
+
+
+def _tail(record: IndexRecord, fields: Fields) -> set[str]:
+    """The content's tokens that its first 500 characters lack (a word cut there included)."""
+    if len(record.content) <= CONTENT_CHARS:
+        return set()
+    return token_set(record.content) - fields.content
+
+
+def _codes(fields: Fields, tail: set[str]) -> dict[str, int]:
+    """token → the fields of this record holding it (TAG | TITLE | KW | CONTENT | TAIL)."""
+    codes = dict.fromkeys(fields.content, CONTENT)
+    codes.update(dict.fromkeys(tail, TAIL))
+    for bit, tokens in ((KW, fields.keywords), (TITLE, fields.title), (TAG, fields.tags)):
+        for token in tokens:
+            codes[token] = codes.get(token, 0) | bit
+    return codes
+
+
+def _recency_bound(updated: np.ndarray, at: float) -> np.ndarray:
+    days = np.maximum((at - updated) / SECONDS_PER_DAY, 0.0)
+    return 1.0 / (1.0 + days / 30.0) - 2.0 * (days > STALE_DAYS)
