@@ -17,7 +17,7 @@ from rest_framework.views import APIView
 from memoryapp import MemoryManager
 from memoryapp.api import permissions
 from memoryapp.api.testing import token_client
-from memoryapp.api.views import MemoryAPIMixin
+from memoryapp.api.views.base import MemoryAPIMixin
 
 pytestmark = pytest.mark.django_db
 

@@ -8,7 +8,7 @@ from rest_framework import serializers
 
 from memoryapp.api import query_params, throttles
 from memoryapp.api.patterns import TEXT_PATTERN, field_pattern
-from memoryapp.api.serializers import ErrorSerializer
+from memoryapp.api.serializers.errors import ErrorSerializer
 
 
 class ValidationErrorSerializer(serializers.Serializer):

@@ -1,0 +1,127 @@
+"""The API's strict input fields and the namespace field every input shares.
+
+A refused value is never echoed: messages are fixed sentences.
+"""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from memoryapp.api.patterns import NAMESPACE_PATTERN
+from memoryapp.rules.errors import MemoryValidationError
+from memoryapp.rules.validation import check_namespace, check_stored_key
+
+NAMESPACE_MAX = 255  # the namespace / subject / session columns are varchar(255)
+INT_MAX = 2**31 - 1  # the summary counters are 32-bit integer columns
+
+
+# DRF coerces JSON types (``1`` → ``"1"``, ``"true"`` → ``True``, ``"5"`` → ``5``); the
+# API takes exactly the types its schema documents, so input fields are strict.
+class StrictCharField(serializers.CharField):
+    """A string field that takes only JSON strings.
+
+    ``schema_pattern`` documents the rule its validation applies (patterns.py).
+    """
+
+    def __init__(self, *, schema_pattern: str | None = None, **kwargs) -> None:
+        self.schema_pattern = schema_pattern  # a constructor argument: fields are deep-copied
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """An integer field that takes only JSON integers (no strings, floats or booleans)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """A boolean field that takes only ``true`` and ``false``."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, bool):
+            self.fail("invalid")
+        return data
+
+
+class StrictChoiceField(serializers.ChoiceField):
+    """A choice that takes only a JSON string among its choices; every ChoiceField of the API.
+
+    DRF's own message quotes the refused value (``"password=hunter2…" is not a
+    valid choice``), against docs/behaviour.md §13, and a value holding a lone
+    surrogate then made the JSON renderer fail (an HTML 500). The refusal names the
+    accepted choices instead; non-strings are refused rather than coerced.
+    """
+
+    default_error_messages = {
+        "invalid_choice": "The value is not a valid choice; expected one of: {choices}."
+    }
+
+    def to_internal_value(self, data):
+        if data == "" and self.allow_blank:
+            return ""
+        if not isinstance(data, str) or data not in self.choice_strings_to_values:
+            self.fail("invalid_choice", choices=", ".join(self.choice_strings_to_values))
+        return self.choice_strings_to_values[data]
+
+
+_NAMED = {
+    "project": "project namespace",
+    "user": "user namespace",
+    "session_id": "session id",
+    "subject": "subject",
+}
+
+
+class NamespaceField(StrictCharField):
+    """A namespace checked as every entry point checks it (:mod:`memoryapp.rules.validation`).
+
+    A namespace that is written is held to ``check_namespace``; one that only
+    names rows to find (erasure, purge, export: ``lookup=True``) to the looser
+    ``check_stored_key``, so rows stored before the write rules stay reachable.
+    """
+
+    def __init__(self, *, lookup: bool = False, **kwargs):
+        self.check = check_stored_key if lookup else check_namespace
+        kwargs.setdefault("schema_pattern", None if lookup else NAMESPACE_PATTERN)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        if self.max_length is not None and len(value) > self.max_length:
+            return value  # DRF's own max_length message follows
+        what = _NAMED.get(self.field_name, "Namespace")  # worded as the facade words it
+        try:
+            return self.check(value, what)
+        except MemoryValidationError as exc:
+            raise serializers.ValidationError(str(exc)) from None
+
+
+def namespace_field(*, lookup: bool = False, **kwargs) -> serializers.CharField:
+    """A namespace key: up to 255 characters, blank allowed, never stripped."""
+    kwargs.setdefault("max_length", NAMESPACE_MAX)
+    return NamespaceField(lookup=lookup, allow_blank=True, trim_whitespace=False, **kwargs)
+
+
+class BoundInput(serializers.Serializer):
+    """The namespaces a facade call is bound to (``MemoryManager(project, user)``)."""
+
+    project = namespace_field(
+        help_text="Project namespace ('' is the single-tenant namespace).",
+    )
+    user = namespace_field(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="User namespace; omitted, null or '' means no user scope.",
+    )
+
+    def validate_user(self, value: str | None) -> str | None:
+        return value or None
