@@ -57,7 +57,7 @@ def test_recall_with_nothing_to_find(acme):
         ({"project": "acme/web", "query": "q", "top_k": 51}, "top_k"),
         ({"project": "acme/web", "query": "q", "top_k": "many"}, "top_k"),
         ({"project": "acme/web", "query": "q", "messages": [{}]}, "messages"),
-        ({"query": "q"}, "project"),
+        ({"query": "q"}, "namespace"),  # or its deprecated alias, project
     ],
 )
 def test_recall_input_errors(acme, body, field):

@@ -39,7 +39,12 @@ class MemoryEventSerializer(serializers.ModelSerializer):
 class StoreProblemsQuerySerializer(BoundInput):
     """``GET /api/store-problems/``: the manager to probe."""
 
-    project = namespace_field(required=False, default="", help_text="Project namespace.")
+    namespace = namespace_field(
+        required=False,
+        default="",
+        what="project namespace",
+        help_text="Project namespace (omitted: '', the single-tenant namespace).",
+    )
 
 
 class StoreProblemsSerializer(serializers.Serializer):

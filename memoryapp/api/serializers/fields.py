@@ -5,7 +5,9 @@ A refused value is never echoed: messages are fixed sentences.
 
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
+from rest_framework.fields import empty
 
 from memoryapp.api.patterns import NAMESPACE_PATTERN
 from memoryapp.rules.errors import MemoryValidationError
@@ -88,8 +90,9 @@ class NamespaceField(StrictCharField):
     ``check_stored_key``, so rows stored before the write rules stay reachable.
     """
 
-    def __init__(self, *, lookup: bool = False, **kwargs):
+    def __init__(self, *, lookup: bool = False, what: str | None = None, **kwargs):
         self.check = check_stored_key if lookup else check_namespace
+        self.what = what  # the facade's word for it; by default the field's own name's
         kwargs.setdefault("schema_pattern", None if lookup else NAMESPACE_PATTERN)
         super().__init__(**kwargs)
 
@@ -97,7 +100,7 @@ class NamespaceField(StrictCharField):
         value = super().to_internal_value(data)
         if self.max_length is not None and len(value) > self.max_length:
             return value  # DRF's own max_length message follows
-        what = _NAMED.get(self.field_name, "Namespace")  # worded as the facade words it
+        what = self.what or _NAMED.get(self.field_name, "Namespace")  # as the facade words it
         try:
             return self.check(value, what)
         except MemoryValidationError as exc:
@@ -110,18 +113,74 @@ def namespace_field(*, lookup: bool = False, **kwargs) -> serializers.CharField:
     return NamespaceField(lookup=lookup, allow_blank=True, trim_whitespace=False, **kwargs)
 
 
+@extend_schema_serializer(deprecate_fields=["project", "user"])
 class BoundInput(serializers.Serializer):
-    """The namespaces a facade call is bound to (``MemoryManager(project, user)``)."""
+    """The namespaces a call is bound to: a project ``namespace`` and a ``subject``.
 
+    ``project`` and ``user`` are deprecated aliases of ``namespace`` and ``subject``,
+    still taken from clients written before; giving both spellings of one field with
+    different values is a 400 that names the two.
+    """
+
+    # alias -> canonical field; the validated data holds the canonical names only
+    ALIASES = {"project": "namespace", "user": "subject"}
+
+    namespace = namespace_field(
+        required=False,
+        what="project namespace",
+        help_text="Project namespace ('' is the single-tenant namespace). Required "
+        "(or its deprecated alias `project`).",
+    )
+    subject = namespace_field(
+        required=False,
+        allow_null=True,
+        default=None,
+        what="user namespace",
+        help_text="User namespace (the subject key); omitted, null or '' means no user scope.",
+    )
     project = namespace_field(
-        help_text="Project namespace ('' is the single-tenant namespace).",
+        required=False, what="project namespace", help_text="Deprecated alias of `namespace`."
     )
     user = namespace_field(
         required=False,
         allow_null=True,
-        default=None,
-        help_text="User namespace; omitted, null or '' means no user scope.",
+        what="user namespace",
+        help_text="Deprecated alias of `subject`.",
     )
 
-    def validate_user(self, value: str | None) -> str | None:
-        return value or None
+    @classmethod
+    def required_one_of(cls) -> list[tuple[str, str]]:
+        """Required fields with a deprecated alias: one of the two spellings is needed."""
+        return [
+            (name, alias)
+            for alias, name in cls.ALIASES.items()
+            if cls._declared_fields[name].default is empty
+        ]
+
+    def to_internal_value(self, data):
+        attrs = super().to_internal_value(data)
+        errors: dict[str, list[str]] = {}
+        for alias, name in self.ALIASES.items():
+            values = {k: attrs.pop(k) for k in (name, alias) if k in attrs}
+            given = {k: v for k, v in values.items() if k in data}  # not a field's default
+            try:
+                attrs[name] = self._one_value(name, alias, given, values)
+            except serializers.ValidationError as exc:
+                errors[name] = exc.detail
+        if errors:
+            raise serializers.ValidationError(errors)
+        return attrs
+
+    def _one_value(self, name: str, alias: str, given: dict, values: dict):
+        """The value of ``name`` from either spelling given (else its default)."""
+        if name == "subject":  # '' and null both mean no user scope
+            given = {k: v or None for k, v in given.items()}
+        if len(set(given.values())) > 1:
+            raise serializers.ValidationError(
+                f"`{name}` and `{alias}` (its deprecated alias) differ; give one of them."
+            )
+        if given:
+            return next(iter(given.values()))
+        if name in values:
+            return values[name]
+        raise serializers.ValidationError(self.fields[name].error_messages["required"])

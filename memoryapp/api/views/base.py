@@ -55,14 +55,16 @@ def validated(serializer_class, data) -> dict:
 def bound_manager(view, serializer_class, data=None) -> tuple[dict, MemoryManager]:
     """Validate the input, check the view's declared rule on its namespaces, bind a facade.
 
-    ``data`` defaults to the request body. The input names ``project`` and ``user``
-    (and may name ``session_id``); a namespace the caller may not use is a 404.
+    ``data`` defaults to the request body. The input names ``namespace`` and ``subject``
+    (the facade's project and user;
+    :class:`~memoryapp.api.serializers.fields.BoundInput`) and may name ``session_id``; a
+    namespace the caller may not use is a 404.
     """
     request = view.request
     data = validated(serializer_class, request.data if data is None else data)
-    view.check_target_permissions(request, in_namespaces(data["project"], data["user"]))
+    view.check_target_permissions(request, in_namespaces(data["namespace"], data["subject"]))
     mm = MemoryManager(
-        project=data["project"], user=data["user"], session_id=data.get("session_id")
+        project=data["namespace"], user=data["subject"], session_id=data.get("session_id")
     )
     return data, mm
 
