@@ -111,7 +111,7 @@ SAMPLES: dict[tuple[str, str], list[tuple[dict, dict | None]]] = {
     ("crystallize", "post"): [({}, {**BOUND, "messages": MESSAGES})],
     ("wipe-all", "post"): [({}, BOUND)],
     ("export", "get"): [({"namespace": NS}, None), ({"subject": USER}, None)],
-    ("store-problems", "get"): [({"project": NS}, None)],
+    ("store-problems", "get"): [({"namespace": NS}, None)],
     # Agentao's store protocol (memoryapp.clients.store.HttpMemoryStore)
     ("memory-detail", "get"): [({}, None), ({"namespace": NS}, None)],
     ("memory-records", "post"): [

@@ -192,10 +192,16 @@ class MemoryAutoSchema(AutoSchema):
     def _map_serializer(self, serializer, direction, bypass_extensions=False):
         schema = super()._map_serializer(serializer, direction, bypass_extensions)
         # A field that may be given under either of two names (a deprecated alias) is
-        # required in one spelling: "required" cannot say so, a list of shapes can.
+        # required in one spelling, and given in one at most: "required" cannot say so,
+        # anyOf and not can.
+        if direction != "request":
+            return schema
         pairs = _required_one_of(serializer)
-        if direction == "request" and pairs:
+        if pairs:
             schema["anyOf"] = [{"required": [name]} for pair in pairs for name in pair]
+        both = getattr(serializer, "alias_pairs", list)()
+        if both:  # one spelling at most (both are refused, equal or not)
+            schema["not"] = {"anyOf": [{"required": list(pair)} for pair in both]}
         return schema
 
     def _get_request_for_media_type(self, serializer, direction="request"):

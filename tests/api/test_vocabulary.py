@@ -2,9 +2,9 @@
 
 Every call bound to a namespace takes ``namespace`` and ``subject`` (the words of the
 lists, the store calls and the admin) and still takes the first version's ``project``
-and ``user`` as deprecated aliases. Both spellings of one field with different values
-are refused (400 naming both); lists take only the canonical names, and a misspelt
-filter is refused, never ignored.
+and ``user`` as deprecated aliases. Both spellings of one field in one body are refused
+(400 naming both); lists and the store-problems query take only the canonical names,
+and a misspelt filter is refused, never ignored.
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ BOUND_CALLS = {
     "save a summary": ("post", "/api/session-summaries/", {"summary": "we chose vim"}),
     "crystallize": ("post", "/api/crystallize/", {"messages": MESSAGES}),
     "wipe": ("post", "/api/wipe-all/", {}),
-    "store problems": ("get", "/api/store-problems/", {}),
 }
 LISTS = [
     "/api/memories/",
@@ -58,7 +57,6 @@ ESSENCE = {
     "save a summary": lambda b: (b["namespace"], b["subject"], b["summary_text"]),
     "crystallize": lambda b: [(i["id"], i["namespace"], i["subject"]) for i in b["items"]],
     "wipe": lambda b: None,  # the second wipe finds nothing left to clear
-    "store problems": lambda b: b,
 }
 
 
@@ -108,17 +106,23 @@ def test_another_tenants_namespace_is_hidden_under_either_name(acme, name):
         assert call(acme, name, **names).status_code == 404
 
 
-@pytest.mark.parametrize("name", sorted(set(BOUND_CALLS) - {"store problems"}))
+@pytest.mark.parametrize("name", sorted(BOUND_CALLS))
 def test_a_namespace_is_required_in_one_spelling(acme, name):
     r = call(acme, name, subject=SUBJECT)
     assert r.status_code == 400
     assert r.json() == {"namespace": ["This field is required."]}
 
 
-def test_store_problems_default_to_the_single_tenant_namespace(acme):
-    # '' is not among acme's grants: the default is '' whichever spelling is left out
-    assert acme.get("/api/store-problems/").status_code == 404
+def test_store_problems_take_the_canonical_names_only(acme):
+    r = acme.get("/api/store-problems/", {"namespace": NS, "subject": SUBJECT})
+    assert r.status_code == 200 and r.json() == {"problems": []}
+    assert acme.get("/api/store-problems/", {"namespace": NS, "subject": ""}).status_code == 200
+    # '' is not among acme's grants: an omitted namespace is ''
     assert acme.get("/api/store-problems/", {"subject": SUBJECT}).status_code == 404
+    assert acme.get("/api/store-problems/", {"namespace": "globex/web"}).status_code == 404
+    for alias in ("project", "user"):
+        r = acme.get("/api/store-problems/", {"namespace": NS, alias: NS})
+        assert r.status_code == 400 and list(r.json()) == [alias]
 
 
 def test_an_invalid_value_is_reported_under_the_name_given(acme):
@@ -131,17 +135,16 @@ def test_an_invalid_value_is_reported_under_the_name_given(acme):
 
 # ----------------------------------------------------------------- conflicts
 @pytest.mark.parametrize("name", sorted(BOUND_CALLS))
-def test_both_spellings_with_different_values_are_refused(acme, name):
-    r = call(acme, name, namespace=NS, project="acme/other")
+@pytest.mark.parametrize("alias", ["acme/other", NS])  # different, and the same value
+def test_both_spellings_in_one_body_are_refused(acme, name, alias):
+    r = call(acme, name, namespace=NS, project=alias)
     assert r.status_code == 400, r.content
-    message = r.json()["namespace"][0]
-    assert "`namespace`" in message and "`project`" in message
-    assert "acme/other" not in str(r.json())  # values are never echoed
+    message = "Give `namespace` or its deprecated alias `project`, not both."
+    assert r.json() == {"namespace": [message]}
 
-    r = call(acme, name, namespace=NS, subject=SUBJECT, user="acme/bob")
+    r = call(acme, name, namespace=NS, subject=SUBJECT, user=alias)
     assert r.status_code == 400, r.content
-    message = r.json()["subject"][0]
-    assert "`subject`" in message and "`user`" in message
+    assert r.json() == {"subject": ["Give `subject` or its deprecated alias `user`, not both."]}
     assert not Memory.objects.filter(key_normalized="editor").exists()
     assert not SessionSummary.objects.exists() and not ReviewItem.objects.exists()
 
@@ -152,18 +155,11 @@ def test_a_conflict_is_refused_before_any_namespace_is_checked(acme):
     assert r.status_code == 400 and list(r.json()) == ["namespace"]
 
 
-@pytest.mark.parametrize("name", sorted(BOUND_CALLS))
-def test_both_spellings_with_the_same_value_are_taken(acme, name):
-    r = call(acme, name, namespace=NS, project=NS, subject=SUBJECT, user=SUBJECT)
-    assert r.status_code in (200, 201), r.content
-
-
-def test_an_empty_and_a_null_user_both_mean_no_user_scope(acme):
-    body = {"namespace": NS, "subject": None, "user": "", "key": "k", "value": "v"}
-    r = acme.post("/api/memories/", body, format="json")
-    assert r.status_code == 201 and r.json()["namespace"] == NS
-    body = {"namespace": NS, "subject": "", "user": SUBJECT, "key": "k", "value": "v"}
-    assert acme.post("/api/memories/", body, format="json").status_code == 400
+def test_an_empty_user_means_no_user_scope_under_either_name(acme):
+    for name in ("subject", "user"):
+        body = {"namespace": NS, name: "", "key": "editor", "value": "vim", "scope": "user"}
+        r = acme.post("/api/memories/", body, format="json")
+        assert r.status_code in (200, 201) and r.json()["namespace"] == NS, r.content
 
 
 # --------------------------------------------------------------------- lists
@@ -212,6 +208,9 @@ def test_the_schema_marks_the_aliases_deprecated(acme):
         "CrystallizeInputRequest",
         "BoundInputRequest",
     ]
+    one_at_most = {
+        "anyOf": [{"required": ["namespace", "project"]}, {"required": ["subject", "user"]}]
+    }
     for name in bound:
         props = components[name]["properties"]
         assert props["project"].get("deprecated") is True, name
@@ -222,13 +221,12 @@ def test_the_schema_marks_the_aliases_deprecated(acme):
             {"required": ["namespace"]},
             {"required": ["project"]},
         ]
+        assert components[name]["not"] == one_at_most
         assert "project" not in components[name].get("required", [])
     wipe = schema["paths"]["/api/wipe-all/"]["post"]["requestBody"]
     assert wipe["required"] is True
     params = {p["name"]: p for p in schema["paths"]["/api/store-problems/"]["get"]["parameters"]}
-    assert params["project"]["schema"].get("deprecated") is True
-    assert params["user"]["schema"].get("deprecated") is True
-    assert "deprecated" not in params["namespace"]["schema"]
+    assert set(params) == {"namespace", "subject"}
     assert params["namespace"]["schema"]["default"] == ""
 
 

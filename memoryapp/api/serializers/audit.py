@@ -37,7 +37,16 @@ class MemoryEventSerializer(serializers.ModelSerializer):
 
 
 class StoreProblemsQuerySerializer(BoundInput):
-    """``GET /api/store-problems/``: the manager to probe."""
+    """``GET /api/store-problems/``: the manager to probe (``namespace`` and ``subject``).
+
+    No client of this project sends the first version's ``project``/``user`` here, and
+    query parameters cannot state "one spelling, not both" in the schema: the aliases
+    are not taken (an unknown parameter is a 400).
+    """
+
+    ALIASES: dict[str, str] = {}
+    project = None  # type: ignore[assignment]
+    user = None  # type: ignore[assignment]
 
     namespace = namespace_field(
         required=False,
@@ -45,6 +54,9 @@ class StoreProblemsQuerySerializer(BoundInput):
         what="project namespace",
         help_text="Project namespace (omitted: '', the single-tenant namespace).",
     )
+
+    def validate_subject(self, value: str | None) -> str | None:
+        return value or None  # '' means no user scope, as in a body
 
 
 class StoreProblemsSerializer(serializers.Serializer):

@@ -118,8 +118,9 @@ class BoundInput(serializers.Serializer):
     """The namespaces a call is bound to: a project ``namespace`` and a ``subject``.
 
     ``project`` and ``user`` are deprecated aliases of ``namespace`` and ``subject``,
-    still taken from clients written before; giving both spellings of one field with
-    different values is a 400 that names the two.
+    still taken from clients written before. One field is given in one spelling: both
+    in one body is a 400 that names the two, whatever their values (the schema can say
+    "not both", not "both equal", and a body the schema allows is never refused).
     """
 
     # alias -> canonical field; the validated data holds the canonical names only
@@ -149,6 +150,11 @@ class BoundInput(serializers.Serializer):
     )
 
     @classmethod
+    def alias_pairs(cls) -> list[tuple[str, str]]:
+        """(canonical, alias) of every field taken under two names: one of them at most."""
+        return [(name, alias) for alias, name in cls.ALIASES.items()]
+
+    @classmethod
     def required_one_of(cls) -> list[tuple[str, str]]:
         """Required fields with a deprecated alias: one of the two spellings is needed."""
         return [
@@ -173,14 +179,13 @@ class BoundInput(serializers.Serializer):
 
     def _one_value(self, name: str, alias: str, given: dict, values: dict):
         """The value of ``name`` from either spelling given (else its default)."""
-        if name == "subject":  # '' and null both mean no user scope
-            given = {k: v or None for k, v in given.items()}
-        if len(set(given.values())) > 1:
+        if len(given) > 1:
             raise serializers.ValidationError(
-                f"`{name}` and `{alias}` (its deprecated alias) differ; give one of them."
+                f"Give `{name}` or its deprecated alias `{alias}`, not both."
             )
         if given:
-            return next(iter(given.values()))
+            value = next(iter(given.values()))
+            return value or None if name == "subject" else value  # '': no user scope
         if name in values:
             return values[name]
         raise serializers.ValidationError(self.fields[name].error_messages["required"])
