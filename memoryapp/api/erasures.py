@@ -28,12 +28,9 @@ from memoryapp.api.exceptions import Conflict, Unprocessable
 from memoryapp.api.models import ErasureRequest
 from memoryapp.api.patterns import HEADER_KEY_PATTERN, NON_BLANK_PATTERN, TEXT_PATTERN
 from memoryapp.api.permissions import Access
-from memoryapp.api.serializers import (
-    NAMESPACE_MAX,
-    ErasurePreviewSerializer,
-    ErrorSerializer,
-    ReceiptSerializer,
-)
+from memoryapp.api.serializers.erasures import ErasurePreviewSerializer, ReceiptSerializer
+from memoryapp.api.serializers.errors import ErrorSerializer
+from memoryapp.api.serializers.fields import NAMESPACE_MAX
 from memoryapp.compliance import engine as erasure_engine
 from memoryapp.compliance import erase, worker
 from memoryapp.compliance.leases import worker_name

@@ -16,11 +16,8 @@ from memoryapp.api.filters import StrictChoiceFilter
 from memoryapp.api.models import ErasureRequest
 from memoryapp.api.patterns import NON_BLANK_PATTERN
 from memoryapp.api.permissions import Access
-from memoryapp.api.serializers import (
-    NAMESPACE_MAX,
-    ReceiptSerializer,
-    StrictCharField,
-)
+from memoryapp.api.serializers.erasures import ReceiptSerializer
+from memoryapp.api.serializers.fields import NAMESPACE_MAX, StrictCharField
 from memoryapp.compliance.lookup import lookup
 from memoryapp.models import (
     ErasureReceipt,

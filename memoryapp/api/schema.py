@@ -8,7 +8,7 @@ from rest_framework import serializers
 
 from memoryapp.api import query_params, throttles
 from memoryapp.api.patterns import TEXT_PATTERN, field_pattern
-from memoryapp.api.serializers import ErrorSerializer
+from memoryapp.api.serializers.errors import ErrorSerializer
 
 
 class ValidationErrorSerializer(serializers.Serializer):
@@ -176,12 +176,37 @@ def postprocess_review_edit(result, generator, **kwargs):
 _BODY_METHODS = ("POST", "PUT", "PATCH")
 
 
+def _required_one_of(serializer) -> list[tuple[str, ...]]:
+    """The spellings of each required field a serializer takes under two names."""
+    names = getattr(serializer, "required_one_of", None)
+    return list(names()) if callable(names) else []
+
+
 class MemoryAutoSchema(AutoSchema):
     """drf-spectacular's schema, plus the 4xx answers every API view can give.
 
     Input strings also carry the validation layer's text rules as patterns
     (:func:`field_pattern`), so schema and validation agree.
     """
+
+    def _map_serializer(self, serializer, direction, bypass_extensions=False):
+        schema = super()._map_serializer(serializer, direction, bypass_extensions)
+        # A field that may be given under either of two names (a deprecated alias) is
+        # required in one spelling, and given in one at most: "required" cannot say so,
+        # anyOf and not can.
+        if direction != "request":
+            return schema
+        pairs = _required_one_of(serializer)
+        if pairs:
+            schema["anyOf"] = [{"required": [name]} for pair in pairs for name in pair]
+        both = getattr(serializer, "alias_pairs", list)()
+        if both:  # one spelling at most (both are refused, equal or not)
+            schema["not"] = {"anyOf": [{"required": list(pair)} for pair in both]}
+        return schema
+
+    def _get_request_for_media_type(self, serializer, direction="request"):
+        schema, required = super()._get_request_for_media_type(serializer, direction)
+        return schema, required or bool(_required_one_of(serializer))
 
     def _map_serializer_field(self, field, direction, bypass_extensions=False):
         schema = super()._map_serializer_field(field, direction, bypass_extensions)

@@ -5,16 +5,22 @@ from drf_spectacular.utils import extend_schema
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
-from memoryapp.api import views
+from memoryapp.api.views.audit import MemoryEventViewSet, StoreProblemsView
+from memoryapp.api.views.base import not_found
+from memoryapp.api.views.erasures import ErasureViewSet, ExportView, WipeAllView
+from memoryapp.api.views.memories import MemoryViewSet
+from memoryapp.api.views.recall import RecallView
+from memoryapp.api.views.review import CrystallizeView, ReviewItemViewSet
+from memoryapp.api.views.sessions import SessionSummaryViewSet
 
 app_name = "memoryapp_api"
 
 router = SimpleRouter()
-router.register("memories", views.MemoryViewSet, basename="memory")
-router.register("session-summaries", views.SessionSummaryViewSet, basename="session-summary")
-router.register("review-items", views.ReviewItemViewSet, basename="review-item")
-router.register("erasures", views.ErasureViewSet, basename="erasure")
-router.register("events", views.MemoryEventViewSet, basename="event")
+router.register("memories", MemoryViewSet, basename="memory")
+router.register("session-summaries", SessionSummaryViewSet, basename="session-summary")
+router.register("review-items", ReviewItemViewSet, basename="review-item")
+router.register("erasures", ErasureViewSet, basename="erasure")
+router.register("events", MemoryEventViewSet, basename="event")
 
 
 @extend_schema(exclude=True)
@@ -24,13 +30,13 @@ class SchemaView(SpectacularAPIView):
 
 urlpatterns = [
     *router.urls,
-    path("recall/", views.RecallView.as_view(), name="recall"),
-    path("crystallize/", views.CrystallizeView.as_view(), name="crystallize"),
-    path("wipe-all/", views.WipeAllView.as_view(), name="wipe-all"),
-    path("exports/", views.ExportView.as_view(), name="export"),
-    path("store-problems/", views.StoreProblemsView.as_view(), name="store-problems"),
+    path("recall/", RecallView.as_view(), name="recall"),
+    path("crystallize/", CrystallizeView.as_view(), name="crystallize"),
+    path("wipe-all/", WipeAllView.as_view(), name="wipe-all"),
+    path("exports/", ExportView.as_view(), name="export"),
+    path("store-problems/", StoreProblemsView.as_view(), name="store-problems"),
     path("schema/", SchemaView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="memoryapp_api:schema"), name="docs"),
     # Anything else under /api/ is a JSON 404, never an HTML page.
-    re_path(r"^.*$", views.not_found),
+    re_path(r"^.*$", not_found),
 ]

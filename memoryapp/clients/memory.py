@@ -220,7 +220,7 @@ class MemoryClient:
 
     # ------------------------------------------------------------ plumbing
     def _bound(self, **extra) -> dict:
-        return {"project": self.project, "user": self.user, **extra}
+        return {"namespace": self.project, "subject": self.user, **extra}
 
     def call(self, method: str, path: str, **kwargs) -> Any:
         """One request to the API (``path`` relative to ``/api/``); the decoded JSON answer.

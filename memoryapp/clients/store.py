@@ -372,8 +372,8 @@ class HttpMemoryStore:
     def save_session_summary(self, record: SessionSummaryRecord) -> None:
         """Store a summary (the server chooses its id and time, as the facade does)."""
         body = {
-            "project": self.namespace,
-            "user": self.subject,
+            "namespace": self.namespace,
+            "subject": self.subject,
             "session_id": record.session_id,
             "summary": record.summary_text,
             "tokens_before": int(record.tokens_before or 0),

@@ -24,12 +24,12 @@ from rest_framework.views import APIView
 from memoryapp import MemoryManager
 from memoryapp import permissions as perms
 from memoryapp.api import permissions as api_permissions
-from memoryapp.api import serializers, views
 from memoryapp.api.filters import MemoryFilter
 from memoryapp.api.models import NamespaceGrant
 from memoryapp.api.permissions import DeclaredRule, declared_rule
+from memoryapp.api.serializers.memories import MemorySerializer
 from memoryapp.api.testing import token_client
-from memoryapp.api.views import MemoryAPIMixin, NamespacedViewSet
+from memoryapp.api.views.base import MemoryAPIMixin, NamespacedViewSet, not_found
 from memoryapp.models import ErasureReceipt, Memory, MemoryEvent, ReviewItem, SessionSummary
 
 pytestmark = pytest.mark.django_db
@@ -111,7 +111,7 @@ SAMPLES: dict[tuple[str, str], list[tuple[dict, dict | None]]] = {
     ("crystallize", "post"): [({}, {**BOUND, "messages": MESSAGES})],
     ("wipe-all", "post"): [({}, BOUND)],
     ("export", "get"): [({"namespace": NS}, None), ({"subject": USER}, None)],
-    ("store-problems", "get"): [({"project": NS}, None)],
+    ("store-problems", "get"): [({"namespace": NS}, None)],
     # Agentao's store protocol (memoryapp.clients.store.HttpMemoryStore)
     ("memory-detail", "get"): [({}, None), ({"namespace": NS}, None)],
     ("memory-records", "post"): [
@@ -155,7 +155,7 @@ def api_routes():
         assert isinstance(pattern, URLPattern), pattern  # the API includes nothing
         cls = getattr(pattern.callback, "cls", None)
         if cls is None:
-            assert pattern.callback is views.not_found, pattern
+            assert pattern.callback is not_found, pattern
             continue
         actions = getattr(pattern.callback, "actions", None)
         if actions is None:  # an APIView: the handlers it defines
@@ -400,7 +400,7 @@ def _call(view, user, method="get", data=None):
 class _Memories(NamespacedViewSet):
     """A new viewset that declares a rule for ``list`` only."""
 
-    serializer_class = serializers.MemorySerializer
+    serializer_class = MemorySerializer
     rules = {"list": api_permissions.MEMORY_READ}
 
     def base_queryset(self):

@@ -8,12 +8,15 @@ alike, on every endpoint that has one.
 
 from __future__ import annotations
 
+import importlib
 import json
+import pkgutil
 
 import pytest
 from rest_framework import serializers
 
-from memoryapp.api import serializers as api_serializers
+import memoryapp.api.serializers as api_serializers
+from memoryapp.api.serializers.fields import StrictChoiceField
 
 pytestmark = pytest.mark.django_db
 
@@ -101,14 +104,20 @@ def test_the_valid_choices_still_pass(acme):
 def test_every_choice_field_of_the_api_is_the_strict_one():
     """A new serializer with DRF's own ChoiceField would echo again: none exists."""
     found = 0
-    for name in dir(api_serializers):
-        cls = getattr(api_serializers, name)
-        if not (isinstance(cls, type) and issubclass(cls, serializers.Serializer)):
-            continue
-        if cls.__module__ != api_serializers.__name__:
-            continue
-        for field_name, field in cls._declared_fields.items():
-            if isinstance(field, serializers.ChoiceField):
-                found += 1
-                assert isinstance(field, api_serializers.StrictChoiceField), (name, field_name)
+    modules = [
+        importlib.import_module(f"{api_serializers.__name__}.{info.name}")
+        for info in pkgutil.iter_modules(api_serializers.__path__)
+    ]
+    assert len(modules) >= 8
+    for module in modules:
+        for name in dir(module):
+            cls = getattr(module, name)
+            if not (isinstance(cls, type) and issubclass(cls, serializers.Serializer)):
+                continue
+            if cls.__module__ != module.__name__:
+                continue
+            for field_name, field in cls._declared_fields.items():
+                if isinstance(field, serializers.ChoiceField):
+                    found += 1
+                    assert isinstance(field, StrictChoiceField), (name, field_name)
     assert found >= 15

@@ -185,7 +185,8 @@ def test_schema_documents_every_endpoint_and_its_errors(client):
         create["responses"]
     )
     body = schema["components"]["schemas"]["MemoryWriteRequest"]
-    assert set(body["required"]) == {"project", "key", "value"}
+    assert set(body["required"]) == {"key", "value"}
+    assert body["anyOf"] == [{"required": ["namespace"]}, {"required": ["project"]}]
     assert schema["components"]["schemas"]["ValidationError"]["anyOf"]
     params = {p["name"] for p in paths["/api/memories/"]["get"]["parameters"]}
     assert {"namespace", "scope", "type", "tag", "q", "subject", "page", "page_size"} <= params

@@ -17,12 +17,12 @@ from rest_framework.views import APIView
 from memoryapp import MemoryManager
 from memoryapp.api import permissions
 from memoryapp.api.testing import token_client
-from memoryapp.api.views import MemoryAPIMixin
+from memoryapp.api.views.base import MemoryAPIMixin
 
 pytestmark = pytest.mark.django_db
 
 NS, USER = "acme/web", "acme/alice"
-BOUND = {"project": NS, "user": USER}
+BOUND = {"namespace": NS, "subject": USER}
 RECORD = {"key_normalized": "roadmap", "title": "roadmap", "content": "a new roadmap"}
 
 # One request per operation, aimed at acme's rows: operationId -> (query, body).
@@ -51,7 +51,7 @@ SAMPLES: dict[str, tuple[dict, dict | None]] = {
     "review_items_purge_create": ({}, {"namespace": NS}),
     "session_summaries_list": ({"namespace": NS}, None),
     "session_summaries_create": ({}, {**BOUND, "session_id": "s1", "summary": "a summary"}),
-    "store_problems_retrieve": ({"project": NS}, None),
+    "store_problems_retrieve": ({"namespace": NS}, None),
     "wipe_all_create": ({}, BOUND),
     # Agentao's store protocol (memoryapp.clients.store.HttpMemoryStore)
     "memories_records_create": ({}, {"namespace": NS, "scope": "project", "type": "note"} | RECORD),

@@ -57,7 +57,7 @@ def test_recall_with_nothing_to_find(acme):
         ({"project": "acme/web", "query": "q", "top_k": 51}, "top_k"),
         ({"project": "acme/web", "query": "q", "top_k": "many"}, "top_k"),
         ({"project": "acme/web", "query": "q", "messages": [{}]}, "messages"),
-        ({"query": "q"}, "project"),
+        ({"query": "q"}, "namespace"),  # or its deprecated alias, project
     ],
 )
 def test_recall_input_errors(acme, body, field):
@@ -161,9 +161,9 @@ def test_wipe_all_needs_erase(mm):
 
 # ---------------------------------------------------------- store problems
 def test_store_problems(acme):
-    r = acme.get("/api/store-problems/", {"project": "acme/web", "user": "acme/alice"})
+    r = acme.get("/api/store-problems/", {"namespace": "acme/web", "subject": "acme/alice"})
     assert r.status_code == 200 and r.json() == {"problems": []}
-    assert acme.get("/api/store-problems/", {"project": "globex/web"}).status_code == 404
+    assert acme.get("/api/store-problems/", {"namespace": "globex/web"}).status_code == 404
     assert acme.get("/api/store-problems/").status_code == 404  # '' is not granted
 
 

@@ -64,7 +64,7 @@ def requests_for(t: dict) -> list[tuple[str, str, dict | None]]:
         ("get", f"/api/exports/?namespace={ns}", None),
         ("get", f"/api/exports/?subject={subject}", None),
         ("get", f"/api/erasures/{t['receipt']}/", None),
-        ("get", f"/api/store-problems/?project={ns}", None),
+        ("get", f"/api/store-problems/?namespace={ns}", None),
         ("post", "/api/recall/", {**bound, "query": "roadmap"}),
         ("post", "/api/recall/", {"project": "acme/web", "user": subject, "query": "roadmap"}),
         # writes

@@ -273,7 +273,7 @@ def test_a_server_error_is_logged_with_its_traceback_and_no_value(where, console
 
     client = Client(raise_request_exception=False)
     if where == "api":
-        from memoryapp.api.views import MemoryViewSet
+        from memoryapp.api.views.memories import MemoryViewSet
 
         monkeypatch.setattr(MemoryViewSet, "list", explode)
         client.defaults["HTTP_AUTHORIZATION"] = "Token " + provision_client("boom", ["acme/"]).token

@@ -110,7 +110,7 @@ def test_turn_counters_keep_a_read_not_a_failure(monkeypatch):
 
 def test_the_recall_body_is_what_the_output_serializer_writes():
     """The endpoint writes its body without the serializer; the schema's serializer agrees."""
-    from memoryapp.api import serializers
+    from memoryapp.api.serializers import recall as serializers
 
     mm = MemoryManager(project="acme/web", user="acme/bob")
     _seed(mm)

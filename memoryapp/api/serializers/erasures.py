@@ -1,0 +1,188 @@
+"""Erasure, export and wipe: their inputs, previews and receipts (docs/behaviour.md §9)."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from memoryapp.api.patterns import NON_BLANK_PATTERN
+from memoryapp.api.serializers.fields import (
+    NAMESPACE_MAX,
+    StrictBooleanField,
+    StrictCharField,
+    namespace_field,
+)
+from memoryapp.models import ErasureReceipt
+
+MAX_IDS = 1000
+
+
+class WipeOutputSerializer(serializers.Serializer):
+    """``WipeResult`` (docs/behaviour.md §3)."""
+
+    memories_cleared = serializers.IntegerField(min_value=0)
+    summaries_cleared = serializers.IntegerField(min_value=0)
+    not_cleared = serializers.ListField(child=serializers.CharField())
+    ok = serializers.BooleanField()
+
+
+# ---------------------------------------------------------------- erasure
+class ErasureInputSerializer(serializers.Serializer):
+    """``POST /api/erasures/`` (``memoryapp.compliance.erase``).
+
+    One target: a ``subject``, ``ids``, a ``namespace``, or ``everything``;
+    ``namespace`` given with ``subject`` or ``ids`` restricts them to it.
+    """
+
+    subject = StrictCharField(
+        max_length=NAMESPACE_MAX,
+        trim_whitespace=False,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="A user key: its user-scope memories, summaries and review items.",
+        schema_pattern=NON_BLANK_PATTERN,
+    )
+    namespace = namespace_field(lookup=True, required=False, allow_null=True, default=None)
+    ids = serializers.ListField(
+        child=StrictCharField(max_length=64),
+        required=False,
+        allow_null=True,
+        default=None,
+        allow_empty=False,
+        min_length=1,
+        max_length=MAX_IDS,
+        help_text="Memory, session summary or review item ids.",
+    )
+    everything = StrictBooleanField(required=False, default=False)
+    include_authored = StrictBooleanField(
+        required=False,
+        default=False,
+        help_text="With `subject`: also erase the project-scope memories it authored.",
+    )
+    dry_run = StrictBooleanField(
+        required=False,
+        default=False,
+        help_text="Erase nothing: answer 200 with what would go (ErasurePreview).",
+    )
+
+    def validate_subject(self, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise serializers.ValidationError("A subject is a non-empty user key.")
+        return value
+
+    def validate(self, attrs: dict) -> dict:
+        given = [k for k in ("subject", "namespace", "ids") if attrs.get(k) is not None]
+        if attrs["everything"] and given:
+            raise serializers.ValidationError(
+                {"everything": ["`everything` cannot be combined with another target."]}
+            )
+        if not attrs["everything"] and not given:
+            raise serializers.ValidationError(
+                {"non_field_errors": ["Give a subject, a namespace, ids, or everything=true."]}
+            )
+        if attrs.get("subject") is not None and attrs.get("ids") is not None:
+            raise serializers.ValidationError({"ids": ["Give either `subject` or `ids`."]})
+        if attrs["include_authored"] and attrs.get("subject") is None:
+            raise serializers.ValidationError(
+                {"include_authored": ["`include_authored` applies to a subject erasure."]}
+            )
+        if attrs.get("ids") is not None:
+            attrs["ids"] = sorted(set(attrs["ids"]))
+        return attrs
+
+
+class ErasurePreviewSerializer(serializers.Serializer):
+    """``POST /api/erasures/`` with ``dry_run``: what the erasure would remove."""
+
+    dry_run = serializers.BooleanField()
+    counts = serializers.DictField(child=serializers.IntegerField(min_value=0))
+    project_memories_authored = serializers.IntegerField(
+        allow_null=True,
+        help_text="Subject erasures: project-scope memories the subject wrote (else null).",
+    )
+    authored_erased = serializers.BooleanField(
+        help_text="Whether those go too (`include_authored`); otherwise they are kept."
+    )
+
+
+class ReceiptSerializer(serializers.ModelSerializer):
+    """An erasure receipt (docs/behaviour.md §9): who, when, what, counts, purge, verification.
+
+    It never holds erased text: the subject and namespace appear only as keyed HMACs.
+    """
+
+    counts = serializers.DictField(child=serializers.IntegerField(), help_text="Rows per table.")
+    erased_ids = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField()),
+        help_text="The erased row ids per table (possibly truncated; see details).",
+    )
+    databases = serializers.ListField(child=serializers.CharField())
+    purged = serializers.BooleanField(help_text="Whether the vendor purge completed.")
+
+    class Meta:
+        model = ErasureReceipt
+        fields = (
+            "id",
+            "actor",
+            "target_kind",
+            "subject_hmac",
+            "namespace_hmac",
+            "key_id",
+            "include_authored",
+            "criteria",
+            "counts",
+            "erased_ids",
+            "authored",
+            "databases",
+            "state",
+            "purge_method",
+            "purge_status",
+            "purged",
+            "vacuumed",
+            "verified",
+            "verification",
+            "caveats",
+            "details",
+            "attempts",
+            "created_at",
+            "updated_at",
+            "purged_at",
+        )
+        read_only_fields = fields
+
+
+# ------------------------------------------------------------------- export
+class ExportQuerySerializer(serializers.Serializer):
+    """``GET /api/exports/``: a ``subject``, a ``namespace``, or both (its rows there).
+
+    Its schema is :data:`memoryapp.api.erasures.EXPORT_TARGET_PARAMETER`: one object of
+    query parameters that names at least one of the two, and nothing else. A parameter
+    of another name is refused before this runs, as on every operation
+    (:mod:`memoryapp.api.query_params`): a misspelt ``namespace`` must not widen the
+    export of a subject to every namespace.
+    """
+
+    subject = StrictCharField(
+        max_length=NAMESPACE_MAX,
+        trim_whitespace=False,
+        required=False,
+        default=None,
+        schema_pattern=NON_BLANK_PATTERN,
+    )
+    namespace = namespace_field(lookup=True, required=False, default=None)
+
+    def validate_subject(self, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise serializers.ValidationError("A subject is a non-empty user key.")
+        return value
+
+    def validate(self, attrs: dict) -> dict:
+        # A query string's "?subject=" reaches the field as "not given" (DRF's reading
+        # of blank HTML input); the schema says a subject is never empty, so say so.
+        if getattr(self.initial_data, "get", lambda _k: None)("subject") == "":
+            raise serializers.ValidationError({"subject": ["A subject is a non-empty user key."]})
+        if attrs.get("subject") is None and attrs.get("namespace") is None:
+            raise serializers.ValidationError(
+                {"non_field_errors": ["Give `subject`, `namespace`, or both."]}
+            )
+        return attrs

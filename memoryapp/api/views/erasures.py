@@ -1,0 +1,152 @@
+"""Erasure, export and the soft wipe: ``/api/erasures/``, ``/api/exports/``, ``/api/wipe-all/``."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from django.utils.cache import add_never_cache_headers
+from django_filters.rest_framework import DjangoFilterBackend
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from memoryapp.api import erasures, permissions
+from memoryapp.api import receipts as receipt_lists
+from memoryapp.api.serializers.erasures import (
+    ErasureInputSerializer,
+    ExportQuerySerializer,
+    ReceiptSerializer,
+    WipeOutputSerializer,
+)
+from memoryapp.api.serializers.fields import BoundInput
+from memoryapp.api.throttles import ERASE
+from memoryapp.api.views.base import MemoryAPIMixin, Pagination, actor_of, bound_manager, validated
+from memoryapp.models import ErasureReceipt
+
+
+@extend_schema(tags=["erasure"])
+class WipeAllView(MemoryAPIMixin, APIView):
+    """``POST /api/wipe-all/``: the seed's soft reset (not erasure)."""
+
+    rule = permissions.WIPE
+    throttle_scope = ERASE
+
+    @extend_schema(
+        summary="Soft-delete the memories and delete the session summaries (not erasure)",
+        request=BoundInput,
+        responses={200: WipeOutputSerializer},
+    )
+    def post(self, request):
+        _, mm = bound_manager(self, BoundInput)
+        result = mm.wipe_all(actor=actor_of(request))
+        return Response(WipeOutputSerializer(result.as_dict()).data)
+
+
+# ---------------------------------------------------------------- erasure
+@extend_schema(tags=["erasure"])
+class ErasureViewSet(MemoryAPIMixin, viewsets.GenericViewSet):
+    """Erasure for good (hard delete + vacuum + verification) and its receipts."""
+
+    serializer_class = ReceiptSerializer
+    # The body names what to erase: erasures.authorize checks it under the declared
+    # rule (check_target_permissions); receipts are visible to their requester or to staff.
+    rules = {
+        "create": permissions.MEMORY_ERASE,
+        "retrieve": permissions.RECEIPT_READ,
+        "list": permissions.RECEIPT_READ,
+        "lookup": permissions.RECEIPT_READ,
+    }
+    throttle_scopes = {"create": ERASE, "lookup": ERASE}
+    lookup_value_regex = r"[^/]+"
+    pagination_class = Pagination
+    filter_backends = [DjangoFilterBackend]
+    filterset_class = receipt_lists.ReceiptFilter
+
+    def get_queryset(self):
+        return ErasureReceipt.objects.none()  # list() scopes to the client (visible_receipts)
+
+    @extend_schema(
+        summary="List erasure receipts (paginated, newest first): staff all, a client its own"
+    )
+    def list(self, request, *args, **kwargs):
+        found: dict = {}
+
+        def scope(access, rule):
+            found["rows"] = receipt_lists.visible_receipts(access, rule)
+
+        self.check_target_permissions(request, scope)
+        page = self.paginate_queryset(self.filter_queryset(found["rows"]))
+        return self.get_paginated_response(ReceiptSerializer(page, many=True).data)
+
+    @extend_schema(
+        summary="Find the receipts and export records of a subject key (in the body, never a URL)",
+        request=receipt_lists.LookupInputSerializer,
+        responses={200: receipt_lists.LookupOutputSerializer},
+    )
+    @action(detail=False, methods=["post"])
+    def lookup(self, request, *args, **kwargs):
+        data = validated(receipt_lists.LookupInputSerializer, request.data)
+        found: dict = {}
+
+        def check(access, rule):
+            found["body"] = receipt_lists.lookup_body(data, access, rule)
+
+        self.check_target_permissions(request, check)
+        response = Response(found["body"])
+        response["Cache-Control"] = "no-store"
+        return response
+
+    @extend_schema(
+        summary="Erase a subject, a namespace, ids or everything; returns the receipt",
+        request=ErasureInputSerializer,
+        parameters=[erasures.IDEMPOTENCY_PARAMETER],
+        responses=erasures.RECEIPT_RESPONSES,
+    )
+    def create(self, request, *args, **kwargs):
+        data = validated(ErasureInputSerializer, request.data)
+        dry_run = data.pop("dry_run")
+
+        def check():
+            self.check_target_permissions(request, partial(erasures.authorize, data))
+
+        if dry_run:
+            check()
+            return Response(erasures.preview_body(data))
+        return erasures.respond(request, data, actor_of(request), check=check)
+
+    @extend_schema(summary="Read an erasure receipt", responses={200: ReceiptSerializer})
+    def retrieve(self, request, *args, **kwargs):
+        pk = self.kwargs.get("pk", "")
+        self.check_target_permissions(request, partial(erasures.authorize_receipt, pk))
+        return Response(erasures.receipt_body(erasures.get_receipt(pk)))
+
+
+@extend_schema(tags=["erasure"])
+class ExportView(MemoryAPIMixin, APIView):
+    """``GET /api/exports/``: everything stored about a subject or a namespace (GDPR)."""
+
+    rule = permissions.EXPORT
+    throttle_scope = ERASE
+    query_parameters = {"get": [erasures.EXPORT_TARGET_PARAMETER]}
+
+    @extend_schema(
+        summary="Export everything stored about a subject or a namespace",
+        responses={
+            200: OpenApiResponse(
+                OpenApiTypes.OBJECT,
+                "One JSON document (memories, summaries, review items, events).",
+            )
+        },
+    )
+    def get(self, request):
+        data = validated(ExportQuerySerializer, request.query_params)
+        self.check_target_permissions(request, partial(erasures.authorize_export, data))
+        body = erasures.export_body(data, actor_of(request), user=request.user)
+        # The URL names the subject and the body holds its personal data: no cache
+        # (browser, proxy) may keep either.
+        response = Response(body)
+        add_never_cache_headers(response)
+        return response
