@@ -5,7 +5,7 @@ from drf_spectacular.utils import extend_schema
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
-from memoryapp.api import views
+from memoryapp.api import subject_requests, views
 
 app_name = "memoryapp_api"
 
@@ -15,6 +15,9 @@ router.register("session-summaries", views.SessionSummaryViewSet, basename="sess
 router.register("review-items", views.ReviewItemViewSet, basename="review-item")
 router.register("erasures", views.ErasureViewSet, basename="erasure")
 router.register("events", views.MemoryEventViewSet, basename="event")
+router.register(
+    "subject-requests", subject_requests.SubjectRequestViewSet, basename="subject-request"
+)
 
 
 @extend_schema(exclude=True)

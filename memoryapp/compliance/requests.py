@@ -382,7 +382,8 @@ def holdings(
     ``namespaces`` if given; tables holding nothing are left out.
     """
     found: dict[str, dict[str, int]] = {}
-    for ns in list(namespaces) or [None]:
+    spaces: list[str | None] = list(namespaces) or [None]
+    for ns in spaces:
         target = build_target(subject=subject, namespace=ns)
         for alias in engine.aliases_for(using):
             for table, model in ROW_MODELS.items():
