@@ -10,14 +10,14 @@ import memoryapp.models.compliance
 # Frozen here (migrations never import live code): the compliance role's permissions
 # as memoryapp.permissions.COMPLIANCE_PERMS names them when this migration was written.
 COMPLIANCE_GROUP = "Compliance"
-COMPLIANCE_PERMS = (
-    ("memoryapp", "subjectrequest", "view_subjectrequest"),
-    ("memoryapp", "subjectrequest", "add_subjectrequest"),
-    ("memoryapp", "subjectrequest", "change_subjectrequest"),
-    ("memoryapp", "memory", "export_memory"),
-    ("memoryapp", "memory", "erase_memory"),
-    ("memoryapp", "erasurereceipt", "view_erasurereceipt"),
-    ("memoryapp", "exportrecord", "view_exportrecord"),
+COMPLIANCE_PERMS = (  # (app, model, codename, the label Django itself would give it)
+    ("memoryapp", "subjectrequest", "view_subjectrequest", "Can view subject request"),
+    ("memoryapp", "subjectrequest", "add_subjectrequest", "Can add subject request"),
+    ("memoryapp", "subjectrequest", "change_subjectrequest", "Can change subject request"),
+    ("memoryapp", "memory", "export_memory", "Can export memories"),
+    ("memoryapp", "memory", "erase_memory", "Can erase memories permanently"),
+    ("memoryapp", "erasurereceipt", "view_erasurereceipt", "Can view erasure receipt"),
+    ("memoryapp", "exportrecord", "view_exportrecord", "Can view export record"),
 )
 
 
@@ -35,10 +35,10 @@ def create_compliance_group(apps, schema_editor):
     Permission = apps.get_model("auth", "Permission")
     ContentType = apps.get_model("contenttypes", "ContentType")
     group, _ = Group.objects.using(db).get_or_create(name=COMPLIANCE_GROUP)
-    for app_label, model, codename in COMPLIANCE_PERMS:
+    for app_label, model, codename, label in COMPLIANCE_PERMS:
         ct, _ = ContentType.objects.using(db).get_or_create(app_label=app_label, model=model)
         perm, _ = Permission.objects.using(db).get_or_create(
-            content_type=ct, codename=codename, defaults={"name": codename.replace("_", " ")}
+            content_type=ct, codename=codename, defaults={"name": label}
         )
         group.permissions.add(perm)
 

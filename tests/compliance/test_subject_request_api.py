@@ -40,6 +40,10 @@ def test_the_compliance_group_can_see_export_erase_but_not_edit_memories():
     assert held == set(perms.COMPLIANCE_PERMS)
     assert perms.CHANGE_MEMORY not in held and perms.CHANGE_REVIEWITEM not in held
     assert perms.WIPE_MEMORY not in held
+    # Created before Django's own pass: with the labels that pass would have given.
+    names = {p.codename: p.name for p in group.permissions.all()}
+    assert names["erase_memory"] == "Can erase memories permanently"
+    assert names["view_subjectrequest"] == "Can view subject request"
     operator = make_staff("op", perms=OPERATOR_PERMS)
     assert not operator.has_perm(perms.VIEW_SUBJECTREQUEST)
     assert not operator.has_perm(perms.ERASE_MEMORY)
