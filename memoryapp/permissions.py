@@ -93,3 +93,21 @@ ALL = (
     VIEW_MEMORYEVENT,
     VIEW_ERASURERECEIPT,
 )
+
+# Data-subject requests (the compliance desk): Django's view/add/change of the model.
+VIEW_SUBJECTREQUEST = _perm("view_subjectrequest")
+ADD_SUBJECTREQUEST = _perm("add_subjectrequest")
+CHANGE_SUBJECTREQUEST = _perm("change_subjectrequest")
+
+# The compliance role: answers data-subject requests (see, export, erase, read the
+# proofs) without the operators' rights to edit memories or run the review queue.
+COMPLIANCE_GROUP = "Compliance"
+COMPLIANCE_PERMS = (
+    VIEW_SUBJECTREQUEST,
+    ADD_SUBJECTREQUEST,
+    CHANGE_SUBJECTREQUEST,
+    EXPORT_MEMORY,
+    ERASE_MEMORY,
+    VIEW_ERASURERECEIPT,
+    _perm("view_exportrecord"),
+)

@@ -4,8 +4,9 @@ One module per area: ``memories`` (list, guarded editing, soft delete,
 restore, erase, export), ``review`` (the review queue and session summaries),
 ``audit`` (read-only events, schema metadata and erasure receipts, which also
 host the compliance pages), ``compliance`` (erase a subject, wipe a namespace,
-export), ``overview`` (the index chart and the store-problems banner, shown by
-the ``{% memoryapp_overview %}`` tag of ``memoryapp_admin``).
+export), ``requests`` (the data-subject requests by due date), ``overview`` (the
+index chart and the store-problems banner, shown by the ``{% memoryapp_overview %}``
+tag of ``memoryapp_admin``).
 """
 
-from memoryapp.admin import audit, memories, review  # noqa: F401  (registers the model admins)
+from memoryapp.admin import audit, memories, requests, review  # noqa: F401  (registers admins)

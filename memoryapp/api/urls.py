@@ -5,6 +5,7 @@ from drf_spectacular.utils import extend_schema
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
+from memoryapp.api import subject_requests
 from memoryapp.api.views.audit import MemoryEventViewSet, StoreProblemsView
 from memoryapp.api.views.base import not_found
 from memoryapp.api.views.erasures import ErasureViewSet, ExportView, WipeAllView
@@ -21,6 +22,9 @@ router.register("session-summaries", SessionSummaryViewSet, basename="session-su
 router.register("review-items", ReviewItemViewSet, basename="review-item")
 router.register("erasures", ErasureViewSet, basename="erasure")
 router.register("events", MemoryEventViewSet, basename="event")
+router.register(
+    "subject-requests", subject_requests.SubjectRequestViewSet, basename="subject-request"
+)
 
 
 @extend_schema(exclude=True)

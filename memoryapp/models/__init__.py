@@ -1,7 +1,7 @@
 """The tables of docs/behaviour.md §1, with Agentao-compatible names and columns, and our own.
 
-One module per concern (``memories``, ``review``, ``meta``, ``compliance``; shared choices and
-ids in ``base``); Django and the rest of the code import them from ``memoryapp.models``.
+One module per concern (``memories``, ``review``, ``meta``, ``compliance``, ``requests``; shared
+choices and ids in ``base``); Django and the rest of the code import them from ``memoryapp.models``.
 """
 
 # Migration 0001 names ``memoryapp.models._TagsMixin`` as a base of two models.
@@ -29,9 +29,20 @@ from memoryapp.models.compliance import (
 )
 from memoryapp.models.memories import EVENT_TYPES, Memory, MemoryEvent, SessionSummary
 from memoryapp.models.meta import RecallSnapshot, SchemaMeta, SliceChange
+from memoryapp.models.requests import (
+    CLOSED_STATUSES,
+    OPEN_STATUSES,
+    RequestAction,
+    RequestStatus,
+    SubjectRequest,
+    SubjectRequestEvent,
+    SubjectRight,
+)
 from memoryapp.models.review import ReviewItem
 
 __all__ = [
+    "CLOSED_STATUSES",
+    "OPEN_STATUSES",
     "EVENT_TYPES",
     "RETRIED_STATES",
     "UNFINISHED_STATES",
@@ -45,6 +56,8 @@ __all__ = [
     "MemoryType",
     "RecallSnapshot",
     "ReceiptState",
+    "RequestAction",
+    "RequestStatus",
     "ReviewItem",
     "ReviewStatus",
     "SchemaMeta",
@@ -53,6 +66,9 @@ __all__ = [
     "SessionSummary",
     "SliceChange",
     "Source",
+    "SubjectRequest",
+    "SubjectRequestEvent",
+    "SubjectRight",
     "dump_list",
     "json_list",
     "new_id",

@@ -75,17 +75,8 @@ def memoryapp_recent_actions(context, limit: int = 10) -> list[RecentAction]:
     present: dict[int, set[str]] = {}
     for entry in entries:
         kind = entry.content_type
-        if kind is None or kind.pk not in wanted or kind.pk in present:
-            continue
-        model = kind.model_class()
-        found: set[str] = set()
-        if model is not None:
-            try:
-                ids = model._base_manager.filter(pk__in=list(wanted[kind.pk]))
-                found = {str(pk) for pk in ids.values_list("pk", flat=True)}
-            except (ValueError, TypeError):  # an object id the model's key cannot take
-                found = set()
-        present[kind.pk] = found
+        if kind is not None and kind.pk in wanted and kind.pk not in present:
+            present[kind.pk] = _existing_ids(kind, wanted[kind.pk])
     return [
         RecentAction(
             entry=entry,
@@ -94,3 +85,15 @@ def memoryapp_recent_actions(context, limit: int = 10) -> list[RecentAction]:
         )
         for entry in entries
     ]
+
+
+def _existing_ids(kind, ids: set[str]) -> set[str]:
+    """Which of ``ids`` still name a row of the content type ``kind`` (as text)."""
+    model = kind.model_class()
+    if model is None:
+        return set()
+    try:
+        rows = model._base_manager.filter(pk__in=list(ids))
+        return {str(pk) for pk in rows.values_list("pk", flat=True)}
+    except (ValueError, TypeError):  # an object id the model's key cannot take
+        return set()

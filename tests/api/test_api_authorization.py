@@ -30,7 +30,15 @@ from memoryapp.api.permissions import DeclaredRule, declared_rule
 from memoryapp.api.serializers.memories import MemorySerializer
 from memoryapp.api.testing import token_client
 from memoryapp.api.views.base import MemoryAPIMixin, NamespacedViewSet, not_found
-from memoryapp.models import ErasureReceipt, Memory, MemoryEvent, ReviewItem, SessionSummary
+from memoryapp.compliance.requests import open_request
+from memoryapp.models import (
+    ErasureReceipt,
+    Memory,
+    MemoryEvent,
+    ReviewItem,
+    SessionSummary,
+    SubjectRequest,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -140,12 +148,25 @@ SAMPLES: dict[tuple[str, str], list[tuple[dict, dict | None]]] = {
         ({}, {"status": "rejected"}),
         ({"namespace": NS}, {"status": "approved"}),
     ],
+    # The compliance desk: staff with the subject-request permissions only.
+    ("subject-request-list", "get"): [({}, None), ({"status": "open"}, None)],
+    ("subject-request-list", "post"): [({}, {"subject": USER, "right": "access"})],
+    ("subject-request-detail", "get"): [({}, None)],
+    ("subject-request-act", "post"): [({}, {"action": "answer", "text": "done"})],
+    ("subject-request-export", "post"): [({}, None)],
+    ("subject-request-erase", "post"): [({}, None)],
+    ("subject-request-lookup", "post"): [({}, {"subject": USER})],
 }
 # Routes that answer with the caller's own rows only (the receipts of erasures it
 # asked for): an outsider gets 200 and nothing, like a list naming no namespace.
 OWN_ONLY = {("erasure-list", "get"), ("erasure-lookup", "post")}
 # Which existing acme row a detail route's placeholder id names, by route basename.
-DETAIL_ROWS = {"memory": "memories", "review-item": "review-items", "erasure": "erasures"}
+DETAIL_ROWS = {
+    "memory": "memories",
+    "review-item": "review-items",
+    "erasure": "erasures",
+    "subject-request": "subject-requests",
+}
 PUBLIC = {"schema", "docs"}  # the OpenAPI document and its docs page: public on purpose
 
 
@@ -191,7 +212,9 @@ def acme_rows():
     owner = token_client("acme-owner", ["acme/"], write=True, erase=True)
     receipt = owner.post("/api/erasures/", {"ids": [mm.upsert("tmp", "x").id]}, format="json")
     assert receipt.status_code in (201, 202), receipt.content
+    request = open_request(subject=USER, right="erasure", actor="dpo")
     return {
+        "subject-requests": request.id,
         "memories": memory.id,
         "review-items": item.id,
         "session-summaries": summary.id,
@@ -200,10 +223,14 @@ def acme_rows():
 
 
 def _snapshot():
-    return {
-        model.__name__: sorted(model.objects.values_list("pk", flat=True))
-        for model in (Memory, SessionSummary, ReviewItem, MemoryEvent, ErasureReceipt)
-    } | {"deleted": sorted(Memory.objects.filter(deleted_at__isnull=False).values_list("pk"))}
+    return (
+        {
+            model.__name__: sorted(model.objects.values_list("pk", flat=True))
+            for model in (Memory, SessionSummary, ReviewItem, MemoryEvent, ErasureReceipt)
+        }
+        | {"requests": sorted(SubjectRequest.objects.values_list("pk", "status", "updated_at"))}
+        | {"deleted": sorted(Memory.objects.filter(deleted_at__isnull=False).values_list("pk"))}
+    )
 
 
 def _outsiders(django_user_model):

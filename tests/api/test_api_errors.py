@@ -178,6 +178,13 @@ def test_schema_documents_every_endpoint_and_its_errors(client):
         "/api/session-summaries/clear/": {"post"},
         "/api/review-items/records/": {"post"},
         "/api/review-items/{id}/status/": {"post"},
+        # The compliance desk's data-subject requests
+        "/api/subject-requests/": {"get", "post"},
+        "/api/subject-requests/lookup/": {"post"},
+        "/api/subject-requests/{id}/": {"get"},
+        "/api/subject-requests/{id}/act/": {"post"},
+        "/api/subject-requests/{id}/export/": {"post"},
+        "/api/subject-requests/{id}/erase/": {"post"},
     }
     assert {p: set(ops) for p, ops in paths.items()} == expected
     create = paths["/api/memories/"]["post"]

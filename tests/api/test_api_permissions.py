@@ -63,6 +63,14 @@ SAMPLES: dict[str, tuple[dict, dict | None]] = {
         {"namespace": NS, "scope": "project", "type": "decision"} | RECORD,
     ),
     "review_items_status_create": ({}, {"status": "rejected"}),
+    # The compliance desk: staff with the subject-request permissions only.
+    "subject_requests_list": ({}, None),
+    "subject_requests_create": ({}, {"subject": USER, "right": "access"}),
+    "subject_requests_retrieve": ({}, None),
+    "subject_requests_act_create": ({}, {"action": "start"}),
+    "subject_requests_export_create": ({}, None),
+    "subject_requests_erase_create": ({}, None),
+    "subject_requests_lookup_create": ({}, {"subject": USER}),
 }
 # Operations answering with the caller's own rows only: an outsider gets 200 and nothing.
 OWN_ONLY = {"erasures_list", "erasures_lookup_create"}
@@ -84,7 +92,11 @@ def acme_rows():
     (item,) = mm.crystallize_user_messages([{"role": "user", "content": "We decided to use Go."}])
     owner = token_client("acme-owner", ["acme/"], write=True, erase=True)
     receipt = owner.post("/api/erasures/", {"ids": [mm.upsert("tmp", "x").id]}, format="json")
+    from memoryapp.compliance.requests import open_request
+
+    request = open_request(subject=USER, right="erasure", actor="dpo")
     return {
+        "subject-requests": request.id,
         "memories": memory.id,
         "review-items": item.id,
         "erasures": receipt.json()["id"],

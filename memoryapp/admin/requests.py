@@ -1,0 +1,169 @@
+"""The desk's data-subject requests in the admin: by due date, urgency shown, history read-only.
+
+A request is opened here from the subject key (typed into a POST form, never a
+URL) through :func:`memoryapp.compliance.requests.open_request`; later steps go
+through the same service (API ``/api/subject-requests/``), so each one lands in
+the request's history with its actor. Fields are read-only here for that reason.
+"""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin
+from django.utils.html import format_html
+
+from memoryapp.compliance import requests as desk
+from memoryapp.models import SubjectRequest, SubjectRequestEvent
+from memoryapp.rules.secret_scan import find_secret_family
+
+URGENCY_STYLE = {
+    "overdue": "background:#ba2121;color:#fff;padding:1px 6px;border-radius:3px",
+    "due_soon": "background:#e07b39;color:#fff;padding:1px 6px;border-radius:3px",
+}
+URGENCY_TEXT = {"overdue": "overdue", "due_soon": "due this week"}
+
+
+class OpenRequestForm(forms.ModelForm):
+    """Intake: the subject key (kept encrypted while open), the right, the date, namespaces."""
+
+    subject = forms.CharField(
+        max_length=255,
+        strip=False,
+        help_text="The person's user key, exactly as stored. Held encrypted until the "
+        "request is closed; never shown again.",
+    )
+    namespaces = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="One namespace a line; empty: every namespace.",
+    )
+
+    class Meta:
+        model = SubjectRequest
+        fields = ("right", "received_on", "notes")
+
+    def clean_subject(self) -> str:
+        """A non-blank key."""
+        value = self.cleaned_data["subject"]
+        if not value.strip():
+            raise forms.ValidationError("A subject key is needed.")
+        return value
+
+    def clean_received_on(self):
+        """Not in the future (the deadline runs from receipt)."""
+        value = self.cleaned_data["received_on"]
+        if value and value > desk.today():
+            raise forms.ValidationError("The received date is in the future.")
+        return value
+
+    def clean_notes(self) -> str:
+        """Refused when they look like they hold a secret (the guard's patterns)."""
+        value = self.cleaned_data.get("notes", "")
+        family = find_secret_family(value) if value else None
+        if family is not None:
+            raise forms.ValidationError(f"The notes look like they hold a secret ({family}).")
+        return value
+
+
+class HistoryInline(admin.TabularInline):
+    """Every action on the request, with its actor (read-only)."""
+
+    model = SubjectRequestEvent
+    fields = ("at", "action", "actor", "detail")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(SubjectRequest)
+class SubjectRequestAdmin(admin.ModelAdmin):
+    """Requests soonest due first; overdue and due-this-week flagged."""
+
+    list_display = ("short_id", "right", "status", "received_on", "due", "assignee")
+    list_filter = ("status", "right")
+    ordering = ("due_on", "created_at")
+    inlines = [HistoryInline]
+    readonly_fields = (
+        "right",
+        "status",
+        "received_on",
+        "due_on",
+        "extension_months",
+        "extension_reason",
+        "outcome",
+        "assignee",
+        "notes",
+        "namespace_count",
+        "linked_exports",
+        "linked_receipts",
+        "created_by",
+        "created_at",
+        "closed_at",
+    )
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        if obj is None:
+            kwargs["form"] = OpenRequestForm
+        return super().get_form(request, obj, change=change, **kwargs)
+
+    def get_fields(self, request, obj=None):
+        if obj is None:
+            return ("subject", "right", "received_on", "namespaces", "notes")
+        return self.readonly_fields
+
+    def get_readonly_fields(self, request, obj=None):
+        return self.readonly_fields if obj is not None else ()
+
+    def get_inlines(self, request, obj):
+        return self.inlines if obj is not None else []
+
+    def save_model(self, request, obj, form, change) -> None:
+        if change:  # every later step goes through the service, which writes the history
+            return
+        data = form.cleaned_data
+        try:
+            made = desk.open_request(
+                subject=data["subject"],
+                right=data["right"],
+                received_on=data["received_on"],
+                namespaces=[n.strip() for n in data["namespaces"].splitlines() if n.strip()],
+                notes=data.get("notes", ""),
+                actor=request.user.get_username(),
+            )
+        except desk.RequestError as e:
+            raise forms.ValidationError(str(e)) from e
+        obj.pk = made.pk
+        obj.__dict__.update(made.__dict__)
+
+    def save_related(self, request, form, formsets, change) -> None:
+        """Nothing: the service wrote the request and its history."""
+
+    @admin.display(description="id")
+    def short_id(self, obj: SubjectRequest) -> str:
+        return obj.id[:8]
+
+    @admin.display(description="due", ordering="due_on")
+    def due(self, obj: SubjectRequest):
+        flag = desk.urgency(obj)
+        if not flag:
+            return obj.due_on
+        return format_html(
+            '{} <span style="{}">{}</span>', obj.due_on, URGENCY_STYLE[flag], URGENCY_TEXT[flag]
+        )
+
+    @admin.display(description="exports")
+    def linked_exports(self, obj: SubjectRequest) -> str:
+        return ", ".join(obj.exports.values_list("id", flat=True)) or "-"
+
+    @admin.display(description="erasure receipts")
+    def linked_receipts(self, obj: SubjectRequest) -> str:
+        return ", ".join(obj.receipts.values_list("id", flat=True)) or "-"
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False  # a request is part of the proof

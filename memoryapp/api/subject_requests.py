@@ -1,0 +1,292 @@
+"""``/api/subject-requests/``: the compliance desk's data-subject requests over the API.
+
+Staff holding the subject-request permissions (the ``Compliance`` group gives them)
+list, open and act on requests; exporting and erasing for a request also need the
+export or erase permission. A subject key travels only in POST bodies (opening a
+request, ``lookup/``), never in a URL, so it never reaches an access log; answers
+never contain it (a request names its subject by HMAC).
+"""
+
+from __future__ import annotations
+
+import django_filters
+from django.contrib.auth import get_user_model
+from django_filters.rest_framework import DjangoFilterBackend
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.response import Response
+
+from memoryapp import permissions as perms
+from memoryapp.api.filters import StrictChoiceFilter
+from memoryapp.api.permissions import ERASE, READ, WRITE, Rule, declared_rule
+from memoryapp.api.receipts import LookupInputSerializer
+from memoryapp.api.throttles import ERASE as ERASE_SCOPE
+from memoryapp.api.throttles import WRITE as WRITE_SCOPE
+from memoryapp.api.views.base import MemoryAPIMixin, Pagination, validated
+from memoryapp.compliance import requests as desk
+from memoryapp.models import ExportVia, RequestStatus, SubjectRequest, SubjectRight
+
+REQUEST_READ = Rule(READ, (perms.VIEW_SUBJECTREQUEST,))
+REQUEST_ADD = Rule(WRITE, (perms.ADD_SUBJECTREQUEST,), (perms.VIEW_SUBJECTREQUEST,))
+REQUEST_CHANGE = Rule(WRITE, (perms.CHANGE_SUBJECTREQUEST,), (perms.VIEW_SUBJECTREQUEST,))
+REQUEST_EXPORT = Rule(
+    READ, (perms.CHANGE_SUBJECTREQUEST, perms.EXPORT_MEMORY), (perms.VIEW_SUBJECTREQUEST,)
+)
+REQUEST_ERASE = Rule(
+    ERASE, (perms.CHANGE_SUBJECTREQUEST, perms.ERASE_MEMORY), (perms.VIEW_SUBJECTREQUEST,)
+)
+ACTIONS = ("start", "assign", "extend", "note", "answer", "refuse")
+
+
+# ------------------------------------------------------------------ serializers
+class HistorySerializer(serializers.Serializer):
+    """One entry of a request's history."""
+
+    action = serializers.CharField()
+    actor = serializers.CharField()
+    detail = serializers.CharField()
+    at = serializers.DateTimeField()
+
+
+class SubjectRequestSerializer(serializers.ModelSerializer):
+    """A request as the API shows it: no subject key, only what the desk needs."""
+
+    assignee: serializers.SlugRelatedField = serializers.SlugRelatedField(
+        slug_field="username", read_only=True
+    )
+    urgency = serializers.SerializerMethodField()
+    exports: serializers.PrimaryKeyRelatedField = serializers.PrimaryKeyRelatedField(
+        many=True, read_only=True
+    )
+    receipts: serializers.PrimaryKeyRelatedField = serializers.PrimaryKeyRelatedField(
+        many=True, read_only=True
+    )
+    history = HistorySerializer(many=True, read_only=True)
+
+    class Meta:
+        model = SubjectRequest
+        fields = (
+            "id",
+            "right",
+            "status",
+            "received_on",
+            "due_on",
+            "urgency",
+            "extension_months",
+            "extension_reason",
+            "outcome",
+            "assignee",
+            "notes",
+            "namespace_count",
+            "exports",
+            "receipts",
+            "created_by",
+            "created_at",
+            "updated_at",
+            "closed_at",
+            "history",
+        )
+        read_only_fields = fields
+
+    def get_urgency(self, obj: SubjectRequest) -> str:
+        """``overdue``, ``due_soon`` or ``""``."""
+        return desk.urgency(obj)
+
+
+class OpenRequestSerializer(LookupInputSerializer):
+    """``POST /api/subject-requests/``: subject key (body only) and right; the rest optional."""
+
+    right = serializers.ChoiceField(choices=SubjectRight.choices)
+    received_on = serializers.DateField(required=False)
+    namespaces = serializers.ListField(
+        child=serializers.CharField(max_length=255, allow_blank=True), required=False, max_length=50
+    )
+    notes = serializers.CharField(required=False, allow_blank=True, max_length=10_000)
+
+
+class ActSerializer(serializers.Serializer):
+    """``POST /api/subject-requests/{id}/act/``: one step of the request's life."""
+
+    action = serializers.ChoiceField(choices=ACTIONS)
+    months = serializers.IntegerField(required=False, min_value=1, max_value=2)
+    text = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=10_000,
+        help_text="The note, the extension's reason, or the answer / refusal reason.",
+    )
+    assignee = serializers.CharField(
+        required=False, allow_blank=True, max_length=150, help_text="A username ('' unassigns)."
+    )
+
+
+class RequestFilter(django_filters.FilterSet):
+    """``GET /api/subject-requests/``: by status and right."""
+
+    status = StrictChoiceFilter(choices=RequestStatus.choices)
+    right = StrictChoiceFilter(choices=SubjectRight.choices)
+
+    class Meta:
+        model = SubjectRequest
+        fields = ("status", "right")
+
+
+# ------------------------------------------------------------------ the view
+class SubjectRequestViewSet(
+    MemoryAPIMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
+):
+    """Data-subject requests: list by due date, open, act, export and erase for one."""
+
+    serializer_class = SubjectRequestSerializer
+    rules = {
+        "list": REQUEST_READ,
+        "retrieve": REQUEST_READ,
+        "lookup": REQUEST_READ,
+        "create": REQUEST_ADD,
+        "act": REQUEST_CHANGE,
+        "export": REQUEST_EXPORT,
+        "erase": REQUEST_ERASE,
+    }
+    throttle_scopes = {
+        "create": WRITE_SCOPE,
+        "act": WRITE_SCOPE,
+        "lookup": ERASE_SCOPE,
+        "export": ERASE_SCOPE,
+        "erase": ERASE_SCOPE,
+    }
+    lookup_value_regex = r"[^/]+"
+    pagination_class = Pagination
+    filter_backends = [DjangoFilterBackend]
+    filterset_class = RequestFilter
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        # Requests carry no namespace to grant on: staff with the declared permissions only.
+        # A method no action serves has no rule: dispatch answers it 405.
+        if declared_rule(self) is not None:
+            self.check_target_permissions(request, _staff_only)
+
+    def check_object_permissions(self, request, obj) -> None:
+        """Nothing more per row: a request has no namespace, and ``initial`` already
+        required the action's permissions (DeclaredRule would refuse a row without one)."""
+
+    def get_queryset(self):
+        return (
+            SubjectRequest.objects.select_related("assignee")
+            .prefetch_related("history", "exports", "receipts")
+            .order_by("due_on", "created_at", "id")
+        )
+
+    def _actor(self) -> str:
+        return f"api:{self.request.user.get_username()}"
+
+    @extend_schema(
+        summary="Open a data-subject request (the subject key in the body, never a URL)",
+        request=OpenRequestSerializer,
+        responses={201: SubjectRequestSerializer},
+    )
+    def create(self, request, *args, **kwargs):
+        data = validated(OpenRequestSerializer, request.data)
+        try:
+            made = desk.open_request(actor=self._actor(), **data)
+        except desk.RequestError as e:
+            raise ValidationError({"detail": str(e)}) from e
+        return Response(SubjectRequestSerializer(made).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        summary="Start, assign, extend, annotate, answer or refuse a request",
+        request=ActSerializer,
+        responses={200: SubjectRequestSerializer},
+    )
+    @action(detail=True, methods=["post"])
+    def act(self, request, *args, **kwargs):
+        made = self.get_object()
+        data = validated(ActSerializer, request.data)
+        try:
+            _act(made, data, self._actor())
+        except desk.RequestError as e:
+            raise ValidationError({"detail": str(e)}) from e
+        return Response(SubjectRequestSerializer(self.get_object()).data)
+
+    @extend_schema(
+        summary="Export the subject's data for the request (recorded and linked)",
+        request=None,
+        responses={200: inline_serializer("RequestExport", {"documents": serializers.ListField()})},
+    )
+    @action(detail=True, methods=["post"])
+    def export(self, request, *args, **kwargs):
+        made = self.get_object()
+        try:
+            documents = desk.export_for(
+                made, actor=self._actor(), via=ExportVia.API, user=request.user
+            )
+        except desk.RequestError as e:
+            raise ValidationError({"detail": str(e)}) from e
+        response = Response({"documents": documents})
+        response["Cache-Control"] = "no-store"
+        return response
+
+    @extend_schema(
+        summary="Erase the subject's data for the request; the receipts are linked",
+        request=None,
+        responses={200: inline_serializer("RequestErase", {"receipts": serializers.ListField()})},
+    )
+    @action(detail=True, methods=["post"])
+    def erase(self, request, *args, **kwargs):
+        made = self.get_object()
+        try:
+            receipts = desk.erase_for(made, actor=self._actor())
+        except desk.RequestError as e:
+            raise ValidationError({"detail": str(e)}) from e
+        return Response({"receipts": [r.id for r in receipts]})
+
+    @extend_schema(
+        summary="The requests naming a subject key, and what we hold about it (key in the body)",
+        request=LookupInputSerializer,
+        responses={
+            200: inline_serializer(
+                "RequestLookup",
+                {
+                    "requests": SubjectRequestSerializer(many=True),
+                    "holdings": serializers.DictField(),
+                },
+            )
+        },
+    )
+    @action(detail=False, methods=["post"])
+    def lookup(self, request, *args, **kwargs):
+        data = validated(LookupInputSerializer, request.data)
+        found = desk.requests_for(data["subject"]).prefetch_related("history")
+        body = {
+            "requests": SubjectRequestSerializer(found, many=True).data,
+            "holdings": desk.holdings(data["subject"]),
+        }
+        response = Response(body)
+        response["Cache-Control"] = "no-store"
+        return response
+
+
+def _staff_only(access, rule: Rule) -> None:
+    if not access.is_global(rule):
+        raise PermissionDenied(f"This needs staff with the {' and '.join(rule.perms)} permission.")
+
+
+def _act(made: SubjectRequest, data: dict, actor: str) -> None:
+    """Run one :class:`ActSerializer` step on ``made`` (RequestError when refused)."""
+    verb, text = data["action"], data.get("text", "")
+    if verb == "start":
+        desk.start(made, actor=actor)
+    elif verb == "assign":
+        name = data.get("assignee", "")
+        user = get_user_model().objects.filter(username=name).first() if name else None
+        if name and user is None:
+            raise desk.RequestError("No such user.")
+        desk.assign(made, user, actor=actor)
+    elif verb == "extend":
+        desk.extend(made, data.get("months", 1), text, actor=actor)
+    elif verb == "note":
+        desk.add_note(made, text, actor=actor)
+    else:
+        desk.close(made, refused=verb == "refuse", outcome=text, actor=actor)

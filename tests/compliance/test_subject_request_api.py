@@ -1,0 +1,149 @@
+"""``/api/subject-requests/`` and the compliance role: who may, and what the answers hold."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Group, Permission
+
+from memoryapp import permissions as perms
+from memoryapp.api.testing import token_client
+from memoryapp.compliance.requests import open_request
+from memoryapp.models import ErasureReceipt, ExportRecord, SubjectRequest
+from tests._admin_support import ALICE, BOB, OPERATOR_PERMS, make_staff, seed_tenant
+
+pytestmark = pytest.mark.django_db
+
+URL = "/api/subject-requests/"
+
+
+def _staff(name: str, *, group: bool = False, codenames=()):
+    client = token_client(name, ["acme/"])
+    user = client.user
+    user.is_staff = True
+    user.save()
+    if group:
+        user.groups.add(Group.objects.get(name=perms.COMPLIANCE_GROUP))
+    user.user_permissions.add(
+        *Permission.objects.filter(content_type__app_label="memoryapp", codename__in=codenames)
+    )
+    return client
+
+
+@pytest.fixture
+def officer():
+    return _staff("dpo", group=True)
+
+
+def test_the_compliance_group_can_see_export_erase_but_not_edit_memories():
+    group = Group.objects.get(name=perms.COMPLIANCE_GROUP)
+    held = {f"memoryapp.{p.codename}" for p in group.permissions.all()}
+    assert held == set(perms.COMPLIANCE_PERMS)
+    assert perms.CHANGE_MEMORY not in held and perms.CHANGE_REVIEWITEM not in held
+    assert perms.WIPE_MEMORY not in held
+    # Created before Django's own pass: with the labels that pass would have given.
+    names = {p.codename: p.name for p in group.permissions.all()}
+    assert names["erase_memory"] == "Can erase memories permanently"
+    assert names["view_subjectrequest"] == "Can view subject request"
+    operator = make_staff("op", perms=OPERATOR_PERMS)
+    assert not operator.has_perm(perms.VIEW_SUBJECTREQUEST)
+    assert not operator.has_perm(perms.ERASE_MEMORY)
+
+
+def test_the_officers_path_over_the_api_never_echoes_the_key(officer):
+    seed_tenant()
+    made = officer.post(URL, {"subject": ALICE, "right": "erasure"}, format="json")
+    assert made.status_code == 201, made.content
+    rid = made.json()["id"]
+    assert made.json()["status"] == "open" and made.json()["history"][0]["action"] == "created"
+
+    found = officer.post(URL + "lookup/", {"subject": ALICE}, format="json")
+    assert [r["id"] for r in found.json()["requests"]] == [rid]
+    assert found.json()["holdings"]["memories"]
+    assert found["Cache-Control"] == "no-store"
+    assert officer.post(URL + "lookup/", {"subject": BOB}, format="json").json()["requests"] == []
+
+    exported = officer.post(f"{URL}{rid}/export/", format="json")
+    assert exported.status_code == 200 and exported.json()["documents"][0]["counts"]["memories"]
+    erased = officer.post(f"{URL}{rid}/erase/", format="json")
+    assert erased.status_code == 200
+    (receipt_id,) = erased.json()["receipts"]
+
+    extended = officer.post(
+        f"{URL}{rid}/act/", {"action": "extend", "months": 1, "text": "backups"}, format="json"
+    )
+    assert extended.json()["extension_months"] == 1
+    refused = officer.post(f"{URL}{rid}/act/", {"action": "refuse", "text": ""}, format="json")
+    assert refused.status_code == 400
+    answered = officer.post(
+        f"{URL}{rid}/act/", {"action": "answer", "text": "export sent"}, format="json"
+    )
+    body = answered.json()
+    assert body["status"] == "answered" and body["receipts"] == [receipt_id]
+    assert body["exports"] == list(ExportRecord.objects.values_list("id", flat=True))
+    assert [h["action"] for h in body["history"]] == [
+        "created",
+        "started",
+        "exported",
+        "erased",
+        "extended",
+        "answered",
+    ]
+    assert {h["actor"] for h in body["history"]} == {"api:dpo"}
+    for response in (made, extended, answered, officer.get(URL), officer.get(f"{URL}{rid}/")):
+        assert ALICE.encode() not in response.content
+    again = officer.post(f"{URL}{rid}/export/", format="json")
+    assert again.status_code == 400 and b"closed" in again.content
+    assert ErasureReceipt.objects.get(pk=receipt_id).subject_requests.get().pk == rid
+
+
+def test_list_is_by_due_date_and_filters_refuse_unknown_values(officer):
+    late = officer.post(
+        URL, {"subject": BOB, "right": "access", "received_on": "2026-01-02"}, format="json"
+    ).json()
+    fresh = officer.post(URL, {"subject": ALICE, "right": "access"}, format="json").json()
+    listed = officer.get(URL).json()["results"]
+    assert [r["id"] for r in listed] == [late["id"], fresh["id"]]
+    assert listed[0]["urgency"] == "overdue"
+    assert officer.get(URL, {"status": "answered"}).json()["results"] == []
+    assert officer.get(URL, {"status": "lost"}).status_code == 400
+
+
+@pytest.mark.parametrize(
+    "who",
+    [
+        "client",  # an API client with erase grants, not staff
+        "operator",  # staff without the desk's permissions
+        "viewer",  # may see requests, not act on them
+    ],
+)
+def test_who_may_not(who):
+    request = open_request(subject=ALICE, right="erasure", actor="dpo")
+    if who == "client":
+        client = token_client("app", ["acme/"], write=True, erase=True)
+    elif who == "operator":
+        client = _staff("op", codenames=OPERATOR_PERMS)
+    else:
+        client = _staff("viewer", codenames=["view_subjectrequest"])
+    if who == "viewer":
+        assert client.get(URL).status_code == 200
+    else:
+        assert client.get(URL).status_code == 403
+        assert client.post(URL + "lookup/", {"subject": ALICE}, format="json").status_code == 403
+    assert client.post(URL, {"subject": BOB, "right": "access"}, format="json").status_code == 403
+    assert client.post(f"{URL}{request.id}/erase/", format="json").status_code == 403
+    act = client.post(f"{URL}{request.id}/act/", {"action": "start"}, format="json")
+    assert act.status_code == 403
+    request.refresh_from_db()
+    assert request.status == "open" and not ErasureReceipt.objects.exists()
+    assert SubjectRequest.objects.count() == 1
+
+
+def test_erase_needs_the_erase_permission_too():
+    request = open_request(subject=ALICE, right="erasure", actor="dpo")
+    desk_only = _staff(
+        "clerk", codenames=["view_subjectrequest", "add_subjectrequest", "change_subjectrequest"]
+    )
+    assert desk_only.post(f"{URL}{request.id}/erase/", format="json").status_code == 403
+    assert desk_only.post(f"{URL}{request.id}/export/", format="json").status_code == 403
+    ok = desk_only.post(f"{URL}{request.id}/act/", {"action": "note", "text": "ok"}, format="json")
+    assert ok.status_code == 200
