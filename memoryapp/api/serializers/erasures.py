@@ -11,6 +11,7 @@ from memoryapp.api.serializers.fields import (
     StrictCharField,
     namespace_field,
 )
+from memoryapp.compliance.targets import ErasureRequestError, check_request_shape
 from memoryapp.models import ErasureReceipt
 
 MAX_IDS = 1000
@@ -71,21 +72,18 @@ class ErasureInputSerializer(serializers.Serializer):
         return value
 
     def validate(self, attrs: dict) -> dict:
-        given = [k for k in ("subject", "namespace", "ids") if attrs.get(k) is not None]
-        if attrs["everything"] and given:
-            raise serializers.ValidationError(
-                {"everything": ["`everything` cannot be combined with another target."]}
+        # The one shape rule of every interface (CLI, admin, Python refuse the same requests
+        # with the same words); only the field the refusal is filed under is the API's own.
+        try:
+            check_request_shape(
+                subject=attrs.get("subject"),
+                namespace=attrs.get("namespace"),
+                ids=attrs.get("ids"),
+                everything=attrs["everything"],
+                include_authored=attrs["include_authored"],
             )
-        if not attrs["everything"] and not given:
-            raise serializers.ValidationError(
-                {"non_field_errors": ["Give a subject, a namespace, ids, or everything=true."]}
-            )
-        if attrs.get("subject") is not None and attrs.get("ids") is not None:
-            raise serializers.ValidationError({"ids": ["Give either `subject` or `ids`."]})
-        if attrs["include_authored"] and attrs.get("subject") is None:
-            raise serializers.ValidationError(
-                {"include_authored": ["`include_authored` applies to a subject erasure."]}
-            )
+        except ErasureRequestError as exc:
+            raise serializers.ValidationError({exc.field: [str(exc)]}) from None
         if attrs.get("ids") is not None:
             attrs["ids"] = sorted(set(attrs["ids"]))
         return attrs
