@@ -13,12 +13,12 @@ __all__ = ["MemoryManager", "SensitiveMemoryError", "WipeResult", "RecallCandida
 
 if TYPE_CHECKING:
     from memoryapp.facade import MemoryManager, RecallCandidate, WipeResult
-    from memoryapp.rules.guard import SensitiveMemoryError
+    from memoryapp.rules.errors import SensitiveMemoryError
 
 
 def __getattr__(name: str) -> Any:
     if name == "SensitiveMemoryError":
-        from memoryapp.rules.guard import SensitiveMemoryError
+        from memoryapp.rules.errors import SensitiveMemoryError
 
         return SensitiveMemoryError
     if name in ("MemoryManager", "WipeResult", "RecallCandidate"):

@@ -7,7 +7,8 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 
 from memoryapp import MemoryManager
-from memoryapp.rules.guard import MemoryGuard, SensitiveMemoryError
+from memoryapp.rules.errors import SensitiveMemoryError
+from memoryapp.rules.guard import MemoryGuard
 
 PROJECT = "acme/web"
 ALICE = "acme/alice"

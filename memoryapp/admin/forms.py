@@ -10,9 +10,9 @@ from django.http import QueryDict
 from memoryapp.admin.common import db_for, namespace_label
 from memoryapp.conf import get_guard
 from memoryapp.models import Memory, MemoryType, ReviewItem, ReviewStatus, Scope, Source
-from memoryapp.rules import guard as guards
 from memoryapp.rules import validation
 from memoryapp.rules.errors import MemoryValidationError, SensitiveMemoryError
+from memoryapp.rules.validation import MAX_CONTENT_CHARS
 from memoryapp.services import review_edit
 from memoryapp.writes import store
 
@@ -48,7 +48,7 @@ class MemoryForm(forms.ModelForm):
     content = forms.CharField(
         label="Content",
         widget=forms.Textarea(attrs={"rows": 6, "cols": 80}),
-        help_text=f"At most {guards.MAX_CONTENT_CHARS} characters. Credentials are refused.",
+        help_text=f"At most {MAX_CONTENT_CHARS} characters. Credentials are refused.",
     )
     tags = forms.CharField(
         label="Tags",
@@ -124,10 +124,10 @@ class MemoryForm(forms.ModelForm):
                 data.get("type") or None,
                 source,
             )
-        except guards.SensitiveMemoryError as exc:
+        except SensitiveMemoryError as exc:
             self._refuse_secret(exc.field)
             return data
-        except guards.MemoryValidationError as exc:
+        except MemoryValidationError as exc:
             self.add_error(_FORM_FIELD.get(exc.field or ""), str(exc))
             return data
         clash = (
@@ -168,7 +168,7 @@ def _namespace(value: str, what: str) -> str:
     """A namespace or user key held to the write rules every entry point applies."""
     try:
         return validation.check_namespace(value, what)
-    except guards.MemoryValidationError as exc:
+    except MemoryValidationError as exc:
         raise forms.ValidationError(str(exc)) from None
 
 

@@ -8,7 +8,7 @@ from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from memoryapp.compliance import ErasureRequestError
-from memoryapp.rules.guard import MemoryValidationError, SensitiveMemoryError
+from memoryapp.rules.errors import MemoryValidationError, SensitiveMemoryError
 
 
 class PayloadTooLarge(APIException):

@@ -11,7 +11,7 @@ from memoryapp.cli import bound_to, cli_actor, namespace_label, progress
 from memoryapp.models import Memory, ReviewItem, SchemaMeta
 from memoryapp.recall import search
 from memoryapp.rules import validation
-from memoryapp.rules.guard import SCOPES
+from memoryapp.rules.validation import SCOPES
 from memoryapp.rules.wording import plural
 
 

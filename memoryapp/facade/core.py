@@ -22,8 +22,9 @@ from memoryapp.facade.queue import ReviewQueue
 from memoryapp.facade.sessions import SessionSummaries, new_session_id
 from memoryapp.facade.types import SEES_ALL, Reads, WipeResult
 from memoryapp.models import Memory, Source
-from memoryapp.rules import guard as guards
 from memoryapp.rules import validation
+from memoryapp.rules.errors import MemoryValidationError, SensitiveMemoryError
+from memoryapp.rules.guard import MemoryGuard
 from memoryapp.services import memories, reads, wipe
 from memoryapp.services.memories import SCOPE_DOWNGRADE_WARNING
 from memoryapp.services.slices import Binding, StoreSlice
@@ -69,12 +70,12 @@ class MemoryManager(PromptBlocks, ReviewQueue, SessionSummaries):
         using: str | None = None,
         user_using: str | None = None,
         session_id: str | None = None,
-        guard: guards.MemoryGuard | None = None,
+        guard: MemoryGuard | None = None,
     ) -> None:
         if not isinstance(project, str):
-            raise guards.MemoryValidationError("project namespace must be a string")
+            raise MemoryValidationError("project namespace must be a string")
         if user is not None and not isinstance(user, str):
-            raise guards.MemoryValidationError("user namespace must be a string or None")
+            raise MemoryValidationError("user namespace must be a string or None")
         # One rule at every entry point (Python, admin, API, CLI): stripped, bounded,
         # no control characters or path tricks; nothing invalid reaches the database.
         project = validation.check_namespace(project, "project namespace")
@@ -217,7 +218,7 @@ class MemoryManager(PromptBlocks, ReviewQueue, SessionSummaries):
         """The LLM tool: save and report in words; never raises."""
         try:
             memory = self.upsert(key, value, tags, scope=scope, type=type, source=Source.EXPLICIT)
-        except guards.SensitiveMemoryError:
+        except SensitiveMemoryError:
             return "Refused to save: content appears to contain sensitive credentials"
         except Exception as exc:  # the model gets the reason, the turn goes on
             return f"Error saving memory: {_reason(exc)}"

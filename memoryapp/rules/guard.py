@@ -3,29 +3,15 @@
 The rules live in their own modules — :mod:`memoryapp.rules.validation`,
 :mod:`memoryapp.rules.secret_scan`, :mod:`memoryapp.rules.classify` and the errors in
 :mod:`memoryapp.rules.errors`; this module keeps :class:`MemoryGuard`, the hook hosts
-subclass, and re-exports the public names so ``memoryapp.rules.guard`` stays the one import.
+subclass (``MEMORYAPP_GUARD``), which applies them in order.
 """
 
 from __future__ import annotations
 
 from memoryapp.ops import metrics
 from memoryapp.rules import secret_scan
-from memoryapp.rules.classify import (
-    STOP_WORDS,
-    default_confidence,
-    extract_keywords,
-    infer_scope,
-    infer_type,
-)
 from memoryapp.rules.errors import MemoryValidationError, SensitiveMemoryError, about
-from memoryapp.rules.secret_scan import SECRET_PATTERNS, find_secret_family
 from memoryapp.rules.validation import (
-    AUTO_SOURCE_CAP,
-    MAX_CONTENT_CHARS,
-    MAX_KEY_CHARS,
-    MAX_TITLE_CHARS,
-    SCOPES,
-    TYPES,
     check_content,
     check_title,
     clean_tags,
@@ -33,26 +19,7 @@ from memoryapp.rules.validation import (
     require_str,
 )
 
-__all__ = [
-    "AUTO_SOURCE_CAP",
-    "MAX_CONTENT_CHARS",
-    "MAX_KEY_CHARS",
-    "MAX_TITLE_CHARS",
-    "SCOPES",
-    "SECRET_PATTERNS",
-    "STOP_WORDS",
-    "TYPES",
-    "MemoryGuard",
-    "MemoryValidationError",
-    "SensitiveMemoryError",
-    "clean_tags",
-    "default_confidence",
-    "extract_keywords",
-    "find_secret_family",
-    "infer_scope",
-    "infer_type",
-    "normalize_key",
-]
+__all__ = ["MemoryGuard"]
 
 
 # --- The guard ---------------------------------------------------------------------

@@ -16,8 +16,8 @@ from dataclasses import replace
 from memoryapp.fields import now
 from memoryapp.models import Memory, Scope, Source
 from memoryapp.recall.cache import INDEXES, change_window
-from memoryapp.rules import guard as guards
 from memoryapp.rules import validation
+from memoryapp.rules.guard import MemoryGuard
 from memoryapp.services.slices import Binding, StoreSlice
 from memoryapp.writes import bulk, store
 
@@ -109,7 +109,7 @@ def downgrade(prepared: store.Prepared, binding: Binding) -> store.Prepared:
 def upsert(
     *,
     binding: Binding,
-    guard: guards.MemoryGuard,
+    guard: MemoryGuard,
     key: str,
     value: str,
     tags: Iterable[str] | None = (),
@@ -222,7 +222,7 @@ def _removing(s: StoreSlice, soft_delete) -> list[str]:
 def import_records(
     *,
     binding: Binding,
-    guard: guards.MemoryGuard,
+    guard: MemoryGuard,
     records,
     actor: str = "",
     skip_invalid: bool = False,

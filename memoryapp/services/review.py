@@ -21,7 +21,8 @@ from memoryapp.db import locks
 from memoryapp.fields import now
 from memoryapp.models import Memory, MemoryEvent, ReviewItem, ReviewStatus, Source
 from memoryapp.rules import crystallizer, validation
-from memoryapp.rules import guard as guards
+from memoryapp.rules.errors import MemoryValidationError, SensitiveMemoryError
+from memoryapp.rules.guard import MemoryGuard
 from memoryapp.services import memories
 from memoryapp.services.slices import Binding
 from memoryapp.writes import bulk, store
@@ -36,7 +37,7 @@ logger = logging.getLogger("memoryapp.facade.queue")
 def queue(
     *,
     messages,
-    guard: guards.MemoryGuard,
+    guard: MemoryGuard,
     using: str = DEFAULT_DB_ALIAS,
     namespace: str,
     subject: str | None,
@@ -55,17 +56,17 @@ def queue(
     )
 
 
-def _storable(proposal, guard: guards.MemoryGuard) -> bool:
+def _storable(proposal, guard: MemoryGuard) -> bool:
     """Whether a proposal may be queued (the reason is logged, the text never)."""
     fields = (proposal.key_normalized, proposal.title, proposal.content, proposal.evidence)
     try:
         for text in fields:
             validation.check_text(text, "Review item")
             guard.detect_sensitive(text)
-    except guards.SensitiveMemoryError:
+    except SensitiveMemoryError:
         logger.info("crystallizer proposal dropped: it looks like a credential")
         return False
-    except guards.MemoryValidationError as exc:
+    except MemoryValidationError as exc:
         logger.info("crystallizer proposal dropped: %s", exc)
         return False
     return True
@@ -92,7 +93,7 @@ def approve(
     namespace: str,
     using: str = DEFAULT_DB_ALIAS,
     user_using: str | None = None,
-    guard: guards.MemoryGuard | None = None,
+    guard: MemoryGuard | None = None,
     actor: str = "",
 ) -> Memory | None:
     """Promote a pending item of ``namespace`` to a memory (source ``crystallized``).
@@ -155,7 +156,7 @@ def approve_many(
     namespace: str | None = None,
     using: str = DEFAULT_DB_ALIAS,
     user_using: str | None = None,
-    guard: guards.MemoryGuard | None = None,
+    guard: MemoryGuard | None = None,
     actor: str = "",
 ) -> tuple[int, list[tuple[ReviewItem, str]]]:
     """Approve many pending items at once (of ``namespace``, or of any): ``(approved, refused)``.
@@ -379,7 +380,7 @@ def purge(
     wanted = [] if status is None else [status] if isinstance(status, str) else list(status)
     for one in wanted:
         if one not in ReviewStatus.values:
-            raise guards.MemoryValidationError(
+            raise MemoryValidationError(
                 f"Unknown review status {one!r}: expected one of {', '.join(ReviewStatus.values)}"
             )
     from memoryapp.compliance import erase_review_items

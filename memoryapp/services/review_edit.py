@@ -17,9 +17,9 @@ from memoryapp.conf import get_guard
 from memoryapp.db import locks
 from memoryapp.fields import now
 from memoryapp.models import MemoryType, ReviewItem, ReviewStatus, Scope
-from memoryapp.rules import guard as guards
 from memoryapp.rules import validation
-from memoryapp.rules.errors import about
+from memoryapp.rules.errors import MemoryValidationError, about
+from memoryapp.rules.guard import MemoryGuard
 from memoryapp.writes import store
 
 __all__ = ["EDITABLE", "ReviewEditConflict", "clean", "collides", "edit", "retyped_key"]
@@ -28,11 +28,11 @@ EDITABLE = ("title", "content", "type", "scope")
 """The fields a reviewer may correct."""
 
 
-class ReviewEditConflict(guards.MemoryValidationError):
+class ReviewEditConflict(MemoryValidationError):
     """The edit would make the item collide with another pending item (same scope and key)."""
 
 
-def clean(changes: Mapping[str, object], guard: guards.MemoryGuard | None = None) -> dict:
+def clean(changes: Mapping[str, object], guard: MemoryGuard | None = None) -> dict:
     """Validate the corrections (no database access): the cleaned values by field.
 
     Raises:
@@ -44,15 +44,13 @@ def clean(changes: Mapping[str, object], guard: guards.MemoryGuard | None = None
     guard = guard or get_guard()
     unknown = sorted(set(changes) - set(EDITABLE))
     if unknown:
-        raise guards.MemoryValidationError(
-            f"Only {', '.join(EDITABLE)} can be edited", field=unknown[0]
-        )
+        raise MemoryValidationError(f"Only {', '.join(EDITABLE)} can be edited", field=unknown[0])
     cleaned: dict[str, str] = {}
     if "title" in changes:
         with about("title"):
             title = guard.validate_title(validation.require_str(changes["title"], "Title"))
             if not title:
-                raise guards.MemoryValidationError("Title must not be empty")
+                raise MemoryValidationError("Title must not be empty")
             guard.detect_sensitive(title)
         cleaned["title"] = title
     if "content" in changes:
@@ -64,7 +62,7 @@ def clean(changes: Mapping[str, object], guard: guards.MemoryGuard | None = None
         if name in changes:
             value = changes[name]
             if value not in choices:
-                raise guards.MemoryValidationError(
+                raise MemoryValidationError(
                     f"Unknown {name}: expected one of {', '.join(choices)}", field=name
                 )
             cleaned[name] = str(value)
@@ -99,7 +97,7 @@ def edit(
     item_id: str,
     namespace: str,
     changes: Mapping[str, object],
-    guard: guards.MemoryGuard | None = None,
+    guard: MemoryGuard | None = None,
     using: str = DEFAULT_DB_ALIAS,
     actor: str = "",
 ) -> ReviewItem | None:

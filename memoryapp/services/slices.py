@@ -9,7 +9,8 @@ from django.db.models import Q
 
 from memoryapp.conf import user_database
 from memoryapp.models import Memory, Scope
-from memoryapp.rules import guard as guards
+from memoryapp.rules.errors import MemoryValidationError
+from memoryapp.rules.validation import SCOPES
 
 
 @dataclass(frozen=True)
@@ -70,9 +71,9 @@ class Binding:
         Raises:
             MemoryValidationError: an unknown scope.
         """
-        if scope is not None and scope not in guards.SCOPES:
-            raise guards.MemoryValidationError(
-                f"Unknown scope {scope!r}: expected one of {', '.join(guards.SCOPES)}"
+        if scope is not None and scope not in SCOPES:
+            raise MemoryValidationError(
+                f"Unknown scope {scope!r}: expected one of {', '.join(SCOPES)}"
             )
         stores = [self.project_store]
         if self.user_store is not None:

@@ -14,8 +14,9 @@ from django.db import transaction
 
 from memoryapp.db import compiled, locks
 from memoryapp.models import MemoryEvent, SessionSummary
-from memoryapp.rules import guard as guards
 from memoryapp.rules import validation
+from memoryapp.rules.errors import MemoryValidationError, SensitiveMemoryError
+from memoryapp.rules.guard import MemoryGuard
 from memoryapp.services.slices import Binding
 
 logger = logging.getLogger("memoryapp.facade")
@@ -32,7 +33,7 @@ def summaries(binding: Binding):
 def save(
     *,
     binding: Binding,
-    guard: guards.MemoryGuard,
+    guard: MemoryGuard,
     session_id: str,
     text: str,
     tokens_before: int = 0,
@@ -53,10 +54,10 @@ def save(
         tokens = validation.check_counter(tokens_before, "tokens_before")
         messages = validation.check_counter(messages_summarized, "messages_summarized")
         guard.detect_sensitive(summary)
-    except guards.SensitiveMemoryError:
+    except SensitiveMemoryError:
         logger.warning("save_session_summary refused: it looks like a credential")
         return None
-    except guards.MemoryValidationError as exc:
+    except MemoryValidationError as exc:
         logger.warning("save_session_summary refused: %s", exc)  # the reason, never the text
         return None
     using = binding.project_store.using

@@ -18,7 +18,8 @@ from memoryapp.db import locks, partitioning, vendor
 from memoryapp.db import upsert as upsert_sql
 from memoryapp.fields import now
 from memoryapp.models import Source
-from memoryapp.rules import guard as guards
+from memoryapp.rules.errors import MemoryValidationError
+from memoryapp.rules.guard import MemoryGuard
 from memoryapp.writes import live, store
 
 CHUNK = 2000  # rows per bulk statement: bounded memory, few round trips
@@ -74,7 +75,7 @@ def parse_json_lines(lines: Iterable[str]) -> Iterator[tuple[int, dict | str]]:
 def import_records(
     records: Iterable[tuple[int, dict | str]],
     *,
-    guard: guards.MemoryGuard,
+    guard: MemoryGuard,
     resolve: Callable[[store.Prepared], tuple[store.Prepared, ImportTarget]],
     subject: str | None,
     actor: str = "",
@@ -136,7 +137,7 @@ def _validate(records, guard, resolve, report: ImportReport) -> _Latest:
     for number, record in records:
         try:
             if isinstance(record, str):
-                raise guards.MemoryValidationError(record)
+                raise MemoryValidationError(record)
             prepared, target = resolve(_prepare(guard, record))
         except ValueError as exc:  # MemoryValidationError and SensitiveMemoryError
             report.invalid.append((number, str(exc) or type(exc).__name__))
@@ -176,12 +177,12 @@ def refresh_statistics(using: str, namespaces: Iterable[str] | None = None) -> N
 _RECORD_FIELDS = frozenset({"key", "value", "tags", "scope", "type", "source", "title"})
 
 
-def _prepare(guard: guards.MemoryGuard, record: dict) -> store.Prepared:
+def _prepare(guard: MemoryGuard, record: dict) -> store.Prepared:
     unknown = record.keys() - _RECORD_FIELDS
     if unknown:
-        raise guards.MemoryValidationError(f"unknown field(s): {', '.join(sorted(unknown))}")
+        raise MemoryValidationError(f"unknown field(s): {', '.join(sorted(unknown))}")
     if "key" not in record or "value" not in record:
-        raise guards.MemoryValidationError("a record needs 'key' and 'value'")
+        raise MemoryValidationError("a record needs 'key' and 'value'")
     return store.prepare(
         guard,
         record["key"],

@@ -18,8 +18,10 @@ from django.utils.dateparse import parse_datetime
 from memoryapp.db import vendor
 from memoryapp.fields import now
 from memoryapp.models import Memory, MemoryEvent, Source, dump_list
-from memoryapp.rules import guard as guards
-from memoryapp.rules.errors import about
+from memoryapp.rules.classify import default_confidence, extract_keywords, infer_scope, infer_type
+from memoryapp.rules.errors import MemoryValidationError, about
+from memoryapp.rules.guard import MemoryGuard
+from memoryapp.rules.validation import clean_tags
 from memoryapp.writes import live
 
 
@@ -70,7 +72,7 @@ class Prepared:
 
 
 def prepare(
-    guard: guards.MemoryGuard,
+    guard: MemoryGuard,
     key: str,
     value: str,
     tags: Iterable[str] | None = (),
@@ -91,7 +93,7 @@ def prepare(
             its ``field`` names the input.
     """
     if source not in Source.values:
-        raise guards.MemoryValidationError(f"Unknown memory source: {source!r}", field="source")
+        raise MemoryValidationError(f"Unknown memory source: {source!r}", field="source")
     key_normalized, key_title, content = guard.check(key, value)
     if title is None:
         title = key_title
@@ -99,16 +101,16 @@ def prepare(
         with about("title"):
             title = guard.validate_title(title)
             if not title:
-                raise guards.MemoryValidationError("Title must not be empty")
+                raise MemoryValidationError("Title must not be empty")
             guard.detect_sensitive(title)
     with about("tags"):
-        tag_list = guards.clean_tags(tags)
+        tag_list = clean_tags(tags)
         for tag in tag_list:  # tags are stored, shown and copied into keywords like content
             guard.detect_sensitive(tag)
     with about("scope"):
-        scope_chosen = guards.infer_scope(key_normalized, tag_list, scope)
+        scope_chosen = infer_scope(key_normalized, tag_list, scope)
     with about("type"):
-        type_chosen = guards.infer_type(tag_list, type)
+        type_chosen = infer_type(tag_list, type)
     return Prepared(
         key_normalized=key_normalized,
         title=title,
@@ -116,9 +118,9 @@ def prepare(
         scope=scope_chosen,
         type=type_chosen,
         source=source,
-        confidence=guards.default_confidence(source),
+        confidence=default_confidence(source),
         tags=tuple(tag_list),
-        keywords=tuple(guards.extract_keywords(title, content, tag_list)),
+        keywords=tuple(extract_keywords(title, content, tag_list)),
         scope_explicit=scope is not None,
     )
 
@@ -303,7 +305,7 @@ def restore(using: str, memory_id: str, *, actor: str = "") -> Memory:
             .exists()
         )
         if clash:
-            raise guards.MemoryValidationError(_key_taken(row.key_normalized))
+            raise MemoryValidationError(_key_taken(row.key_normalized))
         row.deleted_at = None
         row.updated_at = now()
         row.save(using=using, update_fields=["deleted_at", "updated_at"])

@@ -9,7 +9,7 @@ import pytest
 
 from memoryapp import MemoryManager, SensitiveMemoryError
 from memoryapp.models import Memory, MemoryEvent, SessionSummary
-from memoryapp.rules.guard import MemoryValidationError
+from memoryapp.rules.errors import MemoryValidationError
 
 pytestmark = pytest.mark.django_db
 

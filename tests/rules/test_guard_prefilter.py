@@ -26,8 +26,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memoryapp.rules import classify, secret_scan, validation
-from memoryapp.rules import guard as guards
-from memoryapp.rules.guard import SECRET_PATTERNS, MemoryValidationError, find_secret_family
+from memoryapp.rules.classify import STOP_WORDS, extract_keywords
+from memoryapp.rules.errors import MemoryValidationError
+from memoryapp.rules.guard import MemoryGuard
+from memoryapp.rules.secret_scan import SECRET_PATTERNS, find_secret_family
+from memoryapp.rules.validation import MAX_KEY_CHARS, normalize_key
 
 from .test_guards import NEAR_MISSES, PROSE, SECRET_SAMPLES
 
@@ -37,7 +40,7 @@ from .test_guards import NEAR_MISSES, PROSE, SECRET_SAMPLES
 def unfiltered_find_secret_family(text: str) -> str | None:
     """``find_secret_family`` as defined: every pattern, in order, no prefilter."""
     for candidate in (text, secret_scan.visible(text)):
-        for name, pattern in guards.SECRET_PATTERNS:
+        for name, pattern in SECRET_PATTERNS:
             if pattern.search(candidate):
                 return name
     return None
@@ -78,7 +81,7 @@ def reference_normalize_key(key: str) -> str:
     normalized = re.sub(r"_+", "_", "".join(out)).strip("_")
     if not normalized:
         raise MemoryValidationError("Memory key is empty after normalization")
-    return normalized[: guards.MAX_KEY_CHARS]
+    return normalized[:MAX_KEY_CHARS]
 
 
 def _outcome(function, *args):
@@ -501,11 +504,11 @@ def test_keywords_on_the_corpus_are_unchanged(corpus_texts) -> None:
     rng = random.Random(5)
     for text in corpus_texts:
         title = rng.choice(corpus_texts)[:120]
-        got = guards.extract_keywords(title, text, ["Docs", "ci"])
+        got = extract_keywords(title, text, ["Docs", "ci"])
         words = {w.lower() for w in re.findall(r"\w+", title) if len(w) > 2} | {"docs", "ci"}
         words |= set(reference_path_tokens(text))
         words |= set(re.findall(r"\b[a-z_]{3,}\b", text)[:30])
-        assert got == sorted(words - guards.STOP_WORDS)[:20]
+        assert got == sorted(words - STOP_WORDS)[:20]
 
 
 KEY_EDGES = [
@@ -522,13 +525,13 @@ def test_normalize_key_equals_the_original(corpus_texts) -> None:
     keys += [_run(rng, alphabet, 0, 100) for _ in range(20000)]
     keys += [_run(rng, string.printable, 0, 120) for _ in range(20000)]
     for key in keys:
-        assert _outcome(guards.normalize_key, key) == _outcome(reference_normalize_key, key), key
+        assert _outcome(normalize_key, key) == _outcome(reference_normalize_key, key), key
 
 
 def test_title_line_breaks_equal_the_original() -> None:
     every_char = "".join(map(chr, range(sys.maxunicode + 1)))
     assert set(validation._LINE_BREAK_CHAR.findall(every_char)) == validation._LINE_BREAKS
-    guard = guards.MemoryGuard()
+    guard = MemoryGuard()
     for char in sorted(validation._LINE_BREAKS):
         for key in (f"a{char}b", char, f"key{char}"):
             assert _outcome(guard.validate_title, key) == (

@@ -11,23 +11,18 @@ import unicodedata
 import pytest
 
 from memoryapp.rules import classify
-from memoryapp.rules import guard as guards
-from memoryapp.rules.guard import (
+from memoryapp.rules.classify import default_confidence, extract_keywords, infer_scope, infer_type
+from memoryapp.rules.errors import MemoryValidationError, SensitiveMemoryError
+from memoryapp.rules.guard import MemoryGuard
+from memoryapp.rules.secret_scan import SECRET_PATTERNS, find_secret_family
+from memoryapp.rules.validation import (
     AUTO_SOURCE_CAP,
     MAX_CONTENT_CHARS,
     MAX_KEY_CHARS,
     MAX_TITLE_CHARS,
     SCOPES,
     TYPES,
-    MemoryGuard,
-    MemoryValidationError,
-    SensitiveMemoryError,
     clean_tags,
-    default_confidence,
-    extract_keywords,
-    find_secret_family,
-    infer_scope,
-    infer_type,
     normalize_key,
 )
 
@@ -651,9 +646,9 @@ def test_scans_are_linear_on_pathological_input(guard: MemoryGuard, text: str) -
 
 
 def test_secret_patterns_are_named_and_compiled() -> None:
-    names = [name for name, _ in guards.SECRET_PATTERNS]
+    names = [name for name, _ in SECRET_PATTERNS]
     assert len(names) == len(set(names))
-    assert all(isinstance(p, re.Pattern) for _, p in guards.SECRET_PATTERNS)
+    assert all(isinstance(p, re.Pattern) for _, p in SECRET_PATTERNS)
     assert {family for family, _ in SECRET_SAMPLES} == set(names)
 
 

@@ -224,7 +224,8 @@ def test_a_refused_write_names_its_field(options, field):
 
 
 def test_a_credential_in_a_tag_is_refused_on_the_tags():
-    from memoryapp.rules.guard import MemoryGuard, SensitiveMemoryError
+    from memoryapp.rules.errors import SensitiveMemoryError
+    from memoryapp.rules.guard import MemoryGuard
     from memoryapp.writes import store
 
     with pytest.raises(SensitiveMemoryError) as caught:

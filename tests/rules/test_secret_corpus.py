@@ -13,7 +13,9 @@ import re
 import pytest
 
 from memoryapp.rules import secret_scan
-from memoryapp.rules.guard import MemoryGuard, SensitiveMemoryError, find_secret_family
+from memoryapp.rules.errors import SensitiveMemoryError
+from memoryapp.rules.guard import MemoryGuard
+from memoryapp.rules.secret_scan import find_secret_family
 from tests.secret_corpus import CREDENTIALS, DELIBERATE, LOOK_ALIKES
 
 from .test_guard_prefilter import _mixed_text

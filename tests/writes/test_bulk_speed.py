@@ -21,8 +21,9 @@ from django.test.utils import CaptureQueriesContext
 
 from memoryapp import MemoryManager
 from memoryapp.models import Memory, MemoryEvent, dump_list
-from memoryapp.rules import guard as guards
 from memoryapp.rules import validation
+from memoryapp.rules.errors import SensitiveMemoryError
+from memoryapp.rules.guard import MemoryGuard
 from memoryapp.writes import bulk, live, store
 from tests.rules.test_guard_prefilter import unfiltered_find_secret_family
 from tests.rules.test_guards import SECRET_SAMPLES
@@ -318,12 +319,12 @@ def test_models_read_the_imported_rows():
     ]
 
 
-class UnfilteredGuard(guards.MemoryGuard):
+class UnfilteredGuard(MemoryGuard):
     """The default guard with the secret scan as defined (no prefilter)."""
 
     def detect_sensitive(self, content: str) -> None:
         if unfiltered_find_secret_family(validation.require_str(content, "Memory content")):
-            raise guards.SensitiveMemoryError()
+            raise SensitiveMemoryError()
 
 
 def test_sensitive_rows_are_refused_as_before():

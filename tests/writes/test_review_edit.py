@@ -10,7 +10,7 @@ import pytest
 from memoryapp import MemoryManager
 from memoryapp.api.testing import token_client
 from memoryapp.models import Memory, MemoryEvent, ReviewItem
-from memoryapp.rules.guard import MemoryValidationError, SensitiveMemoryError
+from memoryapp.rules.errors import MemoryValidationError, SensitiveMemoryError
 from memoryapp.services import review_edit
 
 pytestmark = pytest.mark.django_db

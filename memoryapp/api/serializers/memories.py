@@ -13,8 +13,9 @@ from memoryapp.api.patterns import KEY_PATTERN, NON_BLANK_PATTERN
 from memoryapp.api.serializers.fields import BoundInput, StrictCharField, StrictChoiceField
 from memoryapp.conf import get_guard
 from memoryapp.models import Memory, MemoryType, Scope
-from memoryapp.rules import guard as guards
 from memoryapp.rules import validation
+from memoryapp.rules.errors import SensitiveMemoryError
+from memoryapp.rules.validation import MAX_CONTENT_CHARS
 
 _KEY_SECRET = "key appears to contain sensitive credentials"
 _WRITE_FIELDS = {"key": "key", "content": "value", "tags": "tags"}  # guard field -> input field
@@ -31,7 +32,7 @@ class MemoryWriteSerializer(BoundInput):
     value = StrictCharField(
         trim_whitespace=False,
         allow_blank=True,
-        help_text=f"The content (1 to {guards.MAX_CONTENT_CHARS} characters once stripped).",
+        help_text=f"The content (1 to {MAX_CONTENT_CHARS} characters once stripped).",
         schema_pattern=NON_BLANK_PATTERN,
     )
     tags = serializers.ListField(
@@ -63,7 +64,7 @@ class MemoryWriteSerializer(BoundInput):
         errors = {
             _WRITE_FIELDS[field]: [
                 _KEY_SECRET
-                if field == "key" and isinstance(exc, guards.SensitiveMemoryError)
+                if field == "key" and isinstance(exc, SensitiveMemoryError)
                 else str(exc)  # fixed sentences: a refused value is never echoed
             ]
             for field, exc in refused.items()

@@ -14,7 +14,7 @@ from memoryapp.api.serializers.fields import (
 from memoryapp.api.serializers.memories import MemorySerializer
 from memoryapp.api.serializers.messages import messages_field
 from memoryapp.models import MemoryType, ReviewItem, ReviewStatus, Scope
-from memoryapp.rules import guard as guards
+from memoryapp.rules.validation import MAX_CONTENT_CHARS
 
 
 class CrystallizeInputSerializer(BoundInput):
@@ -94,7 +94,7 @@ class ReviewEditInput(serializers.Serializer):
     content = StrictCharField(
         required=False,
         trim_whitespace=False,
-        max_length=guards.MAX_CONTENT_CHARS,
+        max_length=MAX_CONTENT_CHARS,
         schema_pattern=NON_BLANK_PATTERN,
     )
     type = StrictChoiceField(choices=MemoryType.choices, required=False)

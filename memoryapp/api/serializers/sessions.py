@@ -13,7 +13,7 @@ from memoryapp.api.serializers.fields import (
 )
 from memoryapp.conf import get_guard
 from memoryapp.models import SessionSummary
-from memoryapp.rules import guard as guards
+from memoryapp.rules.errors import SensitiveMemoryError
 from memoryapp.rules.validation import MAX_SUMMARY_CHARS
 
 
@@ -36,7 +36,7 @@ class SessionSummaryWriteSerializer(BoundInput):
         """Refuse a credential here, where the client can be told (the facade only logs)."""
         try:
             get_guard().detect_sensitive(value.strip())
-        except guards.SensitiveMemoryError as exc:
+        except SensitiveMemoryError as exc:
             raise serializers.ValidationError(str(exc)) from None
         return value
 

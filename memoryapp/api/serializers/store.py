@@ -23,9 +23,8 @@ from memoryapp.api.serializers.fields import (
 )
 from memoryapp.conf import get_guard
 from memoryapp.models import Confidence, MemoryType, ReviewStatus, Scope, Sensitivity, Source
-from memoryapp.rules import guard as guards
 from memoryapp.rules import validation
-from memoryapp.rules.errors import MemoryValidationError
+from memoryapp.rules.errors import MemoryValidationError, SensitiveMemoryError
 
 MAX_RECORD_ID = 32  # the id columns
 MAX_KEYWORDS = 100
@@ -140,7 +139,7 @@ class StoreRecordInput(StoreInput):
             try:
                 for text in texts:
                     guard.detect_sensitive(text)
-            except guards.SensitiveMemoryError as exc:
+            except SensitiveMemoryError as exc:
                 errors[name] = [str(exc)]
         if errors:
             raise serializers.ValidationError(errors)
