@@ -1,12 +1,24 @@
 """The Django admin as the memory back office (docs/behaviour.md §3, §6, §9, §11).
 
 One module per area: ``memories`` (list, guarded editing, soft delete,
-restore, erase, export), ``review`` (the review queue and session summaries),
-``audit`` (read-only events, schema metadata and erasure receipts, which also
-host the compliance pages), ``compliance`` (erase a subject, wipe a namespace,
-export), ``requests`` (the data-subject requests by due date), ``overview`` (the
-index chart and the store-problems banner, shown by the ``{% memoryapp_overview %}``
-tag of ``memoryapp_admin``).
+restore, erase, export), ``review`` (the review queue), ``sessions`` (the
+session summaries), ``audit`` (read-only events, schema metadata and erasure
+receipts, which also host the compliance pages), the compliance pages
+``erasure`` (erase a subject, retry, print a receipt), ``wipe`` (wipe a
+namespace), ``exports`` (export, and the export records) and ``lookup`` (look a
+user key up), with what they share in ``compliance``; ``requests`` (the
+data-subject requests by due date), ``overview`` (the index chart and the
+store-problems banner, shown by the ``{% memoryapp_overview %}`` tag of
+``memoryapp_admin``). Shared pieces: ``base`` (model admin bases, the acting
+user), ``confirm`` (confirmation pages, "Select all N"), ``filters``,
+``labels`` and ``responses``.
 """
 
-from memoryapp.admin import audit, memories, requests, review  # noqa: F401  (registers admins)
+from memoryapp.admin import (  # noqa: F401  (registers admins)
+    audit,
+    exports,
+    memories,
+    requests,
+    review,
+    sessions,
+)

@@ -9,21 +9,26 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
 from memoryapp import permissions as perms
-from memoryapp.admin import compliance
-from memoryapp.admin.common import (
+from memoryapp.admin.base import ReadOnlyAdmin, db_for
+from memoryapp.admin.compliance import links
+from memoryapp.admin.erasure import (
+    attention_guidance,
+    erase_subject_view,
+    receipt_print_view,
+    retry_receipt_view,
+)
+from memoryapp.admin.exports import export_view
+from memoryapp.admin.filters import InputFilter, SubjectFilter, SubjectSearch
+from memoryapp.admin.labels import (
     ADMIN_LOG,
-    InputFilter,
-    ReadOnlyAdmin,
-    SubjectFilter,
-    SubjectSearch,
     admin_time,
     count_rows,
-    db_for,
     format_detail,
     namespace_cell,
-    plural,
     two_lines,
 )
+from memoryapp.admin.lookup import lookup_view
+from memoryapp.admin.wipe import wipe_namespace_view
 from memoryapp.compliance import ReceiptInProgress, receipt_as_dict, retry_purge, rows_removed
 from memoryapp.db.meta import CHANGE_KEY, VERSION_KEY, read_change_counter
 from memoryapp.models import (
@@ -35,6 +40,8 @@ from memoryapp.models import (
     SchemaMeta,
     SessionSummary,
 )
+from memoryapp.rules.receipt_text import summarize
+from memoryapp.rules.wording import plural
 
 RECEIPT_REFRESH_SECONDS = 5
 """How often an unfinished receipt's page reloads itself while the worker runs."""
@@ -164,7 +171,7 @@ class SchemaMetaAdmin(ReadOnlyAdmin):
         return MEANINGS.get(obj.key, "")
 
     def retry_receipt(self, request, object_id):
-        return compliance.retry_receipt_view(self, request, object_id)
+        return retry_receipt_view(self, request, object_id)
 
     def changelist_view(self, request, extra_context=None):
         using = db_for(SchemaMeta)
@@ -271,25 +278,25 @@ class ErasureReceiptAdmin(ReadOnlyAdmin):
         return urls + super().get_urls()
 
     def erase_subject(self, request):
-        return compliance.erase_subject_view(self, request)
+        return erase_subject_view(self, request)
 
     def wipe_namespace(self, request):
-        return compliance.wipe_namespace_view(self, request)
+        return wipe_namespace_view(self, request)
 
     def export(self, request):
-        return compliance.export_view(self, request)
+        return export_view(self, request)
 
     def retry_receipt(self, request, object_id):
-        return compliance.retry_receipt_view(self, request, object_id)
+        return retry_receipt_view(self, request, object_id)
 
     def lookup(self, request):
-        return compliance.lookup_view(self, request)
+        return lookup_view(self, request)
 
     def print_receipt(self, request, object_id):
-        return compliance.receipt_print_view(self, request, object_id)
+        return receipt_print_view(self, request, object_id)
 
     def changelist_view(self, request, extra_context=None):
-        extra = {**compliance.links(request.user), **(extra_context or {})}
+        extra = {**links(request.user), **(extra_context or {})}
         return super().changelist_view(request, extra)
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
@@ -299,8 +306,8 @@ class ErasureReceiptAdmin(ReadOnlyAdmin):
             extra["receipt_counts"] = count_rows(obj.counts or {})
             extra["receipt_total"] = rows_removed(obj.counts)
             extra["receipt_refresh"] = RECEIPT_REFRESH_SECONDS if in_progress(obj) else None
-            extra["attention"] = compliance.attention_guidance(obj, request.user)
-            extra["receipt_summary"] = compliance.summarize(receipt_as_dict(obj))
+            extra["attention"] = attention_guidance(obj, request.user)
+            extra["receipt_summary"] = summarize(receipt_as_dict(obj))
         return super().change_view(request, object_id, form_url, extra)
 
     @admin.display(description="created", ordering="created_at")

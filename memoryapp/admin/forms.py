@@ -7,7 +7,8 @@ from typing import cast
 from django import forms
 from django.http import QueryDict
 
-from memoryapp.admin.common import db_for, namespace_label
+from memoryapp.admin.base import db_for
+from memoryapp.admin.labels import namespace_label
 from memoryapp.conf import get_guard
 from memoryapp.models import Memory, MemoryType, ReviewItem, ReviewStatus, Scope, Source
 from memoryapp.rules import validation

@@ -11,35 +11,27 @@ from django.utils.safestring import mark_safe
 from django.utils.text import Truncator
 
 from memoryapp import permissions as perms
-from memoryapp.admin.common import (
-    NamespaceFilter,
-    StyledAdmin,
-    SubjectFilter,
-    SubjectSearch,
-    actor,
+from memoryapp.admin.base import StyledAdmin, actor, db_for
+from memoryapp.admin.confirm import confirmation, confirmed, refusals, selection_changed
+from memoryapp.admin.filters import NamespaceFilter, SubjectFilter, SubjectSearch
+from memoryapp.admin.forms import MemoryForm
+from memoryapp.admin.labels import (
     admin_time,
     chips,
-    confirmation,
-    confirmed,
     count_rows,
-    db_for,
     event_rows,
-    json_download,
     namespace_cell,
-    plural,
-    refusals,
-    selection_changed,
     title_cell,
     two_lines,
-    worker_note,
 )
-from memoryapp.admin.forms import MemoryForm
+from memoryapp.admin.responses import json_download, worker_note
 from memoryapp.compliance import ErasureRequestError, erase, preview, purge_now
 from memoryapp.compliance.export import export_memories
 from memoryapp.compliance.selection import batches
 from memoryapp.fields import now
 from memoryapp.models import Memory, MemoryEvent, Scope
 from memoryapp.rules import validation
+from memoryapp.rules.wording import plural
 from memoryapp.services import memories
 
 HISTORY_ROWS = 50  # events shown on a memory's page (the full list is one click away)

@@ -13,10 +13,12 @@ from django.utils.http import urlencode
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import Truncator
 
-from memoryapp.admin.common import db_for, namespace_label, plural
+from memoryapp.admin.base import db_for
+from memoryapp.admin.labels import namespace_label
 from memoryapp.db.meta import read_change_counter
 from memoryapp.facade import MemoryManager
 from memoryapp.models import ErasureReceipt, Memory, MemoryType, ReviewItem, SessionSummary
+from memoryapp.rules.wording import plural
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +63,8 @@ def overview(user) -> dict:
     except DatabaseError as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         problems.append(f"The overview could not be counted: {first}")
-    from memoryapp.admin.compliance import attention_summary, links
+    from memoryapp.admin.compliance import links
+    from memoryapp.admin.erasure import attention_summary
 
     try:
         data["erasures"] = attention_summary(user)

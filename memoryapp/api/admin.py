@@ -17,7 +17,8 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.cache import add_never_cache_headers
 
-from memoryapp.admin.common import StyledAdmin, admin_time, namespace_cell
+from memoryapp.admin.base import StyledAdmin
+from memoryapp.admin.labels import admin_time, namespace_cell
 from memoryapp.api.models import ApiClient, ApiToken, ErasureRequest, NamespaceGrant
 
 

@@ -3,7 +3,7 @@
 Django 5 always localises, so ``DATETIME_FORMAT`` in settings is overridden by
 the locale's own (``Dec. 3, 2025, 2:32 p.m.``); a format module is the one
 place that sets it for Django's pages (lists, read-only fields, History) and
-the app's (``memoryapp.admin.common.admin_time``) alike. Times are in
+the app's (``memoryapp.admin.labels.admin_time``) alike. Times are in
 ``TIME_ZONE`` (UTC). Input formats stay Django's.
 """
 

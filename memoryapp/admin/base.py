@@ -1,0 +1,41 @@
+"""The app's model admin bases, the acting user, and the database the admin writes to."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from django.contrib import admin
+from django.db import router
+
+
+def actor(request) -> str:
+    """Who is acting, as recorded in events and receipts."""
+    return request.user.get_username()
+
+
+def db_for(model) -> str:
+    """The database alias the admin writes ``model`` to."""
+    return router.db_for_write(model)
+
+
+class StyledAdmin(admin.ModelAdmin):
+    """A model admin with the app's stylesheet (badges, chips, confirmation pages)."""
+
+    class Media:
+        css = {"all": ("memoryapp/admin.css",)}
+        js = ("memoryapp/admin.js",)
+
+
+class ReadOnlyAdmin(StyledAdmin):
+    """Nobody adds, changes or deletes rows of an audit table through the admin."""
+
+    actions: Sequence[str] | None = None  # a subclass may name its own
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
