@@ -176,21 +176,12 @@ def dump(index: RecallIndex) -> bytes | None:
         id_blob, token_blob = _join(ids), _join(tokens)
         if id_blob is None or token_blob is None or len(ids) != n:
             return None
-        encoded = np.array([len(t.encode("utf-8", "surrogatepass")) + 1 for t in tokens])
-        token_ends = np.cumsum(encoded, dtype=np.int64) - 1
-        parts = [postings[t].entries for t in tokens]
-        arena = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
-        n_kw = np.array([postings[t].n_kw for t in tokens], dtype=np.int64)
-        sizes = np.array([len(part) for part in parts], dtype=np.int64)
+        token_ends, n_kw, sizes, arena = _posting_arrays(postings, tokens)
         rules = rules_id().encode()
         head = _MAGIC + struct.pack("<II", FORMAT, len(rules)) + rules
         sections: list[np.ndarray] = [token_ends, index._title_len[:n], n_kw, sizes, arena]
         sections.append(index._doc_len[:n])
-        narrow = sum(1 << k if _fits_u2(values) else 0 for k, values in enumerate(sections))
-        packed = [
-            values.astype(_NARROW if narrow >> k & 1 else _WIDE).tobytes()
-            for k, values in enumerate(sections)
-        ]
+        narrow, packed = _pack(sections)
         counts = _COUNTS.pack(n, len(tokens), len(id_blob), len(token_blob), len(arena), narrow)
         return b"".join(
             (
@@ -206,6 +197,29 @@ def dump(index: RecallIndex) -> bytes | None:
                 *packed[2:],
             )
         )
+
+
+def _posting_arrays(
+    postings: dict, tokens: list[str]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Where each token's text ends in the token blob, its keyword count, its size, the arena."""
+    encoded = np.array([len(t.encode("utf-8", "surrogatepass")) + 1 for t in tokens])
+    token_ends = np.cumsum(encoded, dtype=np.int64) - 1
+    parts = [postings[t].entries for t in tokens]
+    arena = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
+    n_kw = np.array([postings[t].n_kw for t in tokens], dtype=np.int64)
+    sizes = np.array([len(part) for part in parts], dtype=np.int64)
+    return token_ends, n_kw, sizes, arena
+
+
+def _pack(sections: list[np.ndarray]) -> tuple[int, list[bytes]]:
+    """Each section as bytes, 2-byte wide when all its values fit (bit k of ``narrow``)."""
+    narrow = sum(1 << k if _fits_u2(values) else 0 for k, values in enumerate(sections))
+    packed = [
+        values.astype(_NARROW if narrow >> k & 1 else _WIDE).tobytes()
+        for k, values in enumerate(sections)
+    ]
+    return narrow, packed
 
 
 def _fits_u2(values: np.ndarray) -> bool:
