@@ -239,7 +239,7 @@ def _manager_modules() -> list[Any]:
     import memoryapp.facade
     import memoryapp.services.prompt  # noqa: F401  (imported so that it is in sys.modules)
 
-    packages = (["memoryapp", "manager"], ["memoryapp", "services"])
+    packages = (["memoryapp", "facade"], ["memoryapp", "services"])
     names = [name for name in sys.modules if name.split(".")[:2] in packages]
     return [sys.modules[name] for name in names] or [memoryapp.facade]
 

@@ -370,7 +370,7 @@ def worker_seed(args: argparse.Namespace) -> dict[str, Any]:
     # The import path runs ANALYZE on PostgreSQL after every import, which is right for
     # one import and ~0.1 s × 1,000 imports here; one VACUUM (ANALYZE) at the end gives
     # the planner the same statistics. Patched in this process only, never in memoryapp/.
-    bulk._refresh_statistics = lambda using: None
+    bulk.refresh_statistics = lambda using, namespaces=None: None
     distinct = args.seed_sql_copies or args.tenants  # the rest are SQL copies (sql_copies)
     jobs = [(t, args.memories) for t in range(distinct)]
     if args.big:
