@@ -265,7 +265,7 @@ def erasure_purge_method() -> str:
       (saying so on the receipt) when pg_repack is not installed.
     - ``"online"``: as ``"auto"``, but on PostgreSQL a missing pg_repack
       leaves the receipt ``not purged`` instead of falling back.
-    - ``"rewrite"``: the method before issue 14: ``VACUUM`` of the whole
+    - ``"rewrite"``: the heavyweight method: ``VACUUM`` of the whole
       SQLite file, ``VACUUM FULL`` of each PostgreSQL table (an ``ACCESS
       EXCLUSIVE`` lock for the whole rewrite). Use it on a SQLite file that
       a program without ``secure_delete`` also writes.

@@ -95,7 +95,7 @@ class MemoryQuerySet(models.QuerySet):
 
         ``Memory.objects.in_namespace("acme/web").recall(q)`` gives the candidates
         ``MemoryManager(project="acme/web").recall(q)`` gives — one implementation
-        (:func:`memoryapp.facade.blocks.recall_slices`, installed by
+        (:func:`memoryapp.services.prompt.recall`, installed by
         :mod:`memoryapp.services.queryset_methods`) behind both, on the same
         per-slice indexes. Both scopes of the namespace are ranked unless
         ``in_scope`` chose one (a project namespace holds only project rows).

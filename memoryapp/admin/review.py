@@ -166,7 +166,7 @@ class ReviewItemAdmin(SubjectSearch, StyledAdmin):
 
     def has_change_permission(self, request, obj=None):
         # Decisions are actions (approve / reject); the one edit is a reviewer's
-        # correction of a pending item's title, content, type or scope (issue #29).
+        # correction of a pending item's title, content, type or scope (docs/behaviour.md §6).
         return (
             obj is not None
             and obj.status == ReviewStatus.PENDING

@@ -1,4 +1,4 @@
-"""Stronger purges, for a purge whose verification still finds erased bytes (issue 27).
+"""Stronger purges, for a purge whose verification still finds erased bytes.
 
 :func:`ladder` lists, per vendor and configured ``MEMORYAPP_ERASURE_PURGE_METHOD``,
 the purges an erasure may try in turn, weakest (and cheapest) first;
@@ -11,7 +11,7 @@ first purge verifies — costs what it cost before (bench/ESCALATION.md).
   deletion rebalances a b-tree, SQLite rebuilds a surviving page from its cells
   without zeroing the space those cells used to fill (``rebuildPage`` in
   btree.c): copies of cells that were moved away, and later deleted elsewhere,
-  stay there — mostly in index pages (issue 27; tests/compliance/test_escalation.py
+  stay there — mostly in index pages (tests/compliance/test_escalation.py
   reproduces it). ``incremental_vacuum`` moves such a page whole. So:
   1. the configured purge (incremental, or ``VACUUM`` under ``"rewrite"``);
   2. *full rewrite*: ``VACUUM``, which builds every page anew. A ``REINDEX`` of

@@ -268,7 +268,7 @@ def clear_session_summaries(*, using: str, namespace: str, session_id: str | Non
     """Hard-delete the summaries of one session (None or "": all) of ``namespace``; the count.
 
     The facade's own delete (:func:`memoryapp.services.summaries.delete`), with
-    Agentao's ``if session_id:`` test. No event, as today.
+    Agentao's ``if session_id:`` test. No event: Agentao's store writes none for it.
     """
     return summaries.delete(
         binding=Binding.of(project=namespace, using=using), session_id=session_id or None

@@ -54,7 +54,7 @@ class RecallSnapshot(models.Model):
     warm process does. The payload holds tokens of memory text, so it is personal
     data: a trigger deletes a slice's snapshot whenever a row of the slice is
     hard-deleted (erasure, raw SQL, another writer), and the erasure purge and byte
-    scan cover this table. See :mod:`memoryapp.snapshots`.
+    scan cover this table. See :mod:`memoryapp.db.snapshots`.
     """
 
     namespace = models.CharField(max_length=255)

@@ -7,7 +7,7 @@ for that token, which is found by bisection in the stored token table. :func:`du
 a compacted :class:`~memoryapp.recall.index.RecallIndex`; :func:`load` gives an index that
 answers every query exactly as the dumped one did and accepts further writes.
 
-Pure Python and numpy, no Django: :mod:`memoryapp.snapshots` stores the bytes.
+Pure Python and numpy, no Django: :mod:`memoryapp.db.snapshots` stores the bytes.
 
 The format (all numbers little-endian)::
 

@@ -1,7 +1,7 @@
 """Memory writes: upsert, rename, soft delete, restore, clear and import (docs/behaviour.md §2, §3).
 
 Each write of known slices runs inside a change window and folds itself into a
-cached recall index (:meth:`~memoryapp.recall.cache.IndexCache.apply_own_write`), so
+cached recall index (:meth:`~memoryapp.recall.cache.RecallIndexes.apply_own_write`), so
 the writer's next recall needs no query; a write elsewhere is caught up through
 the change counters. The rules (guard, classification, SQL) stay in
 :mod:`memoryapp.writes.store` and :mod:`memoryapp.writes.bulk`.

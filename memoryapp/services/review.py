@@ -117,7 +117,7 @@ def approve(
             type=item.type,
             source=Source.CRYSTALLIZED,
             actor=actor,
-            title=item.title,  # readable ("Constraint: never …"), not the key (issue #29)
+            title=item.title,  # readable ("Constraint: never …"), not the key
         ).memory
         store.log_event(
             using,

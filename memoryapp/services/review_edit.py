@@ -1,4 +1,4 @@
-"""Correct a pending review item before it is approved (docs/behaviour.md §6, issue #29 item 3).
+"""Correct a pending review item before it is approved (docs/behaviour.md §6).
 
 A reviewer fixes what the crystallizer got wrong — the title, the content, the type
 or the scope — through the guard every write passes, and the edit is audited (a
