@@ -9,8 +9,7 @@ from django.db import connection
 from playwright.sync_api import expect
 
 from memoryapp.models import ErasureReceipt, Memory, MemoryEvent, ReviewItem
-
-from .._admin_support import (
+from tests._admin_support import (
     ALICE,
     BOB,
     COMPLIANCE_PERMS,
@@ -20,6 +19,7 @@ from .._admin_support import (
     make_staff,
     seed_tenant,
 )
+
 from .._erasure_support import found_in, seed, stored_bytes, subject_markers
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -123,7 +123,7 @@ def test_soft_delete_and_restore_one(page, root, log_in, shot):
 
 
 def test_select_all_across_pages_then_soft_delete(page, root, log_in, shot):
-    from ..test_admin_select_across import _memories
+    from tests.admin.test_admin_select_across import _memories
 
     _memories("bulk/big", 1_200, "alpha")  # more rows than Django accepts fields in a POST
     _memories("bulk/small", 10, "beta")

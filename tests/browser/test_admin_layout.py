@@ -7,8 +7,7 @@ from playwright.sync_api import expect
 
 from memoryapp import MemoryManager
 from memoryapp.models import ErasureReceipt, ReviewItem
-
-from .._admin_support import PASSWORD, PROJECT, make_staff, seed_tenant
+from tests._admin_support import PASSWORD, PROJECT, make_staff, seed_tenant
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

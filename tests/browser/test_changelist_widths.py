@@ -12,8 +12,7 @@ from memoryapp import MemoryManager
 from memoryapp.api.testing import token_client
 from memoryapp.compliance import export
 from memoryapp.models import ErasureReceipt, ReviewItem
-
-from .._admin_support import ALICE, PASSWORD, PROJECT, make_staff, seed_tenant
+from tests._admin_support import ALICE, PASSWORD, PROJECT, make_staff, seed_tenant
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
