@@ -22,6 +22,7 @@ from memoryapp import permissions as perms
 from memoryapp.api.filters import StrictChoiceFilter
 from memoryapp.api.permissions import ERASE, READ, WRITE, Rule, declared_rule
 from memoryapp.api.receipts import LookupInputSerializer
+from memoryapp.api.serializers.fields import StrictChoiceField
 from memoryapp.api.throttles import ERASE as ERASE_SCOPE
 from memoryapp.api.throttles import WRITE as WRITE_SCOPE
 from memoryapp.api.views.base import MemoryAPIMixin, Pagination, validated
@@ -98,7 +99,7 @@ class SubjectRequestSerializer(serializers.ModelSerializer):
 class OpenRequestSerializer(LookupInputSerializer):
     """``POST /api/subject-requests/``: subject key (body only) and right; the rest optional."""
 
-    right = serializers.ChoiceField(choices=SubjectRight.choices)
+    right = StrictChoiceField(choices=SubjectRight.choices)
     received_on = serializers.DateField(required=False)
     namespaces = serializers.ListField(
         child=serializers.CharField(max_length=255, allow_blank=True), required=False, max_length=50
@@ -109,7 +110,7 @@ class OpenRequestSerializer(LookupInputSerializer):
 class ActSerializer(serializers.Serializer):
     """``POST /api/subject-requests/{id}/act/``: one step of the request's life."""
 
-    action = serializers.ChoiceField(choices=ACTIONS)
+    action = StrictChoiceField(choices=ACTIONS)
     months = serializers.IntegerField(required=False, min_value=1, max_value=2)
     text = serializers.CharField(
         required=False,
