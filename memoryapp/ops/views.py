@@ -24,8 +24,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from memoryapp.models import ErasureReceipt, Memory, ReviewItem, SessionSummary
-from memoryapp.ops import collectors as exposition
-from memoryapp.ops import metrics
+from memoryapp.ops import collectors, metrics
 
 _TABLES = (Memory, SessionSummary, ReviewItem, ErasureReceipt)
 logger = logging.getLogger(__name__)
@@ -185,7 +184,7 @@ def metrics_view(request) -> HttpResponse:
         response = HttpResponse("a bearer token is required\n", status=401)
         response["WWW-Authenticate"] = 'Bearer realm="metrics"'
         return response
-    body, content_type = exposition.exposition()
+    body, content_type = collectors.exposition()
     return HttpResponse(body, content_type=content_type)
 
 
