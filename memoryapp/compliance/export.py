@@ -196,17 +196,7 @@ def export(
         raise ErasureRequestError("export needs a subject or a namespace")
     target = build_target(subject=subject, namespace=namespace, within=within, grants=grants)
     aliases = engine.aliases_for(using)
-    plan: list[tuple[str, str, RowModel, Q | None]] = []
-    for alias in aliases:
-        plan.append((MEMORIES, alias, Memory, row_filter(MEMORIES, target)))
-        authored = authored_filter(target)
-        if authored is not None:
-            plan.append(("authored", alias, Memory, authored))
-        contributed = contributed_filter(target)
-        if contributed is not None:
-            plan.append(("contributed", alias, Memory, contributed))
-        plan.append((SUMMARIES, alias, SessionSummary, row_filter(SUMMARIES, target)))
-        plan.append((REVIEW, alias, ReviewItem, row_filter(REVIEW, target)))
+    plan = _plan(aliases, target)
     total = sum(model.objects.using(a).filter(q).count() for _, a, model, q in plan)
     done = 0
     rows: dict[str, list[dict]] = {
@@ -268,6 +258,18 @@ def export(
         user=user,
     )
     return document
+
+
+def _plan(aliases: Sequence[str], target: Target) -> list[tuple[str, str, RowModel, Q]]:
+    """The document's sections: ``(section, alias, model, filter)``, those that apply."""
+    plan: list[tuple[str, str, RowModel, Q | None]] = []
+    for alias in aliases:
+        plan.append((MEMORIES, alias, Memory, row_filter(MEMORIES, target)))
+        plan.append(("authored", alias, Memory, authored_filter(target)))
+        plan.append(("contributed", alias, Memory, contributed_filter(target)))
+        plan.append((SUMMARIES, alias, SessionSummary, row_filter(SUMMARIES, target)))
+        plan.append((REVIEW, alias, ReviewItem, row_filter(REVIEW, target)))
+    return [(part, alias, model, q) for part, alias, model, q in plan if q is not None]
 
 
 def record_export(
