@@ -100,7 +100,9 @@ def approve(
 
     Returns None when the item is not pending there. Logs a ``review_approve``
     event (the item's id, the memory's id, ``actor``) in the same transaction
-    as the decision.
+    as the decision. A project-scope item approves its pending siblings (other
+    subjects' items of its key) into the same memory, whose owner is then the
+    sole contributor or nobody (:mod:`memoryapp.services.review_contributors`).
     """
     with transaction.atomic(using=using):
         # The item's project siblings are approved with it (services/review_contributors).
@@ -150,7 +152,8 @@ def approve_many(
     guard and classification (through :mod:`memoryapp.writes.bulk`), the same
     namespace, scope and subject taken from each item, the same events, but a
     few statements per chunk of items instead of a dozen per item. An item the
-    guard refuses stays pending and is returned with the reason.
+    guard refuses stays pending and is returned with the reason. The count
+    includes the project siblings approved with the items asked for.
     """
     guard = guard or get_guard()
     user_using = user_using or user_database() or using  # as a facade on ``using`` resolves it
@@ -312,7 +315,8 @@ def _memory_ids_for(items: list[ReviewItem], binding: Binding) -> dict[str, str]
 def reject(*, item_id: str, namespace: str, using: str = DEFAULT_DB_ALIAS, actor: str = "") -> bool:
     """Mark a pending item of ``namespace`` rejected; False if it is not pending there.
 
-    Logs a ``review_reject`` event with ``actor`` in the same transaction.
+    A project-scope item's pending siblings are rejected with it. Logs a
+    ``review_reject`` event per item with ``actor`` in the same transaction.
     """
     with transaction.atomic(using=using):
         rows = contributors.locked_rows(using, namespace, [item_id], None)
@@ -334,7 +338,8 @@ def reject_many(
     using: str = DEFAULT_DB_ALIAS,
     actor: str = "",
 ) -> int:
-    """Reject many pending items at once (of ``namespace``, or of any); how many were pending."""
+    """Reject many pending items at once (of ``namespace``, or of any); how many were
+    rejected (project siblings included)."""
     rejected = 0
     for ns, ids in _by_namespace(item_ids, namespace, using).items():
         for pending in _pending_chunks(ids, ns, using):
