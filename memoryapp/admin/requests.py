@@ -1,19 +1,27 @@
 """The desk's data-subject requests in the admin: by due date, urgency shown, history read-only.
 
 A request is opened here from the subject key (typed into a POST form, never a
-URL) through :func:`memoryapp.compliance.requests.open_request`; later steps go
-through the same service (API ``/api/subject-requests/``), so each one lands in
-the request's history with its actor. Fields are read-only here for that reason.
+URL) through :func:`memoryapp.compliance.requests.open_request`; later steps are
+the actions of its change page (:mod:`memoryapp.admin.desk`), through the same
+service as the API (``/api/subject-requests/``), so each one lands in the
+request's history with its actor. Fields are read-only and the page has no Save
+button for that reason.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+
 from django import forms
 from django.contrib import admin
-from django.utils.html import format_html
+from django.http import HttpResponseNotAllowed
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
 
+from memoryapp.admin import desk as actions
+from memoryapp.admin.base import StyledAdmin
 from memoryapp.compliance import requests as desk
-from memoryapp.models import SubjectRequest, SubjectRequestEvent
+from memoryapp.models import OPEN_STATUSES, SubjectRequest, SubjectRequestEvent
 from memoryapp.rules.secret_scan import find_secret_family
 
 URGENCY_STYLE = {
@@ -65,6 +73,36 @@ class OpenRequestForm(forms.ModelForm):
         return value
 
 
+class UrgencyFilter(admin.SimpleListFilter):
+    """Open requests by how soon they are due: overdue, due this week, later."""
+
+    title = "urgency"
+    parameter_name = "urgency"
+
+    def lookups(self, request, model_admin):
+        return (
+            ("open", "all open"),
+            ("overdue", "overdue"),
+            ("due_soon", "due this week"),
+            ("later", "later"),
+        )
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        if not value:
+            return queryset
+        at = desk.today()
+        soon = at + dt.timedelta(days=desk.DUE_SOON_DAYS)
+        pending = queryset.filter(status__in=OPEN_STATUSES)
+        if value == "overdue":
+            return pending.filter(due_on__lt=at)
+        if value == "due_soon":
+            return pending.filter(due_on__gte=at, due_on__lte=soon)
+        if value == "later":
+            return pending.filter(due_on__gt=soon)
+        return pending  # "open", or a value from an old link: every open request
+
+
 class HistoryInline(admin.TabularInline):
     """Every action on the request, with its actor (read-only)."""
 
@@ -82,12 +120,13 @@ class HistoryInline(admin.TabularInline):
 
 
 @admin.register(SubjectRequest)
-class SubjectRequestAdmin(admin.ModelAdmin):
+class SubjectRequestAdmin(StyledAdmin):
     """Requests soonest due first; overdue and due-this-week flagged."""
 
     list_display = ("short_id", "right", "status", "received_on", "due", "assignee")
-    list_filter = ("status", "right")
+    list_filter = (UrgencyFilter, "status", "right")
     ordering = ("due_on", "created_at")
+    change_form_template = "admin/memoryapp/subjectrequest/change_form.html"
     inlines = [HistoryInline]
     readonly_fields = (
         "right",
@@ -106,6 +145,17 @@ class SubjectRequestAdmin(admin.ModelAdmin):
         "created_at",
         "closed_at",
     )
+
+    def get_urls(self):
+        return actions.urls(self) + super().get_urls()
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        """The record, its history and the desk's actions; it is never saved from here."""
+        if request.method == "POST":
+            return HttpResponseNotAllowed(["GET"])  # every change is an action (admin/desk.py)
+        made = self.get_object(request, object_id)
+        extra = {**(actions.panel(request, made) if made else {}), **(extra_context or {})}
+        return super().change_view(request, object_id, form_url, extra)
 
     def get_form(self, request, obj=None, change=False, **kwargs):
         if obj is None:
@@ -159,11 +209,20 @@ class SubjectRequestAdmin(admin.ModelAdmin):
 
     @admin.display(description="exports")
     def linked_exports(self, obj: SubjectRequest) -> str:
-        return ", ".join(obj.exports.values_list("id", flat=True)) or "-"
+        return _links(obj.exports.values_list("id", flat=True), "exportrecord") or "-"
 
     @admin.display(description="erasure receipts")
     def linked_receipts(self, obj: SubjectRequest) -> str:
-        return ", ".join(obj.receipts.values_list("id", flat=True)) or "-"
+        return _links(obj.receipts.values_list("id", flat=True), "erasurereceipt") or "-"
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False  # a request is part of the proof
+
+
+def _links(ids, model: str) -> str:
+    """Links to the change pages of the records with ``ids`` (exports or receipts)."""
+    return format_html_join(
+        ", ",
+        '<a href="{}"><code>{}</code></a>',
+        ((reverse(f"admin:memoryapp_{model}_change", args=[pk]), pk) for pk in ids),
+    )
