@@ -18,6 +18,7 @@ from django.http import HttpResponseNotAllowed
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
+from memoryapp import permissions as perms
 from memoryapp.admin import desk as actions
 from memoryapp.admin.base import StyledAdmin
 from memoryapp.compliance import requests as desk
@@ -71,6 +72,24 @@ class OpenRequestForm(forms.ModelForm):
         if family is not None:
             raise forms.ValidationError(f"The notes look like they hold a secret ({family}).")
         return value
+
+
+def deadlines_line(user) -> dict | None:
+    """The overview's line "N open requests, K overdue, J due this week", with the list's links.
+
+    None for a user who may not see requests. Shown with no open request too ("0
+    open requests"): it is also the officer's way from the front page to the desk.
+    """
+    if not user.has_perm(perms.VIEW_SUBJECTREQUEST):
+        return None
+    counts = desk.deadlines()
+    url = reverse("admin:memoryapp_subjectrequest_changelist")
+    return {
+        **counts,
+        "open_url": f"{url}?urgency=open",
+        "overdue_url": f"{url}?urgency=overdue",
+        "due_soon_url": f"{url}?urgency=due_soon",
+    }
 
 
 class UrgencyFilter(admin.SimpleListFilter):

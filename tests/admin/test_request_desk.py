@@ -3,6 +3,7 @@ each in the history with its actor, destructive ones confirmed, refusals shown."
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 import pytest
@@ -355,3 +356,47 @@ def test_after_the_whole_path_no_desk_table_holds_the_key(officer, made):
         "answered",
     ]
     assert {who for _, who in history(made)[1:]} == {"dpo"}
+
+
+# ------------------------------------------------------------------ overview and urgency
+def _three_requests():
+    day = desk.today()
+    late = desk.open_request(
+        subject=ALICE, right="access", actor="x", received_on=day - dt.timedelta(days=40)
+    )
+    soon = desk.open_request(
+        subject=BOB, right="access", actor="x", received_on=day - dt.timedelta(days=27)
+    )
+    fresh = desk.open_request(subject="acme/c", right="erasure", actor="x", received_on=day)
+    done = desk.open_request(
+        subject="acme/d", right="access", actor="x", received_on=day - dt.timedelta(days=60)
+    )
+    desk.close(done, refused=False, outcome="sent", actor="x")
+    return late, soon, fresh, done
+
+
+def test_the_overview_counts_open_overdue_and_due_this_week_with_links(officer):
+    _three_requests()
+    page = officer.get("/admin/").content.decode()
+    assert 'id="request-deadlines"' in page
+    assert f'<a href="{URL}?urgency=open">3 open requests</a>' in page
+    assert f'{URL}?urgency=overdue" class="mem-requests-overdue">1 overdue</a>' in page
+    assert f'<a href="{URL}?urgency=due_soon">1 due this week</a>' in page
+
+
+def test_the_overview_line_is_only_for_who_may_see_requests():
+    _three_requests()
+    operator = client_for(make_staff("op", perms=OPERATOR_PERMS))
+    page = operator.get("/admin/")
+    assert page.status_code == 200 and b"request-deadlines" not in page.content
+
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [("overdue", [0]), ("due_soon", [1]), ("later", [2]), ("open", [0, 1, 2]), ("", [0, 1, 2, 3])],
+)
+def test_the_urgency_filter(officer, value, expected):
+    made = _three_requests()
+    r = officer.get(URL, {"urgency": value} if value else {})
+    shown = [req.pk for req in r.context["cl"].result_list]
+    assert sorted(shown) == sorted(made[i].pk for i in expected)
