@@ -131,6 +131,11 @@ class HistoryInline(admin.TabularInline):
     extra = 0
     can_delete = False
 
+    def has_view_permission(self, request, obj=None) -> bool:
+        # Whoever may see the request sees its history (the events have no permission
+        # of their own in the compliance role: they are part of the request).
+        return request.user.has_perm(perms.VIEW_SUBJECTREQUEST)
+
     def has_add_permission(self, request, obj=None) -> bool:
         return False
 
@@ -175,6 +180,10 @@ class SubjectRequestAdmin(StyledAdmin):
         made = self.get_object(request, object_id)
         extra = {**(actions.panel(request, made) if made else {}), **(extra_context or {})}
         return super().change_view(request, object_id, form_url, extra)
+
+    def get_changeform_initial_data(self, request):
+        """Intake starts from today's date (most requests are entered the day they arrive)."""
+        return {"received_on": desk.today(), **super().get_changeform_initial_data(request)}
 
     def get_form(self, request, obj=None, change=False, **kwargs):
         if obj is None:

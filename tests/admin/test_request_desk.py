@@ -82,6 +82,8 @@ def test_the_page_shows_the_actions_and_no_save_button(officer, made):
     for name in ("start", "assign", "extend", "note", "export", "erase", "answer", "refuse"):
         assert f"/act/{name}/" in page
     assert 'name="_save"' not in page and 'name="_continue"' not in page
+    # The history is shown to the officer (whose role has no permission on the events).
+    assert 'id="history-group"' in page and "<p>intake</p>" in page
     assert ALICE not in page
     # The record is changed only through the actions: a posted change form is refused.
     assert officer.post(f"{URL}{made.pk}/change/", {"right": "access"}).status_code == 405
