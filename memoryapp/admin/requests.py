@@ -126,6 +126,7 @@ class HistoryInline(admin.TabularInline):
     """Every action on the request, with its actor (read-only)."""
 
     model = SubjectRequestEvent
+    verbose_name_plural = "history"
     fields = ("at", "action", "actor", "detail")
     readonly_fields = fields
     extra = 0
@@ -162,7 +163,7 @@ class SubjectRequestAdmin(StyledAdmin):
         "outcome",
         "assignee",
         "notes",
-        "namespace_count",
+        "covers",
         "linked_exports",
         "linked_receipts",
         "created_by",
@@ -235,6 +236,12 @@ class SubjectRequestAdmin(StyledAdmin):
             '{} <span style="{}">{}</span>', obj.due_on, URGENCY_STYLE[flag], URGENCY_TEXT[flag]
         )
 
+    @admin.display(description="namespaces")
+    def covers(self, obj: SubjectRequest) -> str:
+        # The namespaces are sealed with the key; their number is what may be shown.
+        n = obj.namespace_count
+        return "every namespace" if not n else f"{n} namespace{'s' if n != 1 else ''}"
+
     @admin.display(description="exports")
     def linked_exports(self, obj: SubjectRequest) -> str:
         return _links(obj.exports.values_list("id", flat=True), "exportrecord") or "-"
@@ -251,6 +258,6 @@ def _links(ids, model: str) -> str:
     """Links to the change pages of the records with ``ids`` (exports or receipts)."""
     return format_html_join(
         ", ",
-        '<a href="{}"><code>{}</code></a>',
+        '<a href="{}">{}</a>',
         ((reverse(f"admin:memoryapp_{model}_change", args=[pk]), pk) for pk in ids),
     )
