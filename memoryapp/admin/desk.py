@@ -82,7 +82,7 @@ def holds_anything(sealed: desk.Sealed) -> bool:
     """True when an export for the request would list at least one stored row."""
     if desk.holdings(sealed.subject, sealed.namespaces):
         return True
-    spaces = list(sealed.namespaces) or [None]
+    spaces: list[str | None] = [*sealed.namespaces] or [None]
     return any(authored_count(sealed.subject, namespace=ns) > 0 for ns in spaces)
 
 
