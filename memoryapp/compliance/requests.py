@@ -343,11 +343,18 @@ def close(request: SubjectRequest, *, refused: bool, outcome: str, actor: str) -
     if refused and not outcome:
         raise RequestError("A refusal needs a reason.")
     with transaction.atomic():
-        request.status = RequestStatus.REFUSED if refused else RequestStatus.ANSWERED
-        request.outcome = outcome
-        request.sealed = None
-        request.closed_at = now()
-        _touch(request, "status", "outcome", "sealed", "closed_at")
+        status = RequestStatus.REFUSED if refused else RequestStatus.ANSWERED
+        at = now()
+        # Conditional on the row still being open: of two officers closing at once
+        # (or one acting on a page loaded before a colleague closed it), one wins;
+        # the other is told, instead of overwriting the recorded outcome.
+        won = SubjectRequest.objects.filter(pk=request.pk, status__in=OPEN_STATUSES).update(
+            status=status, outcome=outcome, sealed=None, closed_at=at, updated_at=at
+        )
+        if not won:
+            raise RequestError("The request was closed meanwhile; nothing was changed.")
+        request.status, request.outcome, request.sealed = status, outcome, None
+        request.closed_at = request.updated_at = at
         action = RequestAction.REFUSED if refused else RequestAction.ANSWERED
         _log(request, action, actor, outcome, sealed.subject)
     return request

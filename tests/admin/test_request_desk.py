@@ -402,3 +402,45 @@ def test_the_urgency_filter(officer, value, expected):
     r = officer.get(URL, {"urgency": value} if value else {})
     shown = [req.pk for req in r.context["cl"].result_list]
     assert sorted(shown) == sorted(made[i].pk for i in expected)
+
+
+# ------------------------------------------------------------------ races, namespaces
+def test_of_two_closes_at_once_one_wins_and_the_other_is_told(made):
+    stale = SubjectRequest.objects.get(pk=made.pk)  # a page loaded before the first close
+    desk.close(made, refused=False, outcome="sent", actor="dpo")
+    with pytest.raises(desk.RequestError, match="closed meanwhile"):
+        desk.close(stale, refused=True, outcome="unfounded", actor="dpo2")
+    made.refresh_from_db()
+    assert made.status == RequestStatus.ANSWERED and made.outcome == "sent"
+    assert [a for a, _ in history(made)] == ["created", "answered"]
+
+
+def test_a_confirmation_page_loaded_before_a_colleague_closed_is_refused(officer, made):
+    seed_tenant()
+    assert b'id="holdings"' in act(officer, made, "erase").content
+    desk.close(made, refused=False, outcome="answered by a colleague", actor="dpo2")
+    (error,) = acted(officer, made, "erase", post="yes")
+    assert "closed" in error
+    assert not ErasureReceipt.objects.exists() and Memory.objects.filter(subject=ALICE).exists()
+
+
+def test_an_export_over_several_namespaces_is_one_download(officer):
+    seed_tenant()
+    made = desk.open_request(
+        subject=ALICE, right="access", actor="intake", namespaces=[PROJECT, ALICE]
+    )
+    r = act(officer, made, "export")
+    documents = json.loads(r.content)["documents"]
+    assert len(documents) == 2 and made.exports.count() == 2
+    assert sum(len(d["memories"]) for d in documents) >= 3
+
+
+def test_the_receipt_links_its_request_only_for_who_may_open_it(officer, made):
+    seed_tenant()
+    officer.post(f"{URL}{made.pk}/act/erase/", {"post": "yes"})
+    (receipt,) = made.receipts.all()
+    reader = client_for(make_staff("reader", perms=("view_erasurereceipt",)))
+    page = reader.get(f"/admin/memoryapp/erasurereceipt/{receipt.pk}/change/")
+    assert page.status_code == 200 and b"mem-receipt-request" not in page.content
+    page = officer.get(f"/admin/memoryapp/erasurereceipt/{receipt.pk}/change/")
+    assert b"mem-receipt-request" in page.content
