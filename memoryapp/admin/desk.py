@@ -21,7 +21,6 @@ from django.contrib.auth import get_user_model
 from django.http import Http404, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
-from django.utils.text import slugify
 
 from memoryapp import permissions as perms
 from memoryapp.admin.base import actor
@@ -93,8 +92,8 @@ def _export(modeladmin, request, made: SubjectRequest) -> HttpResponse | str:
         return _confirm_page(modeladmin, request, made, step="empty", action="export")
     documents = desk.export_for(made, actor=actor(request), via=ExportVia.ADMIN)
     document = documents[0] if len(documents) == 1 else {"documents": documents}
-    label = f"export-request-{made.pk[:8]}-{now():%Y%m%d-%H%M%S}.json"
-    return json_download(document, slugify(label.removesuffix(".json")) + ".json")
+    # Named by the request (hex id), never by the subject key.
+    return json_download(document, f"export-request-{made.pk[:8]}-{now():%Y%m%d-%H%M%S}.json")
 
 
 # ------------------------------------------------------------------ erase
