@@ -157,7 +157,10 @@ class RequestFoundSerializer(serializers.ModelSerializer):
     history: ``GET /api/subject-requests/{id}/``)."""
 
     assignee: serializers.SlugRelatedField = serializers.SlugRelatedField(
-        slug_field="username", read_only=True, allow_null=True, help_text="Username; null when unassigned."
+        slug_field="username",
+        read_only=True,
+        allow_null=True,
+        help_text="Username; null when unassigned.",
     )
     urgency = serializers.SerializerMethodField()
 

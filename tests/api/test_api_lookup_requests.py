@@ -104,9 +104,7 @@ def test_a_non_staff_account_holding_the_permission_gets_no_requests(made):
 
 def test_the_schema_declares_the_requests_of_a_lookup():
     schema = (
-        _client(make_staff("root", superuser=True))
-        .get("/api/schema/", {"format": "json"})
-        .json()
+        _client(make_staff("root", superuser=True)).get("/api/schema/", {"format": "json"}).json()
     )
     out = schema["components"]["schemas"]["LookupOutput"]
     assert "requests" in out["required"]
