@@ -21,7 +21,7 @@ from rest_framework.response import Response
 from memoryapp import permissions as perms
 from memoryapp.api.filters import StrictChoiceFilter
 from memoryapp.api.permissions import ERASE, READ, WRITE, Rule, declared_rule
-from memoryapp.api.receipts import LookupInputSerializer
+from memoryapp.api.receipts import REQUEST_READ, LookupInputSerializer
 from memoryapp.api.serializers.fields import StrictChoiceField
 from memoryapp.api.throttles import ERASE as ERASE_SCOPE
 from memoryapp.api.throttles import WRITE as WRITE_SCOPE
@@ -29,7 +29,6 @@ from memoryapp.api.views.base import MemoryAPIMixin, Pagination, validated
 from memoryapp.compliance import requests as desk
 from memoryapp.models import ExportVia, RequestStatus, SubjectRequest, SubjectRight
 
-REQUEST_READ = Rule(READ, (perms.VIEW_SUBJECTREQUEST,))
 REQUEST_ADD = Rule(WRITE, (perms.ADD_SUBJECTREQUEST,), (perms.VIEW_SUBJECTREQUEST,))
 REQUEST_CHANGE = Rule(WRITE, (perms.CHANGE_SUBJECTREQUEST,), (perms.VIEW_SUBJECTREQUEST,))
 REQUEST_EXPORT = Rule(

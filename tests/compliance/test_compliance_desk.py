@@ -344,7 +344,7 @@ def test_cli_lookup_prints_receipts_and_exports_never_the_key(rows, monkeypatch)
     out = io.StringIO()
     call_command("memory", "lookup", "--subject", ALICE, stdout=out)
     text = out.getvalue()
-    assert "1 erasure receipt, 1 export record name this user key." in text
+    assert "1 erasure receipt, 1 export record, 0 subject requests name this user key." in text
     assert receipt.pk in text and "Deleted — clean-up in progress" in text
     assert ALICE not in text
 
@@ -357,7 +357,7 @@ def test_cli_lookup_prints_receipts_and_exports_never_the_key(rows, monkeypatch)
     monkeypatch.setattr("getpass.getpass", lambda prompt="": MISTYPED)
     out = io.StringIO()
     call_command("memory", "lookup", stdout=out)
-    assert "0 erasure receipts, 0 export records" in out.getvalue()
+    assert "0 erasure receipts, 0 export records, 0 subject requests" in out.getvalue()
 
     from django.core.management.base import CommandError
 
