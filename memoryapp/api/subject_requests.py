@@ -27,6 +27,7 @@ from memoryapp.api.throttles import ERASE as ERASE_SCOPE
 from memoryapp.api.throttles import WRITE as WRITE_SCOPE
 from memoryapp.api.views.base import MemoryAPIMixin, Pagination, validated
 from memoryapp.compliance import requests as desk
+from memoryapp.compliance.service import purge_now
 from memoryapp.models import ExportVia, RequestStatus, SubjectRequest, SubjectRight
 
 REQUEST_ADD = Rule(WRITE, (perms.ADD_SUBJECTREQUEST,), (perms.VIEW_SUBJECTREQUEST,))
@@ -237,7 +238,9 @@ class SubjectRequestViewSet(
     def erase(self, request, *args, **kwargs):
         made = self.get_object()
         try:
-            receipts = desk.erase_for(made, actor=self._actor())
+            # As the other erasure endpoints: with the erasure worker on, the request
+            # deletes the rows and the worker purges and verifies.
+            receipts = desk.erase_for(made, actor=self._actor(), purge=purge_now())
         except desk.RequestError as e:
             raise ValidationError({"detail": str(e)}) from e
         return Response({"receipts": [r.id for r in receipts]})

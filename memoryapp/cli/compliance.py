@@ -137,7 +137,8 @@ def _counts(counts: dict) -> str:
     return text
 
 
-def _print_receipt(cmd, r: ErasureReceipt) -> None:
+def print_receipt(cmd, r: ErasureReceipt) -> None:
+    """Print a receipt's counts, state, purge and verification (every erasing command)."""
     cmd.stdout.write(f"Erasure receipt {r.pk} ({r.target_kind}), {r.created_at:%Y-%m-%d %H:%M:%S}")
     cmd.stdout.write(f"  removed: {_counts(r.counts)}")
     kept = (r.authored or {}).get("project_memories_kept")
@@ -154,7 +155,8 @@ def _print_receipt(cmd, r: ErasureReceipt) -> None:
         cmd.stdout.write(f"  caveat: {line}")
 
 
-def _fail_unless_purged(receipts) -> None:
+def fail_unless_purged(receipts) -> None:
+    """Exit non-zero, naming the next step, unless every receipt is purged and verified."""
     unfinished = [r for r in receipts if not (r.purged and r.verified)]
     if not unfinished:
         return
@@ -285,11 +287,11 @@ def _retry(cmd, options, using) -> None:
         cmd.stdout.write(f"Skipped: {other}.")
     for r in done:
         _print_retry(cmd, r, before.get(r.pk, "unfinished"))
-        _print_receipt(cmd, r)
+        print_receipt(cmd, r)
     if target is not None and not done:
         cmd.stdout.write(f"Receipt {target} is already complete: nothing to retry.")
     cmd.stdout.write(f"{plural(len(done), 'receipt', 'receipts')} retried.")
-    _fail_unless_purged(done)
+    fail_unless_purged(done)
 
 
 def _erase_target(cmd, options, using) -> None:
@@ -321,9 +323,9 @@ def _erase_target(cmd, options, using) -> None:
         receipt = erasure.erase(
             **request, actor=_actor(options), using=using, purge=not options["no_purge"]
         )
-    _print_receipt(cmd, receipt)
+    print_receipt(cmd, receipt)
     if not options["no_purge"]:
-        _fail_unless_purged([receipt])
+        fail_unless_purged([receipt])
 
 
 def _describe(request: dict) -> str:
@@ -363,9 +365,9 @@ def _erase_review_items(cmd, options, using) -> None:
             using=using,
             purge=not options["no_purge"],
         )
-    _print_receipt(cmd, receipt)
+    print_receipt(cmd, receipt)
     if not options["no_purge"]:
-        _fail_unless_purged([receipt])
+        fail_unless_purged([receipt])
 
 
 def _replay(cmd, options, using) -> None:
@@ -400,9 +402,9 @@ def _replay(cmd, options, using) -> None:
         f"Restored {plural(report.restored_receipts, 'receipt', 'receipts')} from the ledger."
     )
     if report.receipt is not None:
-        _print_receipt(cmd, report.receipt)
+        print_receipt(cmd, report.receipt)
         if not options["no_purge"]:
-            _fail_unless_purged([report.receipt])
+            fail_unless_purged([report.receipt])
 
 
 MIN_RECEIPT_PREFIX = 8  # the admin shows 12; 8 hex digits already tell ~4 billion apart
@@ -474,5 +476,5 @@ def do_purge_expired(cmd, options) -> None:
         receipt = erasure.purge_expired(actor=_actor(options), using=using)
     if receipt is None:  # no retention setting: returned above, before the plan
         return
-    _print_receipt(cmd, receipt)
-    _fail_unless_purged([receipt])
+    print_receipt(cmd, receipt)
+    fail_unless_purged([receipt])

@@ -22,7 +22,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import CommandError
 
 from memoryapp.cli import cli_actor
-from memoryapp.cli.compliance import _fail_unless_purged, _print_receipt
+from memoryapp.cli.compliance import fail_unless_purged, print_receipt
 from memoryapp.compliance import requests as desk
 from memoryapp.db.lookups import prefix_q
 from memoryapp.models import OPEN_STATUSES, ExportVia, RequestStatus, SubjectRequest, SubjectRight
@@ -319,10 +319,10 @@ def do_erase(cmd, options) -> None:
     )
     receipts = desk.erase_for(made, actor=cli_actor(options))
     for receipt in receipts:
-        _print_receipt(cmd, receipt)
+        print_receipt(cmd, receipt)
     ids = ", ".join(r.pk for r in receipts)
     cmd.stdout.write(f"Receipt(s) {ids} linked to request {made.pk}.")
-    _fail_unless_purged(receipts)
+    fail_unless_purged(receipts)
 
 
 def do_close(cmd, options) -> None:
