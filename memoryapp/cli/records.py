@@ -15,7 +15,7 @@ from pathlib import Path
 from django.core.management.base import CommandError
 from django.db import connections
 
-from memoryapp import compliance as erasure
+from memoryapp import compliance
 from memoryapp.cli import cli_actor, progress
 from memoryapp.cli.compliance import aliases_of
 from memoryapp.cli.requests import request_facts, request_line
@@ -71,7 +71,7 @@ def do_export(cmd, options) -> None:
     if out:
         _require_writable(Path(out))  # before the export's work, not a traceback after it
     with progress.for_command(cmd, options, "exporting") as bar:
-        document = erasure.export(
+        document = compliance.export(
             subject=options["subject"],
             namespace=options["namespace"],
             using=aliases_of(options),
@@ -109,8 +109,8 @@ def do_lookup(cmd, options) -> None:
         body = {
             "receipts": [
                 {
-                    **{k: v for k, v in erasure.receipt_as_dict(r).items() if k in _LOOKUP_KEYS},
-                    "summary": summarize(erasure.receipt_as_dict(r)).text,
+                    **{k: v for k, v in compliance.receipt_as_dict(r).items() if k in _LOOKUP_KEYS},
+                    "summary": summarize(compliance.receipt_as_dict(r)).text,
                 }
                 for r in receipts
             ],
@@ -127,7 +127,7 @@ def do_lookup(cmd, options) -> None:
     for made in requests:
         cmd.stdout.write(f"request {request_line(made)}")
     for r in receipts:
-        text = summarize(erasure.receipt_as_dict(r))
+        text = summarize(compliance.receipt_as_dict(r))
         cmd.stdout.write(f"receipt {r.pk}  {r.created_at:%Y-%m-%d %H:%M}  {text.headline}")
         cmd.stdout.write(f"    {text.sentences[0]}")
     for e in exports:
