@@ -22,7 +22,7 @@ def __getattr__(name: str) -> Any:
 
         return SensitiveMemoryError
     if name in ("MemoryManager", "WipeResult", "RecallCandidate"):
-        from memoryapp import facade as manager
+        from memoryapp import facade
 
-        return getattr(manager, name)
+        return getattr(facade, name)
     raise AttributeError(f"module 'memoryapp' has no attribute {name!r}")

@@ -259,6 +259,7 @@ SPECTACULAR_SETTINGS = {
         "ScopeEnum": "memoryapp.models.Scope",
         "MemoryTypeEnum": "memoryapp.models.MemoryType",
         "ReviewStatusEnum": "memoryapp.models.ReviewStatus",
+        "SubjectStatusEnum": "memoryapp.models.RequestStatus",
     },
 }
 

@@ -29,8 +29,12 @@ def links(user) -> dict:
 
 
 def can_lookup(user) -> bool:
-    """Who may look a subject key up: whoever may read receipts or export."""
-    return perms.can_see_receipts(user) or user.has_perm(EXPORT_PERM)
+    """Who may look a subject key up: whoever may read receipts, export or view requests."""
+    return (
+        perms.can_see_receipts(user)
+        or user.has_perm(EXPORT_PERM)
+        or user.has_perm(perms.VIEW_SUBJECTREQUEST)
+    )
 
 
 def known_namespaces(limit: int = 500) -> list[str]:

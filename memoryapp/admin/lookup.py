@@ -1,4 +1,4 @@
-"""Look a user key up: every erasure receipt and export record naming it (found by HMAC)."""
+"""Look a user key up: every erasure receipt, export record and request naming it (by HMAC)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from memoryapp.admin.compliance import can_lookup, can_see_exports, page
 from memoryapp.admin.responses import forbidden
 from memoryapp.compliance import receipt_as_dict
 from memoryapp.compliance.lookup import lookup
+from memoryapp.compliance.requests import urgency
+from memoryapp.models import SubjectRequest
 from memoryapp.rules.receipt_text import summarize
 
 
@@ -30,8 +32,29 @@ class LookupForm(forms.Form):
         return value
 
 
+# An open request's urgency as the page's badge tones (admin.css) and words.
+URGENCY_BADGE = {"overdue": ("problem", "overdue"), "due_soon": ("pending", "due this week")}
+
+
+def can_see_requests(user) -> bool:
+    """Data-subject requests are listed to whoever may view them (the compliance role)."""
+    return user.has_perm(perms.VIEW_SUBJECTREQUEST)
+
+
+def request_rows(found) -> list[dict]:
+    """The found requests, each with its urgency badge (tone, words) when open and due soon."""
+    rows = []
+    for made in found:
+        tone, words = URGENCY_BADGE.get(urgency(made), ("", ""))
+        rows.append({"request": made, "tone": tone, "urgency": words})
+    return rows
+
+
 def lookup_view(modeladmin, request):
-    """Every erasure receipt and export record naming a subject key (found by HMAC).
+    """Every erasure receipt, export record and subject request naming a key (by HMAC).
+
+    Each part is listed only to a user who may see it; requests to those holding
+    ``view_subjectrequest``, linked to their change pages.
 
     A POST form: the key travels in the body, so it reaches neither the URL, the
     browser history nor an access log, and the answer page is not cached.
@@ -41,8 +64,11 @@ def lookup_view(modeladmin, request):
     form = LookupForm(request.POST if request.method == "POST" else None)
     context: dict = {"title": "Look up a user key", "form": form}
     if request.method == "POST" and form.is_valid():
-        found = lookup(form.cleaned_data["subject"])
         user = request.user
+        found = lookup(
+            form.cleaned_data["subject"],
+            requests=None if can_see_requests(user) else SubjectRequest.objects.none(),
+        )
         context.update(
             searched=True,
             subject=form.cleaned_data["subject"],
@@ -54,6 +80,8 @@ def lookup_view(modeladmin, request):
             if perms.can_see_receipts(user)
             else [],
             exports=list(found.exports) if can_see_exports(user) else [],
+            show_requests=can_see_requests(user),
+            requests=request_rows(found.requests),
         )
     response = page(modeladmin, request, "memoryapp/admin/lookup.html", **context)
     response["Cache-Control"] = "no-store"

@@ -71,6 +71,13 @@ def overview(user) -> dict:
     except DatabaseError as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         problems.append(f"The unfinished erasures could not be counted: {first}")
+    from memoryapp.admin.requests import deadlines_line
+
+    try:
+        data["requests"] = deadlines_line(user)
+    except DatabaseError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        problems.append(f"The data-subject requests could not be counted: {first}")
     data.update(links(user))
     return data
 

@@ -1,19 +1,28 @@
 """The desk's data-subject requests in the admin: by due date, urgency shown, history read-only.
 
 A request is opened here from the subject key (typed into a POST form, never a
-URL) through :func:`memoryapp.compliance.requests.open_request`; later steps go
-through the same service (API ``/api/subject-requests/``), so each one lands in
-the request's history with its actor. Fields are read-only here for that reason.
+URL) through :func:`memoryapp.compliance.requests.open_request`; later steps are
+the actions of its change page (:mod:`memoryapp.admin.desk`), through the same
+service as the API (``/api/subject-requests/``), so each one lands in the
+request's history with its actor. Fields are read-only and the page has no Save
+button for that reason.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+
 from django import forms
 from django.contrib import admin
-from django.utils.html import format_html
+from django.http import HttpResponseNotAllowed
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
 
+from memoryapp import permissions as perms
+from memoryapp.admin import desk as actions
+from memoryapp.admin.base import StyledAdmin
 from memoryapp.compliance import requests as desk
-from memoryapp.models import SubjectRequest, SubjectRequestEvent
+from memoryapp.models import OPEN_STATUSES, SubjectRequest, SubjectRequestEvent
 from memoryapp.rules.secret_scan import find_secret_family
 
 URGENCY_STYLE = {
@@ -65,14 +74,68 @@ class OpenRequestForm(forms.ModelForm):
         return value
 
 
+def deadlines_line(user) -> dict | None:
+    """The overview's line "N open requests, K overdue, J due this week", with the list's links.
+
+    None for a user who may not see requests. Shown with no open request too ("0
+    open requests"): it is also the officer's way from the front page to the desk.
+    """
+    if not user.has_perm(perms.VIEW_SUBJECTREQUEST):
+        return None
+    counts = desk.deadlines()
+    url = reverse("admin:memoryapp_subjectrequest_changelist")
+    return {
+        **counts,
+        "open_url": f"{url}?urgency=open",
+        "overdue_url": f"{url}?urgency=overdue",
+        "due_soon_url": f"{url}?urgency=due_soon",
+    }
+
+
+class UrgencyFilter(admin.SimpleListFilter):
+    """Open requests by how soon they are due: overdue, due this week, later."""
+
+    title = "urgency"
+    parameter_name = "urgency"
+
+    def lookups(self, request, model_admin):
+        return (
+            ("open", "all open"),
+            ("overdue", "overdue"),
+            ("due_soon", "due this week"),
+            ("later", "later"),
+        )
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        if not value:
+            return queryset
+        at = desk.today()
+        soon = at + dt.timedelta(days=desk.DUE_SOON_DAYS)
+        pending = queryset.filter(status__in=OPEN_STATUSES)
+        if value == "overdue":
+            return pending.filter(due_on__lt=at)
+        if value == "due_soon":
+            return pending.filter(due_on__gte=at, due_on__lte=soon)
+        if value == "later":
+            return pending.filter(due_on__gt=soon)
+        return pending  # "open", or a value from an old link: every open request
+
+
 class HistoryInline(admin.TabularInline):
     """Every action on the request, with its actor (read-only)."""
 
     model = SubjectRequestEvent
+    verbose_name_plural = "history"
     fields = ("at", "action", "actor", "detail")
     readonly_fields = fields
     extra = 0
     can_delete = False
+
+    def has_view_permission(self, request, obj=None) -> bool:
+        # Whoever may see the request sees its history (the events have no permission
+        # of their own in the compliance role: they are part of the request).
+        return request.user.has_perm(perms.VIEW_SUBJECTREQUEST)
 
     def has_add_permission(self, request, obj=None) -> bool:
         return False
@@ -82,12 +145,13 @@ class HistoryInline(admin.TabularInline):
 
 
 @admin.register(SubjectRequest)
-class SubjectRequestAdmin(admin.ModelAdmin):
+class SubjectRequestAdmin(StyledAdmin):
     """Requests soonest due first; overdue and due-this-week flagged."""
 
     list_display = ("short_id", "right", "status", "received_on", "due", "assignee")
-    list_filter = ("status", "right")
+    list_filter = (UrgencyFilter, "status", "right")
     ordering = ("due_on", "created_at")
+    change_form_template = "admin/memoryapp/subjectrequest/change_form.html"
     inlines = [HistoryInline]
     readonly_fields = (
         "right",
@@ -99,13 +163,28 @@ class SubjectRequestAdmin(admin.ModelAdmin):
         "outcome",
         "assignee",
         "notes",
-        "namespace_count",
+        "covers",
         "linked_exports",
         "linked_receipts",
         "created_by",
         "created_at",
         "closed_at",
     )
+
+    def get_urls(self):
+        return actions.urls(self) + super().get_urls()
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        """The record, its history and the desk's actions; it is never saved from here."""
+        if request.method == "POST":
+            return HttpResponseNotAllowed(["GET"])  # every change is an action (admin/desk.py)
+        made = self.get_object(request, object_id)
+        extra = {**(actions.panel(request, made) if made else {}), **(extra_context or {})}
+        return super().change_view(request, object_id, form_url, extra)
+
+    def get_changeform_initial_data(self, request):
+        """Intake starts from today's date (most requests are entered the day they arrive)."""
+        return {"received_on": desk.today(), **super().get_changeform_initial_data(request)}
 
     def get_form(self, request, obj=None, change=False, **kwargs):
         if obj is None:
@@ -157,13 +236,28 @@ class SubjectRequestAdmin(admin.ModelAdmin):
             '{} <span style="{}">{}</span>', obj.due_on, URGENCY_STYLE[flag], URGENCY_TEXT[flag]
         )
 
+    @admin.display(description="namespaces")
+    def covers(self, obj: SubjectRequest) -> str:
+        # The namespaces are sealed with the key; their number is what may be shown.
+        n = obj.namespace_count
+        return "every namespace" if not n else f"{n} namespace{'s' if n != 1 else ''}"
+
     @admin.display(description="exports")
     def linked_exports(self, obj: SubjectRequest) -> str:
-        return ", ".join(obj.exports.values_list("id", flat=True)) or "-"
+        return _links(obj.exports.values_list("id", flat=True), "exportrecord") or "-"
 
     @admin.display(description="erasure receipts")
     def linked_receipts(self, obj: SubjectRequest) -> str:
-        return ", ".join(obj.receipts.values_list("id", flat=True)) or "-"
+        return _links(obj.receipts.values_list("id", flat=True), "erasurereceipt") or "-"
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False  # a request is part of the proof
+
+
+def _links(ids, model: str) -> str:
+    """Links to the change pages of the records with ``ids`` (exports or receipts)."""
+    return format_html_join(
+        ", ",
+        '<a href="{}">{}</a>',
+        ((reverse(f"admin:memoryapp_{model}_change", args=[pk]), pk) for pk in ids),
+    )

@@ -21,8 +21,7 @@ from rest_framework import status
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.response import Response
 
-from memoryapp import compliance as erasure
-from memoryapp import conf
+from memoryapp import compliance, conf
 from memoryapp.api import permissions
 from memoryapp.api.exceptions import Conflict, Unprocessable
 from memoryapp.api.models import ErasureRequest
@@ -193,7 +192,7 @@ def authorize_export(data: dict, access: Access, rule: permissions.Rule) -> None
 def export_body(data: dict, actor: str = "", user=None) -> dict:
     """The export checked by :func:`authorize_export`, limited to what the client may see
     (recorded as an API export by ``actor``, for the account ``user``)."""
-    return erasure.export(
+    return compliance.export(
         subject=data["subject"],
         namespace=data["namespace"],
         grants=data.get("grants"),
@@ -218,7 +217,7 @@ def authorize_receipt(pk: str, access: Access, rule: permissions.Rule) -> None:
 def preview_body(data: dict) -> dict:
     """The dry run's answer: counts per table, and the subject's authored project memories."""
     target = {k: data[k] for k in ("subject", "namespace", "ids", "everything")}
-    found = erasure.preview(
+    found = compliance.preview(
         **target,
         include_authored=data["include_authored"],
         rows=data.get("rows"),
@@ -226,7 +225,7 @@ def preview_body(data: dict) -> dict:
     )
     authored = None
     if data["subject"] is not None:
-        authored = erasure.authored_count(
+        authored = compliance.authored_count(
             data["subject"], namespace=data["namespace"], grants=data.get("grants")
         )
     return {
@@ -245,7 +244,7 @@ def _erase(data: dict, actor: str, receipt_id: str) -> ErasureReceipt:
         targets["everything"] = True
     if data.get("include_authored"):
         targets["include_authored"] = True
-    return erase(**targets, actor=actor, purge=erasure.purge_now(), receipt_id=receipt_id)
+    return erase(**targets, actor=actor, purge=compliance.purge_now(), receipt_id=receipt_id)
 
 
 def _fingerprint(request, data: dict) -> str:
@@ -333,7 +332,7 @@ def _unfinished_here(receipt: ErasureReceipt) -> bool:
     or purge and verify when requests purge (no erasure worker)."""
     if receipt.state == ReceiptState.REQUESTED:
         return True
-    return receipt.state == ReceiptState.DELETED and erasure.purge_now()
+    return receipt.state == ReceiptState.DELETED and compliance.purge_now()
 
 
 def _complete(receipt: ErasureReceipt) -> ErasureReceipt:
@@ -349,7 +348,7 @@ def _complete(receipt: ErasureReceipt) -> ErasureReceipt:
         return ErasureReceipt.objects.get(pk=receipt.pk)
     receipt.refresh_from_db()
     try:
-        if erasure.purge_now():
+        if compliance.purge_now():
             erasure_engine.retry(receipt, held_by=me)  # the lease taken above
         else:
             erasure_engine.resume(receipt, purge=False)
@@ -429,7 +428,7 @@ def respond(request, data: dict, actor: str, check: Callable[[], object]) -> Res
     (``MEMORYAPP_ERASURE_WORKER``): the client follows ``Location`` to see it.
     """
     receipt, replayed = run_once(request, data, actor, check)
-    accepted = not erasure.purge_now() and receipt.state != ReceiptState.COMPLETE
+    accepted = not compliance.purge_now() and receipt.state != ReceiptState.COMPLETE
     response = Response(
         receipt_body(receipt),
         status=status.HTTP_202_ACCEPTED if accepted else status.HTTP_201_CREATED,

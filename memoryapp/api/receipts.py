@@ -2,6 +2,9 @@
 
 Which receipts and export records a client sees follows who asked for them: staff
 holding the rule see all, anyone else those of the erasures they asked for.
+Data-subject requests carry no namespace: the lookup lists them only to staff
+holding the request view permission; for anyone else ``requests`` is an empty
+list (the key is always there, so the answer has one shape).
 """
 
 from __future__ import annotations
@@ -11,21 +14,28 @@ import datetime as dt
 import django_filters
 from rest_framework import serializers
 
+from memoryapp import permissions as perms
 from memoryapp.api import permissions
 from memoryapp.api.filters import StrictChoiceFilter
 from memoryapp.api.models import ErasureRequest
 from memoryapp.api.patterns import NON_BLANK_PATTERN
-from memoryapp.api.permissions import Access
+from memoryapp.api.permissions import READ, Access, Rule
 from memoryapp.api.serializers.erasures import ReceiptSerializer
 from memoryapp.api.serializers.fields import NAMESPACE_MAX, StrictCharField
 from memoryapp.compliance.lookup import lookup
+from memoryapp.compliance.requests import urgency
 from memoryapp.models import (
     ErasureReceipt,
     ErasureTarget,
     ExportRecord,
     ExportVia,
     ReceiptState,
+    SubjectRequest,
 )
+
+# Reading data-subject requests (here, not in api.permissions: the lookup and
+# /api/subject-requests/ share it). Requests carry no namespace: staff only.
+REQUEST_READ = Rule(READ, (perms.VIEW_SUBJECTREQUEST,))
 
 
 class UtcDateTimeFilter(django_filters.IsoDateTimeFilter):
@@ -95,6 +105,14 @@ def visible_exports(access: Access):
     return records.filter(user=access.user, via=ExportVia.API)
 
 
+def visible_requests(access: Access):
+    """The data-subject requests a client may read: all for staff holding the request
+    view permission, none for anyone else (a request has no namespace to grant on)."""
+    if access.is_global(REQUEST_READ):
+        return SubjectRequest.objects.all()
+    return SubjectRequest.objects.none()
+
+
 class LookupInputSerializer(serializers.Serializer):
     """``POST /api/erasures/lookup/``: the subject key, in the body (never in a URL)."""
 
@@ -134,21 +152,61 @@ class ExportRecordSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+class RequestFoundSerializer(serializers.ModelSerializer):
+    """A data-subject request as a lookup lists it: its facts, never the key (details and
+    history: ``GET /api/subject-requests/{id}/``)."""
+
+    assignee: serializers.SlugRelatedField = serializers.SlugRelatedField(
+        slug_field="username",
+        read_only=True,
+        allow_null=True,
+        help_text="Username; null when unassigned.",
+    )
+    urgency = serializers.SerializerMethodField()
+
+    class Meta:
+        model = SubjectRequest
+        fields = (
+            "id",
+            "right",
+            "status",
+            "received_on",
+            "due_on",
+            "urgency",
+            "assignee",
+            "closed_at",
+        )
+        read_only_fields = fields
+
+    def get_urgency(self, obj: SubjectRequest) -> str:
+        """``overdue``, ``due_soon`` or ``""`` (always ``""`` once closed)."""
+        return urgency(obj)
+
+
 class LookupOutputSerializer(serializers.Serializer):
-    """What a lookup found, oldest first: receipts and export records naming the key."""
+    """What a lookup found: receipts and export records naming the key (oldest first) and
+    the requests for it (by received date; empty unless the client may view requests)."""
 
     receipts = ReceiptSerializer(many=True)
     exports = ExportRecordSerializer(many=True)
+    requests = RequestFoundSerializer(
+        many=True,
+        help_text="Open and closed data-subject requests naming the key; always empty "
+        "for a client without the subject-request view permission (staff only).",
+    )
 
 
 def lookup_body(data: dict, access: Access, rule: permissions.Rule) -> dict:
-    """The receipts and export records naming ``data["subject"]`` that the client may read."""
+    """The receipts, export records and requests naming ``data["subject"]`` that the
+    client may read."""
     found = lookup(
         data["subject"],
         receipts=visible_receipts(access, rule),
         exports=visible_exports(access),
+        requests=visible_requests(access),
     )
     return {
         "receipts": ReceiptSerializer(found.receipts, many=True).data,
         "exports": ExportRecordSerializer(found.exports, many=True).data,
+        "requests": RequestFoundSerializer(found.requests, many=True).data,
     }

@@ -21,15 +21,15 @@ from rest_framework.response import Response
 from memoryapp import permissions as perms
 from memoryapp.api.filters import StrictChoiceFilter
 from memoryapp.api.permissions import ERASE, READ, WRITE, Rule, declared_rule
-from memoryapp.api.receipts import LookupInputSerializer
+from memoryapp.api.receipts import REQUEST_READ, LookupInputSerializer
 from memoryapp.api.serializers.fields import StrictChoiceField
 from memoryapp.api.throttles import ERASE as ERASE_SCOPE
 from memoryapp.api.throttles import WRITE as WRITE_SCOPE
 from memoryapp.api.views.base import MemoryAPIMixin, Pagination, validated
 from memoryapp.compliance import requests as desk
+from memoryapp.compliance.service import purge_now
 from memoryapp.models import ExportVia, RequestStatus, SubjectRequest, SubjectRight
 
-REQUEST_READ = Rule(READ, (perms.VIEW_SUBJECTREQUEST,))
 REQUEST_ADD = Rule(WRITE, (perms.ADD_SUBJECTREQUEST,), (perms.VIEW_SUBJECTREQUEST,))
 REQUEST_CHANGE = Rule(WRITE, (perms.CHANGE_SUBJECTREQUEST,), (perms.VIEW_SUBJECTREQUEST,))
 REQUEST_EXPORT = Rule(
@@ -238,7 +238,9 @@ class SubjectRequestViewSet(
     def erase(self, request, *args, **kwargs):
         made = self.get_object()
         try:
-            receipts = desk.erase_for(made, actor=self._actor())
+            # As the other erasure endpoints: with the erasure worker on, the request
+            # deletes the rows and the worker purges and verifies.
+            receipts = desk.erase_for(made, actor=self._actor(), purge=purge_now())
         except desk.RequestError as e:
             raise ValidationError({"detail": str(e)}) from e
         return Response({"receipts": [r.id for r in receipts]})

@@ -16,6 +16,7 @@ VERB_MODULES = [
     "memoryapp.cli.clients",
     "memoryapp.cli.compliance",
     "memoryapp.cli.records",
+    "memoryapp.cli.requests",
     "memoryapp.cli.indexes",
     "memoryapp.cli.demo",
 ]

@@ -8,7 +8,7 @@ import json
 from django.core.management.base import CommandError
 from django.db import DEFAULT_DB_ALIAS, connections
 
-from memoryapp import compliance as erasure
+from memoryapp import compliance
 from memoryapp.cli import cli_actor, progress
 from memoryapp.compliance.selection import ADMIN_LOG
 from memoryapp.conf import PURGE_METHODS, purge_method
@@ -137,7 +137,8 @@ def _counts(counts: dict) -> str:
     return text
 
 
-def _print_receipt(cmd, r: ErasureReceipt) -> None:
+def print_receipt(cmd, r: ErasureReceipt) -> None:
+    """Print a receipt's counts, state, purge and verification (every erasing command)."""
     cmd.stdout.write(f"Erasure receipt {r.pk} ({r.target_kind}), {r.created_at:%Y-%m-%d %H:%M:%S}")
     cmd.stdout.write(f"  removed: {_counts(r.counts)}")
     kept = (r.authored or {}).get("project_memories_kept")
@@ -154,7 +155,8 @@ def _print_receipt(cmd, r: ErasureReceipt) -> None:
         cmd.stdout.write(f"  caveat: {line}")
 
 
-def _fail_unless_purged(receipts) -> None:
+def fail_unless_purged(receipts) -> None:
+    """Exit non-zero, naming the next step, unless every receipt is purged and verified."""
     unfinished = [r for r in receipts if not (r.purged and r.verified)]
     if not unfinished:
         return
@@ -200,7 +202,7 @@ def _erasure_progress(cmd, options):
     """The erasure's steps (deleting, purging, verifying) on the progress line."""
     with (
         progress.for_command(cmd, options, "erasing").tick() as bar,
-        erasure.phases.observe(bar.phase),
+        compliance.phases.observe(bar.phase),
     ):
         yield
 
@@ -264,7 +266,7 @@ def do_erase(cmd, options) -> None:
 def _write_ledger(cmd, path: str, using) -> None:
     qs = ErasureReceipt.objects.using(using or DEFAULT_DB_ALIAS).order_by("created_at")
     try:
-        n = erasure.receipts.write_ledger(path, qs)
+        n = compliance.receipts.write_ledger(path, qs)
     except OSError as exc:
         raise CommandError(f"cannot write the ledger {path}: {exc.strerror or exc}") from None
     cmd.stdout.write(f"Wrote {plural(n, 'receipt', 'receipts')} to {path}.")
@@ -273,23 +275,23 @@ def _write_ledger(cmd, path: str, using) -> None:
 def _retry(cmd, options, using) -> None:
     target = None if options["retry"] == "*" else receipt_id(options["retry"], using)
     before = _states(target, using)
-    busy: list[erasure.ReceiptInProgress] = []
+    busy: list[compliance.ReceiptInProgress] = []
     try:
         with _erasure_progress(cmd, options), _method(options):
-            done = erasure.retry_purge(target, using=using, busy=busy)
+            done = compliance.retry_purge(target, using=using, busy=busy)
     except ErasureReceipt.DoesNotExist:
         raise CommandError(f"no erasure receipt {target!r}") from None
-    except erasure.ReceiptInProgress as held:
+    except compliance.ReceiptInProgress as held:
         raise CommandError(str(held)) from None
     for other in busy:  # retrying all: those another process runs are left to it
         cmd.stdout.write(f"Skipped: {other}.")
     for r in done:
         _print_retry(cmd, r, before.get(r.pk, "unfinished"))
-        _print_receipt(cmd, r)
+        print_receipt(cmd, r)
     if target is not None and not done:
         cmd.stdout.write(f"Receipt {target} is already complete: nothing to retry.")
     cmd.stdout.write(f"{plural(len(done), 'receipt', 'receipts')} retried.")
-    _fail_unless_purged(done)
+    fail_unless_purged(done)
 
 
 def _erase_target(cmd, options, using) -> None:
@@ -301,7 +303,7 @@ def _erase_target(cmd, options, using) -> None:
         "everything": options["everything"],
         "include_authored": options["include_authored"],
     }
-    plan = erasure.preview(**request, using=using)
+    plan = compliance.preview(**request, using=using)
     described = _describe(request)
     kept = plan["project_memories_kept"]
     note = (
@@ -318,12 +320,12 @@ def _erase_target(cmd, options, using) -> None:
     if not cmd.confirm(question, options):
         return
     with _erasure_progress(cmd, options), _method(options):
-        receipt = erasure.erase(
+        receipt = compliance.erase(
             **request, actor=_actor(options), using=using, purge=not options["no_purge"]
         )
-    _print_receipt(cmd, receipt)
+    print_receipt(cmd, receipt)
     if not options["no_purge"]:
-        _fail_unless_purged([receipt])
+        fail_unless_purged([receipt])
 
 
 def _describe(request: dict) -> str:
@@ -363,14 +365,14 @@ def _erase_review_items(cmd, options, using) -> None:
             using=using,
             purge=not options["no_purge"],
         )
-    _print_receipt(cmd, receipt)
+    print_receipt(cmd, receipt)
     if not options["no_purge"]:
-        _fail_unless_purged([receipt])
+        fail_unless_purged([receipt])
 
 
 def _replay(cmd, options, using) -> None:
     try:
-        plan = erasure.replay(ledger=options["ledger"], using=using, dry_run=True)
+        plan = compliance.replay(ledger=options["ledger"], using=using, dry_run=True)
     except FileNotFoundError as exc:
         raise CommandError(str(exc)) from exc
     for note in plan.notes:
@@ -388,7 +390,7 @@ def _replay(cmd, options, using) -> None:
         return
     if not cmd.confirm("Re-apply every recorded erasure to this database?", options):
         return
-    report = erasure.replay(
+    report = compliance.replay(
         ledger=options["ledger"],
         actor=_actor(options),
         using=using,
@@ -400,9 +402,9 @@ def _replay(cmd, options, using) -> None:
         f"Restored {plural(report.restored_receipts, 'receipt', 'receipts')} from the ledger."
     )
     if report.receipt is not None:
-        _print_receipt(cmd, report.receipt)
+        print_receipt(cmd, report.receipt)
         if not options["no_purge"]:
-            _fail_unless_purged([report.receipt])
+            fail_unless_purged([report.receipt])
 
 
 MIN_RECEIPT_PREFIX = 8  # the admin shows 12; 8 hex digits already tell ~4 billion apart
@@ -436,7 +438,7 @@ def receipt_id(typed: str, using=None) -> str:
 def _show(cmd, typed: str, using) -> None:
     pk = receipt_id(typed, using)
     r = ErasureReceipt.objects.using(using or DEFAULT_DB_ALIAS).get(pk=pk)
-    cmd.stdout.write(json.dumps(erasure.receipt_as_dict(r), indent=2, sort_keys=True))
+    cmd.stdout.write(json.dumps(compliance.receipt_as_dict(r), indent=2, sort_keys=True))
 
 
 def _list(cmd, using) -> None:
@@ -444,7 +446,7 @@ def _list(cmd, using) -> None:
     n = 0
     for r in rows:
         n += 1
-        total = erasure.rows_removed(r.counts)  # the admin's "removed" column, same rows
+        total = compliance.rows_removed(r.counts)  # the admin's "removed" column, same rows
         cmd.stdout.write(
             f"{r.pk}  {r.created_at:%Y-%m-%d %H:%M:%S}  {r.target_kind:<12} rows {total:<6} "
             f"{'verified' if r.verified else 'unverified'}  {r.purge_status}"
@@ -456,7 +458,7 @@ def _list(cmd, using) -> None:
 def do_purge_expired(cmd, options) -> None:
     """Erase expired soft-deleted memories, decided review items (and old summaries if set)."""
     using = aliases_of(options)
-    plan = erasure.preview_expired(using=using)
+    plan = compliance.preview_expired(using=using)
     if not plan["cutoffs"]:
         cmd.stdout.write("No retention period is configured (MEMORYAPP_RETENTION_*): nothing done.")
         return
@@ -471,8 +473,8 @@ def do_purge_expired(cmd, options) -> None:
     if not cmd.confirm("Permanently erase the expired rows?", options):
         return
     with _erasure_progress(cmd, options):
-        receipt = erasure.purge_expired(actor=_actor(options), using=using)
+        receipt = compliance.purge_expired(actor=_actor(options), using=using)
     if receipt is None:  # no retention setting: returned above, before the plan
         return
-    _print_receipt(cmd, receipt)
-    _fail_unless_purged([receipt])
+    print_receipt(cmd, receipt)
+    fail_unless_purged([receipt])

@@ -1,7 +1,8 @@
 """``manage.py memory export | lookup | backup``: what is stored, read out.
 
-A subject's access request (``export``), what the compliance records say of a
-user key (``lookup``), a consistent copy of the database (``backup``).
+A subject's access request (``export``), what the compliance records and the
+data-subject requests say of a user key (``lookup``), a consistent copy of the
+database (``backup``).
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from pathlib import Path
 from django.core.management.base import CommandError
 from django.db import connections
 
-from memoryapp import compliance as erasure
+from memoryapp import compliance
 from memoryapp.cli import cli_actor, progress
 from memoryapp.cli.compliance import aliases_of
+from memoryapp.cli.requests import request_facts, request_line
 from memoryapp.compliance.lookup import lookup
 from memoryapp.db.purge.vendors import for_connection
 from memoryapp.models import ErasureReceipt, ExportVia
@@ -37,7 +39,7 @@ def register(verbs, common) -> dict:
     p = verbs.add_parser(
         "lookup",
         parents=[common],
-        help="the erasure receipts and export records of a subject key (matched by HMAC)",
+        help="the erasure receipts, export records and requests of a subject key (by HMAC)",
     )
     p.add_argument(
         "--subject",
@@ -69,7 +71,7 @@ def do_export(cmd, options) -> None:
     if out:
         _require_writable(Path(out))  # before the export's work, not a traceback after it
     with progress.for_command(cmd, options, "exporting") as bar:
-        document = erasure.export(
+        document = compliance.export(
             subject=options["subject"],
             namespace=options["namespace"],
             using=aliases_of(options),
@@ -91,7 +93,7 @@ def do_export(cmd, options) -> None:
 
 # ------------------------------------------------------------------ lookup
 def do_lookup(cmd, options) -> None:
-    """Print the receipts and export records naming a subject key; never the key itself."""
+    """Print the receipts, export records and requests naming a subject key; never the key."""
     subject = options.get("subject")
     if subject is None:
         subject = getpass.getpass("User key: ")
@@ -102,25 +104,30 @@ def do_lookup(cmd, options) -> None:
         raise CommandError(f"unknown database alias {alias!r}")
     found = lookup(subject, using=alias)
     receipts, exports = list(found.receipts), list(found.exports)
+    requests = list(found.requests)
     if options.get("json"):
         body = {
             "receipts": [
                 {
-                    **{k: v for k, v in erasure.receipt_as_dict(r).items() if k in _LOOKUP_KEYS},
-                    "summary": summarize(erasure.receipt_as_dict(r)).text,
+                    **{k: v for k, v in compliance.receipt_as_dict(r).items() if k in _LOOKUP_KEYS},
+                    "summary": summarize(compliance.receipt_as_dict(r)).text,
                 }
                 for r in receipts
             ],
             "exports": [_export_line(e) for e in exports],
+            "requests": [request_facts(made) for made in requests],
         }
         cmd.stdout.write(json.dumps(body, indent=2, ensure_ascii=False, default=str))
         return
     cmd.stdout.write(
         f"{plural(len(receipts), 'erasure receipt', 'erasure receipts')}, "
-        f"{plural(len(exports), 'export record', 'export records')} name this user key."
+        f"{plural(len(exports), 'export record', 'export records')}, "
+        f"{plural(len(requests), 'subject request', 'subject requests')} name this user key."
     )
+    for made in requests:
+        cmd.stdout.write(f"request {request_line(made)}")
     for r in receipts:
-        text = summarize(erasure.receipt_as_dict(r))
+        text = summarize(compliance.receipt_as_dict(r))
         cmd.stdout.write(f"receipt {r.pk}  {r.created_at:%Y-%m-%d %H:%M}  {text.headline}")
         cmd.stdout.write(f"    {text.sentences[0]}")
     for e in exports:

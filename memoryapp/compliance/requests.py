@@ -25,6 +25,7 @@ from django.db import transaction
 from django.db.models import Count
 
 from memoryapp import conf
+from memoryapp import permissions as perms
 from memoryapp.compliance import engine
 from memoryapp.compliance.export import export
 from memoryapp.compliance.lookup import hmacs_of
@@ -132,17 +133,13 @@ def _log(
     )
 
 
-def _subject_of(request: SubjectRequest) -> str | None:
-    sealed = unseal(request)
-    return sealed.subject if sealed else None
-
-
 def _touch(request: SubjectRequest, *fields: str) -> None:
     request.updated_at = now()
     request.save(update_fields=[*fields, "updated_at"])
 
 
-def _require_open(request: SubjectRequest) -> Sealed:
+def require_open(request: SubjectRequest) -> Sealed:
+    """What the open ``request`` holds sealed; RequestError when it is closed or unreadable."""
     if not request.is_open:
         raise RequestError(f"The request is {request.get_status_display()}; it is closed.")
     sealed = unseal(request)
@@ -195,9 +192,21 @@ def open_request(
 
 
 # ------------------------------------------------------------------ actions
+def may_handle(user) -> bool:
+    """Whether ``user`` may be given requests: active staff with the desk's change permission."""
+    return bool(user.is_active and user.is_staff and user.has_perm(perms.CHANGE_SUBJECTREQUEST))
+
+
 def assign(request: SubjectRequest, user, *, actor: str) -> SubjectRequest:
-    """Give the request to ``user`` (None: unassigned)."""
-    sealed = _require_open(request)
+    """Give the request to ``user`` (None: unassigned).
+
+    Raises:
+        RequestError: the request is closed, or ``user`` may not handle requests
+            (see :func:`may_handle`): a request must sit with someone who can act on it.
+    """
+    sealed = require_open(request)
+    if user is not None and not may_handle(user):
+        raise RequestError(f"{user.get_username()} may not handle data-subject requests.")
     request.assignee = user
     _touch(request, "assignee")
     _log(
@@ -208,7 +217,7 @@ def assign(request: SubjectRequest, user, *, actor: str) -> SubjectRequest:
 
 def start(request: SubjectRequest, *, actor: str) -> SubjectRequest:
     """Mark the request in progress (once)."""
-    sealed = _require_open(request)
+    sealed = require_open(request)
     if request.status == RequestStatus.IN_PROGRESS:
         return request
     request.status = RequestStatus.IN_PROGRESS
@@ -219,7 +228,7 @@ def start(request: SubjectRequest, *, actor: str) -> SubjectRequest:
 
 def extend(request: SubjectRequest, months: int, reason: str, *, actor: str) -> SubjectRequest:
     """Extend the deadline by ``months`` more (at most two in all), with a reason."""
-    sealed = _require_open(request)
+    sealed = require_open(request)
     reason = _clean(reason, sealed.subject, "The reason")
     if not reason:
         raise RequestError("An extension needs a reason.")
@@ -235,8 +244,12 @@ def extend(request: SubjectRequest, months: int, reason: str, *, actor: str) -> 
 
 
 def add_note(request: SubjectRequest, text: str, *, actor: str) -> SubjectRequest:
-    """Append an internal note (refused if it holds a secret; the subject key is replaced)."""
-    subject = _subject_of(request)
+    """Append an internal note (refused if it holds a secret; the subject key is replaced).
+
+    Refused once the request is closed: its key is gone, so a later note could
+    not be cleared of it, and a closed request must hold no personal data.
+    """
+    subject = require_open(request).subject
     text = _clean(text, subject, "Notes")
     if not text:
         raise RequestError("The note is empty.")
@@ -255,7 +268,7 @@ def export_for(
 ) -> list[dict]:
     """Export the subject's data for the request (one document per namespace it covers);
     the export records are linked to the request."""
-    sealed = _require_open(request)
+    sealed = require_open(request)
     documents = [
         export(
             subject=sealed.subject,
@@ -281,11 +294,16 @@ def export_for(
     return documents
 
 
-def erase_for(request: SubjectRequest, *, actor: str) -> list[ErasureReceipt]:
-    """Erase the subject's data for the request (per namespace it covers); receipts linked."""
-    sealed = _require_open(request)
+def erase_for(request: SubjectRequest, *, actor: str, purge: bool = True) -> list[ErasureReceipt]:
+    """Erase the subject's data for the request (per namespace it covers); receipts linked.
+
+    ``purge`` as for :func:`~memoryapp.compliance.service.erase`: False leaves the
+    purge and verification to the erasure worker (the admin passes ``purge_now()``).
+    """
+    sealed = require_open(request)
     receipts = [
-        erase(subject=sealed.subject, namespace=ns, actor=actor) for ns in _namespaces(sealed)
+        erase(subject=sealed.subject, namespace=ns, actor=actor, purge=purge)
+        for ns in _namespaces(sealed)
     ]
     request.receipts.add(*receipts)
     if request.status == RequestStatus.OPEN:
@@ -307,7 +325,7 @@ def link_receipt(request: SubjectRequest, receipt: ErasureReceipt, *, actor: str
 
 
 def _link(request, obj, manager, action: str, actor: str) -> None:
-    sealed = _require_open(request)
+    sealed = require_open(request)
     if obj.subject_hmac not in hmacs_of(sealed.subject):
         raise RequestError("That record does not name this request's subject.")
     manager.add(obj)
@@ -320,16 +338,23 @@ def close(request: SubjectRequest, *, refused: bool, outcome: str, actor: str) -
 
     A refusal needs a reason. After this, the request names its subject only by HMAC.
     """
-    sealed = _require_open(request)
+    sealed = require_open(request)
     outcome = _clean(outcome, sealed.subject, "The outcome")
     if refused and not outcome:
         raise RequestError("A refusal needs a reason.")
     with transaction.atomic():
-        request.status = RequestStatus.REFUSED if refused else RequestStatus.ANSWERED
-        request.outcome = outcome
-        request.sealed = None
-        request.closed_at = now()
-        _touch(request, "status", "outcome", "sealed", "closed_at")
+        status = RequestStatus.REFUSED if refused else RequestStatus.ANSWERED
+        at = now()
+        # Conditional on the row still being open: of two officers closing at once
+        # (or one acting on a page loaded before a colleague closed it), one wins;
+        # the other is told, instead of overwriting the recorded outcome.
+        won = SubjectRequest.objects.filter(pk=request.pk, status__in=OPEN_STATUSES).update(
+            status=status, outcome=outcome, sealed=None, closed_at=at, updated_at=at
+        )
+        if not won:
+            raise RequestError("The request was closed meanwhile; nothing was changed.")
+        request.status, request.outcome, request.sealed = status, outcome, None
+        request.closed_at = request.updated_at = at
         action = RequestAction.REFUSED if refused else RequestAction.ANSWERED
         _log(request, action, actor, outcome, sealed.subject)
     return request

@@ -9,7 +9,7 @@ summaries), ``blocks`` (recall and the prompt blocks), ``queue`` (the review
 queue), ``problems`` (store problems), ``children`` (sub-agents).
 """
 
-from memoryapp.facade.blocks import EXCERPT_CHARS, _fact
+from memoryapp.facade.blocks import EXCERPT_CHARS
 from memoryapp.facade.children import ChildManager
 from memoryapp.facade.core import MemoryManager
 from memoryapp.facade.types import RecallCandidate, WipeResult
@@ -18,4 +18,4 @@ from memoryapp.facade.types import RecallCandidate, WipeResult
 # imports both, hands the class down (docs/design.md, "Layers").
 MemoryManager._child_class = ChildManager
 
-__all__ = ["EXCERPT_CHARS", "MemoryManager", "RecallCandidate", "WipeResult", "_fact"]
+__all__ = ["EXCERPT_CHARS", "MemoryManager", "RecallCandidate", "WipeResult"]

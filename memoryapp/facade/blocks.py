@@ -20,7 +20,6 @@ from memoryapp.ops import metrics
 from memoryapp.rules import render
 from memoryapp.services import prompt
 from memoryapp.services.prompt import CONTEXT_TOP_K, EXCERPT_CHARS, RecallCandidate
-from memoryapp.services.prompt import fact as _fact
 
 if TYPE_CHECKING:
     from memoryapp.facade.problems import StoreProblems
@@ -29,7 +28,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("memoryapp.facade")
 
-__all__ = ["CONTEXT_TOP_K", "EXCERPT_CHARS", "PromptBlocks", "_fact"]
+__all__ = ["CONTEXT_TOP_K", "EXCERPT_CHARS", "PromptBlocks"]
 
 
 class PromptBlocks:

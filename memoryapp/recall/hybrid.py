@@ -40,7 +40,7 @@ from typing import cast
 import numpy as np
 
 from memoryapp.recall.index import RecallIndex
-from memoryapp.recall.postings import _CODE_BITS, _CODE_MASK, _CODES, CONTENT, KW, TAG, TAIL, TITLE
+from memoryapp.recall.postings import CODE_BITS, CODE_MASK, CODES, CONTENT, KW, TAG, TAIL, TITLE
 from memoryapp.recall.scoring import SECONDS_PER_DAY, STALE_DAYS, Scored, rank_key, reasons
 
 __all__ = ["B", "K1", "RANKINGS", "check_ranking", "query"]
@@ -75,7 +75,7 @@ HINT_BONUS = 2.0  # a file named in recent messages is in the memory's keywords
 RECENCY = 0.25  # weight of 1 / (1 + days / 30): a tie-breaker between similar texts
 STALE_PENALTY = 1.0  # over 90 days without an update
 
-_WEIGHT_OF_CODE = np.array([_weight(code) for code in range(_CODES)], dtype=np.float64)
+_WEIGHT_OF_CODE = np.array([_weight(code) for code in range(CODES)], dtype=np.float64)
 
 
 def check_ranking(ranking: object) -> str:
@@ -122,8 +122,8 @@ class _Pass:
         if found is None:
             return
         entries = found[0]
-        slots = entries >> _CODE_BITS
-        codes = entries & _CODE_MASK
+        slots = entries >> CODE_BITS
+        codes = entries & CODE_MASK
         idf = _idf(self.n, len(entries))
         tf = _WEIGHT_OF_CODE[codes] / ((1.0 - B) + self.length_step * self.lengths[slots])
         gain = idf * tf * (K1 + 1.0) / (tf + K1)
@@ -138,7 +138,7 @@ class _Pass:
     def add_hint(self, token: str) -> None:
         found = self.entries(token)
         if found is not None and found[1]:
-            self.hinted[found[0][: found[1]] >> _CODE_BITS] = True
+            self.hinted[found[0][: found[1]] >> CODE_BITS] = True
 
 
 def query(

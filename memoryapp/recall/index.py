@@ -16,21 +16,21 @@ import numpy as np
 
 from memoryapp.recall import pruning
 from memoryapp.recall.postings import (
-    _BOUND_REFRESH_SECONDS,
-    _CODE_BITS,
-    _CODE_MASK,
-    _EMPTY,
-    _MAX_SLOTS,
-    _SLOT_ARRAYS,
+    BOUND_REFRESH_SECONDS,
+    CODE_BITS,
+    CODE_MASK,
+    EMPTY,
     KW,
+    MAX_SLOTS,
+    SLOT_ARRAYS,
     TOKEN_OBJECT_BYTES,
-    _codes,
-    _Layout,
-    _layout,
-    _Posting,
-    _recency_bound,
-    _tail,
-    _TokenIds,
+    Layout,
+    Posting,
+    TokenIds,
+    codes_of,
+    layout_for,
+    recency_bound,
+    tail_of,
 )
 from memoryapp.recall.scoring import (
     Fields,
@@ -61,7 +61,7 @@ class RecallIndex:
             records: Initial records (see :meth:`bulk_load`).
         """
         self._lock = threading.RLock()
-        self._postings: dict[str, _Posting] = {}
+        self._postings: dict[str, Posting] = {}
         self._slot_of: dict[str, int] = {}
         # slot -> id, None once dead. A tuple until the first change (see _writable_ids).
         self._ids: list[str | None] | tuple[str | None, ...] = []
@@ -124,7 +124,7 @@ class RecallIndex:
         packed = getattr(self._postings, "token_bytes", None)  # a loaded snapshot's
         return TOKEN_OBJECT_BYTES * len(self._postings) if packed is None else packed()
 
-    def _own_postings(self) -> dict[str, _Posting]:
+    def _own_postings(self) -> dict[str, Posting]:
         """The postings as a plain dict (a loaded snapshot makes its postings lazily)."""
         if type(self._postings) is not dict:
             self._postings = self._postings.unpacked()  # type: ignore[attr-defined]
@@ -139,14 +139,14 @@ class RecallIndex:
         """
         fields = fields_of(record)
         with self._lock:
-            tail = _tail(record, fields)
-            base = self._new_slot(record, fields, len(tail)) << _CODE_BITS
-            codes = _codes(fields, tail)
+            tail = tail_of(record, fields)
+            base = self._new_slot(record, fields, len(tail)) << CODE_BITS
+            codes = codes_of(fields, tail)
             postings = self._postings
             for token, code in codes.items():
                 posting = postings.get(token)
                 if posting is None:
-                    posting = postings[token] = _Posting()
+                    posting = postings[token] = Posting()
                 if code & KW:
                     if posting.new_kw is None:
                         posting.new_kw = array("i")
@@ -209,7 +209,7 @@ class RecallIndex:
         Args:
             records: The records (any iterable, including a generator).
         """
-        token_ids = _TokenIds()
+        token_ids = TokenIds()
         tids, codes, counts = array("i"), array("b"), array("i")
         with self._lock:
             first = len(self._ids)
@@ -217,9 +217,9 @@ class RecallIndex:
             # at once (at 100,000 memories they would outweigh the index several times).
             for record in records:
                 fields = fields_of(record)
-                tail = _tail(record, fields)
+                tail = tail_of(record, fields)
                 self._new_slot(record, fields, len(tail))
-                record_codes = _codes(fields, tail)
+                record_codes = codes_of(fields, tail)
                 tids.extend(map(token_ids.__getitem__, record_codes))
                 codes.extend(record_codes.values())
                 counts.append(len(record_codes))
@@ -228,7 +228,7 @@ class RecallIndex:
             entries = np.repeat(
                 np.arange(first, len(self._ids), dtype=np.int32), np.frombuffer(counts, np.int32)
             )
-            entries <<= _CODE_BITS
+            entries <<= CODE_BITS
             entries |= np.frombuffer(codes, np.int8)
             del codes
             new = (list(token_ids), np.frombuffer(tids, np.int32), entries)
@@ -261,7 +261,7 @@ class RecallIndex:
         """Tombstone any older slot of this id and fill in a fresh one."""
         self._kill(record.id)
         slot = len(self._ids)
-        if slot >= _MAX_SLOTS:
+        if slot >= MAX_SLOTS:
             raise OverflowError("recall index is full")
         self._reserve(slot + 1)
         self._writable_ids().append(record.id)
@@ -273,7 +273,7 @@ class RecallIndex:
         self._alive[slot] = True
         self._explicit[slot] = record.explicit
         if self._bound_time is not None:
-            self._bound[slot] = _recency_bound(self._updated[slot], self._bound_time)
+            self._bound[slot] = recency_bound(self._updated[slot], self._bound_time)
         return slot
 
     def _kill(self, id: str) -> bool:
@@ -310,7 +310,7 @@ class RecallIndex:
         self._ids = [self._ids[slot] for slot in live.tolist()]
         self._slot_of = {id: slot for slot, id in enumerate(self._ids) if id is not None}
         capacity = max(64, 2 * len(live))
-        for name in _SLOT_ARRAYS:
+        for name in SLOT_ARRAYS:
             old = getattr(self, name)
             fresh = np.zeros(capacity, dtype=old.dtype)
             fresh[: len(live)] = old[live]
@@ -319,7 +319,7 @@ class RecallIndex:
         self._dead = 0
         self._repack(remap, new)
 
-    def _merge(self, posting: _Posting) -> None:
+    def _merge(self, posting: Posting) -> None:
         # An arena view's bytes stay counted in the arena; an owned array is replaced.
         before = posting.entries.nbytes if posting.entries.base is None else 0
         self._pending -= posting.pending()
@@ -345,7 +345,7 @@ class RecallIndex:
         # Part 2i holds token i's keyword entries, part 2i + 1 the others.
         lengths = np.array([len(part) for part in parts], dtype=np.int64)
         lengths = lengths.reshape(-1, 2, 2).sum(axis=2).ravel()
-        arena = np.concatenate([np.asarray(part, dtype=np.int32) for part in parts] + [_EMPTY])
+        arena = np.concatenate([np.asarray(part, dtype=np.int32) for part in parts] + [EMPTY])
         if new is not None:
             new_tokens, tids, entries = new
             position = {token: i for i, token in enumerate(tokens)}
@@ -353,7 +353,7 @@ class RecallIndex:
                 if token not in position:
                     position[token] = len(tokens)
                     tokens.append(token)
-                    self._postings[token] = _Posting()
+                    self._postings[token] = Posting()
             # Group the new entries by part after the old ones (a stable sort keeps each
             # part in slot order). int32 keys halve the temporaries of a 100k build.
             final = np.array([position[token] for token in new_tokens], dtype=np.int32)
@@ -370,13 +370,13 @@ class RecallIndex:
             del order
         if remap is not None:
             part = np.repeat(np.arange(len(lengths)), lengths)
-            slot = remap[arena >> _CODE_BITS]
+            slot = remap[arena >> CODE_BITS]
             keep = slot >= 0
             lengths = np.bincount(part[keep], minlength=len(lengths))
-            arena = ((slot[keep] << _CODE_BITS) | (arena[keep] & _CODE_MASK)).astype(np.int32)
+            arena = ((slot[keep] << CODE_BITS) | (arena[keep] & CODE_MASK)).astype(np.int32)
         ends = np.cumsum(lengths).tolist()
         sizes = lengths.tolist()
-        postings: dict[str, _Posting] = {}
+        postings: dict[str, Posting] = {}
         for i, token in enumerate(tokens):
             end = ends[2 * i + 1]
             start = end - sizes[2 * i] - sizes[2 * i + 1]
@@ -441,7 +441,7 @@ class RecallIndex:
         with self._lock:
             if not self._slot_of:
                 return []
-            layout = _layout(len(qtokens), len(hints))
+            layout = layout_for(len(qtokens), len(hints))
             self._scatter(layout, qtokens, hints)
             for id in exclude_ids:
                 slot = self._slot_of.get(id)
@@ -455,7 +455,7 @@ class RecallIndex:
                 self, pruning.Candidates(self, layout, len(qtokens), cand, lanes, now), top_k
             )
 
-    def _scatter(self, layout: _Layout, qtokens: frozenset[str], hints: frozenset[str]) -> None:
+    def _scatter(self, layout: Layout, qtokens: frozenset[str], hints: frozenset[str]) -> None:
         while len(self._acc) < layout.lanes:
             self._acc.append(np.zeros(len(self._updated), dtype=np.int64))
         accs = self._acc
@@ -468,12 +468,12 @@ class RecallIndex:
             entries = posting.entries
             if token in qtokens:
                 table = layout.query_hint if token in hints else layout.query
-                slots = entries >> _CODE_BITS
-                codes = entries & _CODE_MASK
+                slots = entries >> CODE_BITS
+                codes = entries & CODE_MASK
                 for lane in range(layout.lanes):
                     np.add.at(accs[lane], slots, table[lane].take(codes))
             elif posting.n_kw:  # a hint only: just the keyword entries, one constant
-                slots = entries[: posting.n_kw] >> _CODE_BITS
+                slots = entries[: posting.n_kw] >> CODE_BITS
                 for lane in range(layout.lanes):
                     if layout.hint[lane]:
                         np.add.at(accs[lane], slots, layout.hint[lane])
@@ -482,8 +482,8 @@ class RecallIndex:
         if (
             self._bound_time is None
             or now < self._bound_time  # the clock went back: the old bound may be too low
-            or now - self._bound_time > _BOUND_REFRESH_SECONDS
+            or now - self._bound_time > BOUND_REFRESH_SECONDS
         ):
             n = len(self._ids)
-            self._bound[:n] = _recency_bound(self._updated[:n], now)
+            self._bound[:n] = recency_bound(self._updated[:n], now)
             self._bound_time = now

@@ -37,10 +37,10 @@ from memoryapp.recall.tokens import token_set
 # scans just that part. Entries written by ``add`` wait in small ``array('i')`` buffers and
 # are merged into the numpy posting the first time a query touches the token.
 TAG, TITLE, KW, CONTENT, TAIL = 1, 2, 4, 8, 16
-_CODE_BITS = 5
-_CODES = 1 << _CODE_BITS
-_CODE_MASK = (1 << _CODE_BITS) - 1
-_MAX_SLOTS = 1 << (31 - _CODE_BITS)
+CODE_BITS = 5
+CODES = 1 << CODE_BITS
+CODE_MASK = (1 << CODE_BITS) - 1
+MAX_SLOTS = 1 << (31 - CODE_BITS)
 
 # The bound P adds, per query token, 2·tag_w·[tag] + 6·[title] + 4·[kw] + 2·[content], so
 # P / 2N bounds the four query terms (jaccard = i / |q ∪ t| ≤ i / N). TAG's step is per query.
@@ -49,7 +49,7 @@ _FIELD_DIGIT = {TAG: "tag", TITLE: "title", KW: "kw", CONTENT: "content"}
 _DIGITS = ("tag", "title", "kw", "content", "bound", "hint")
 
 # The per-slot arrays, which a compaction renumbers.
-_SLOT_ARRAYS = (
+SLOT_ARRAYS = (
     "_updated",
     "_fingerprint",
     "_title_len",
@@ -58,11 +58,11 @@ _SLOT_ARRAYS = (
     "_explicit",
     "_bound",
 )
-_BOUND_REFRESH_SECONDS = 3600.0  # the cached recency bound is recomputed when older
-_SMALL = 64  # up to this many candidates (or 4·top_k), score them all without pruning
+BOUND_REFRESH_SECONDS = 3600.0  # the cached recency bound is recomputed when older
+SMALL_CANDIDATES = 64  # up to this many candidates (or 4·top_k), score them all without pruning
 
 
-class _Layout:
+class Layout:
     """Where the per-slot counters sit in the int64 accumulator lanes, for one query shape.
 
     For each posting entry it touches, a query adds a value looked up by the entry's code.
@@ -88,8 +88,8 @@ class _Layout:
         self.lanes = lane + 1
         steps = dict(_BOUND_STEP)
         steps[TAG] = int(2 * tag_weight(n))
-        query = np.zeros((self.lanes, _CODES), dtype=np.int64)
-        for code in range(_CODES):
+        query = np.zeros((self.lanes, CODES), dtype=np.int64)
+        for code in range(CODES):
             for bit, digit in _FIELD_DIGIT.items():
                 if code & bit:
                     self._add(query, code, digit, 1)
@@ -98,7 +98,7 @@ class _Layout:
         self._add(hint[:, None], 0, "hint", 1)
         # A token that is both a query token and a hint also counts as a hint on KW entries.
         query_hint = query.copy()
-        query_hint[:, [code for code in range(_CODES) if code & KW]] += hint[:, None]
+        query_hint[:, [code for code in range(CODES) if code & KW]] += hint[:, None]
         for table in (query, query_hint, hint):
             table.flags.writeable = False
         self.query, self.query_hint, self.hint = query, query_hint, hint
@@ -119,25 +119,25 @@ class _Layout:
 
 
 @lru_cache(maxsize=512)
-def _layout(n: int, n_hints: int) -> _Layout:
-    return _Layout(n, n_hints)
+def layout_for(n: int, n_hints: int) -> Layout:
+    return Layout(n, n_hints)
 
 
-_EMPTY = np.zeros(0, dtype=np.int32)
+EMPTY = np.zeros(0, dtype=np.int32)
 
 
-#: Approximate bytes of one token of a built index: its string, dict entry, _Posting
+#: Approximate bytes of one token of a built index: its string, dict entry, Posting
 #: and ndarray view (a loaded snapshot's tokens cost less until asked for).
 TOKEN_OBJECT_BYTES = 300
 
 
-class _Posting:
+class Posting:
     """One token's entries: a numpy part (keyword entries first) plus append buffers."""
 
     __slots__ = ("entries", "n_kw", "new_kw", "new_other")
 
     def __init__(self) -> None:
-        self.entries: np.ndarray = _EMPTY
+        self.entries: np.ndarray = EMPTY
         self.n_kw = 0
         self.new_kw: array | None = None
         self.new_other: array | None = None
@@ -147,15 +147,15 @@ class _Posting:
 
     def merge(self) -> None:
         """Fold the append buffers into ``entries``, keeping the keyword entries first."""
-        new_kw = np.frombuffer(self.new_kw, np.int32) if self.new_kw else _EMPTY
-        new_other = np.frombuffer(self.new_other, np.int32) if self.new_other else _EMPTY
+        new_kw = np.frombuffer(self.new_kw, np.int32) if self.new_kw else EMPTY
+        new_other = np.frombuffer(self.new_other, np.int32) if self.new_other else EMPTY
         old, n_kw = self.entries, self.n_kw
         self.entries = np.concatenate((old[:n_kw], new_kw, old[n_kw:], new_other))
         self.n_kw = n_kw + len(new_kw)
         self.new_kw = self.new_other = None
 
 
-class _TokenIds(dict[str, int]):
+class TokenIds(dict[str, int]):
     """token → a dense id, assigned on first sight (for the vectorised bulk build)."""
 
     def __missing__(self, token: str) -> int:
@@ -163,14 +163,14 @@ class _TokenIds(dict[str, int]):
         return tid
 
 
-def _tail(record: IndexRecord, fields: Fields) -> set[str]:
+def tail_of(record: IndexRecord, fields: Fields) -> set[str]:
     """The content's tokens that its first 500 characters lack (a word cut there included)."""
     if len(record.content) <= CONTENT_CHARS:
         return set()
     return token_set(record.content) - fields.content
 
 
-def _codes(fields: Fields, tail: set[str]) -> dict[str, int]:
+def codes_of(fields: Fields, tail: set[str]) -> dict[str, int]:
     """token → the fields of this record holding it (TAG | TITLE | KW | CONTENT | TAIL)."""
     codes = dict.fromkeys(fields.content, CONTENT)
     codes.update(dict.fromkeys(tail, TAIL))
@@ -180,6 +180,6 @@ def _codes(fields: Fields, tail: set[str]) -> dict[str, int]:
     return codes
 
 
-def _recency_bound(updated: np.ndarray, at: float) -> np.ndarray:
+def recency_bound(updated: np.ndarray, at: float) -> np.ndarray:
     days = np.maximum((at - updated) / SECONDS_PER_DAY, 0.0)
     return 1.0 / (1.0 + days / 30.0) - 2.0 * (days > STALE_DAYS)

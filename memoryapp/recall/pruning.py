@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from memoryapp.recall.postings import _SMALL, _Layout
+from memoryapp.recall.postings import SMALL_CANDIDATES, Layout
 from memoryapp.recall.scoring import (
     SECONDS_PER_DAY,
     STALE_DAYS,
@@ -52,7 +52,7 @@ def collect(index: RecallIndex) -> tuple[np.ndarray, list[np.ndarray]]:
 
 def rank(index: RecallIndex, c: Candidates, top_k: int) -> list[Scored]:
     """The top ``top_k`` of the candidates ``c``: prune by bounds, score exactly, sort."""
-    if len(c.slots) <= max(_SMALL, 4 * top_k):
+    if len(c.slots) <= max(SMALL_CANDIDATES, 4 * top_k):
         chosen = np.arange(len(c.slots))
     else:
         index._refresh_bound(c.now)
@@ -92,7 +92,7 @@ class Candidates:
     def __init__(
         self,
         index: RecallIndex,
-        layout: _Layout,
+        layout: Layout,
         n: int,
         slots: np.ndarray,
         lanes: list[np.ndarray],

@@ -44,7 +44,7 @@ from array import array
 import numpy as np
 
 from memoryapp.recall.index import RecallIndex
-from memoryapp.recall.postings import _CODE_BITS, TOKEN_OBJECT_BYTES, _Posting
+from memoryapp.recall.postings import CODE_BITS, TOKEN_OBJECT_BYTES, Posting
 from memoryapp.recall.tokens import rules_id
 
 __all__ = ["FORMAT", "dump", "load", "strings"]
@@ -61,8 +61,8 @@ _LE = {np.dtype(t).newbyteorder("<") for t in ("f8", "i8", "i4")}
 _BYTES_HEADER = 33  # sys.getsizeof(b""): the token table is one bytes object
 
 
-class _PackedPostings(dict[str, _Posting]):
-    """A snapshot's postings, each made into a :class:`_Posting` the first time it is asked for.
+class _PackedPostings(dict[str, Posting]):
+    """A snapshot's postings, each made into a :class:`Posting` the first time it is asked for.
 
     A query reads a handful of tokens' postings; creating all of them (thousands of
     objects) would cost more than the rest of a load, and so would decoding every
@@ -118,9 +118,9 @@ class _PackedPostings(dict[str, _Posting]):
             return default
         return self._make(token, i)
 
-    def _make(self, token: str, i: int) -> _Posting:
+    def _make(self, token: str, i: int) -> Posting:
         end = int(self._ends[i])
-        posting = _Posting()
+        posting = Posting()
         posting.entries = self._arena[end - int(self._sizes[i]) : end]
         posting.n_kw = int(self._n_kw[i])
         self[token] = posting
@@ -130,7 +130,7 @@ class _PackedPostings(dict[str, _Posting]):
         """Approximate bytes of the token table (see :attr:`RecallIndex.nbytes`)."""
         return self._packed_bytes + TOKEN_OBJECT_BYTES * dict.__len__(self)
 
-    def unpacked(self) -> dict[str, _Posting]:
+    def unpacked(self) -> dict[str, Posting]:
         """Every posting as a plain dict: the snapshot's tokens, then any added since."""
         tokens = _split(self._table, len(self._token_ends))
         out = {
@@ -303,7 +303,7 @@ def load(data: bytes) -> RecallIndex | None:
         or bool((np.diff(token_ends.astype(np.int64)) < 2).any())
     ):
         raise ValueError("recall snapshot token table does not match its ends")
-    if n_entries and int(arena.max() >> _CODE_BITS) >= n:
+    if n_entries and int(arena.max() >> CODE_BITS) >= n:
         raise ValueError("recall snapshot entry points past its slots")
 
     index = RecallIndex()

@@ -9,7 +9,7 @@ import pytest
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.contenttypes.models import ContentType
 
-from memoryapp import compliance as erasure
+from memoryapp import compliance
 from memoryapp.models import ErasureReceipt, Memory, ReceiptState
 from tests._admin_support import (
     ALICE,
@@ -57,7 +57,7 @@ def test_recent_actions_link_only_rows_that_still_exist(root, rows):
     admin = client_for(root)
     _logged_change(root, rows["editor"])  # Alice's: erased below
     _logged_change(root, rows["bob_editor"])  # Bob's: stays
-    erasure.erase(subject=ALICE, actor="root", purge=False)
+    compliance.erase(subject=ALICE, actor="root", purge=False)
     assert LogEntry.objects.filter(object_repr="[erased]").count() == 1
 
     sidebar = _sidebar(admin.get("/admin/").content.decode())
@@ -118,7 +118,7 @@ def _receipt_page(admin, receipt) -> str:
 
 def test_a_receipt_refreshes_itself_while_the_worker_has_it(root, rows):
     admin = client_for(root)
-    receipt = erasure.erase(subject=BOB, actor="root", purge=False)  # left to the worker
+    receipt = compliance.erase(subject=BOB, actor="root", purge=False)  # left to the worker
     assert receipt.state == ReceiptState.DELETED
     page = _receipt_page(admin, receipt)
     assert '<meta http-equiv="refresh" content="5">' in page

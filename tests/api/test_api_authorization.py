@@ -389,6 +389,7 @@ def test_acme_ids_planted_in_the_callers_other_tables_reach_only_the_callers_row
 
 
 def test_requests_naming_no_namespace_answer_an_outsider_with_nothing(acme_rows, django_user_model):
+    open_request(subject=USER, right="access", actor="dpo")  # a lookup lists it to staff only
     for client in _outsiders(django_user_model).values():
         for path in ("/api/memories/", "/api/session-summaries/", "/api/review-items/"):
             r = client.get(path)
@@ -397,7 +398,7 @@ def test_requests_naming_no_namespace_answer_an_outsider_with_nothing(acme_rows,
         # Receipts: only those of the caller's own erasures (acme's owner made one).
         assert client.get("/api/erasures/").json()["count"] == 0
         r = client.post("/api/erasures/lookup/", {"subject": USER}, format="json")
-        assert r.json() == {"receipts": [], "exports": []}
+        assert r.json() == {"receipts": [], "exports": [], "requests": []}
         # Purging "everything I may" purges none of acme's items: nothing, or 403 without
         # an erase right anywhere.
         r = client.post("/api/review-items/purge/", {}, format="json")

@@ -10,7 +10,7 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
-from memoryapp import compliance as erasure
+from memoryapp import compliance
 from memoryapp.api.testing import token_client
 from memoryapp.compliance.receipts import keyed_hmac
 from memoryapp.models import ErasureReceipt, ExportRecord
@@ -63,7 +63,7 @@ def test_every_interface_records_its_export_without_the_key(rows, admin, acme):
     assert api.status_code == 200, api.content
 
     call_command("memory", "export", "--subject", ALICE, "--actor", "dpo-cli", stdout=io.StringIO())
-    erasure.export(namespace="acme/web", actor="script")
+    compliance.export(namespace="acme/web", actor="script")
 
     records = list(ExportRecord.objects.order_by("created_at", "id"))
     assert [(r.via, r.actor, r.target_kind) for r in records] == [
@@ -82,7 +82,7 @@ def test_every_interface_records_its_export_without_the_key(rows, admin, acme):
 
 
 def test_an_actor_naming_the_subject_is_not_recorded_in_clear(rows):
-    erasure.export(subject=ALICE, actor=f"self-service:{ALICE}")
+    compliance.export(subject=ALICE, actor=f"self-service:{ALICE}")
     assert ExportRecord.objects.get().actor == "self-service:(the subject)"
     _record_columns_hold_no_key(ALICE)
 
@@ -95,11 +95,11 @@ def test_an_export_that_cannot_be_recorded_is_not_handed_out(rows, monkeypatch):
         ExportRecord.objects, "using", lambda alias: type("M", (), {"create": refuse})()
     )
     with pytest.raises(RuntimeError):
-        erasure.export(subject=ALICE)
+        compliance.export(subject=ALICE)
 
 
 def test_export_records_are_listed_read_only_in_the_admin(rows, admin):
-    erasure.export(subject=ALICE, actor="dpo")
+    compliance.export(subject=ALICE, actor="dpo")
     record = ExportRecord.objects.get()
     r = admin.get(EXPORT_RECORDS)
     assert r.status_code == 200 and record.pk[:12] in r.content.decode()
@@ -128,7 +128,7 @@ def test_a_mistyped_key_warns_before_any_download(rows, admin):
 
 
 def test_an_erased_subject_warns_and_mentions_its_receipts(rows, admin):
-    erasure.erase(subject=BOB, actor="dpo", purge=False)
+    compliance.erase(subject=BOB, actor="dpo", purge=False)
     r = admin.post(EXPORT, {"subject": BOB})
     page = r.content.decode()
     assert 'id="export-empty"' in page and "1 erasure receipt names this user key" in page
@@ -145,9 +145,9 @@ def test_an_empty_namespace_warns_too_and_a_full_one_downloads(rows, admin):
 
 # ------------------------------------------------------------ admin lookup
 def test_admin_lookup_finds_receipts_and_exports_by_key(rows, admin):
-    erasure.export(subject=BOB, actor="dpo")
-    receipt = erasure.erase(subject=BOB, actor="dpo", purge=False)
-    erasure.erase(subject=ALICE, actor="dpo", purge=False)
+    compliance.export(subject=BOB, actor="dpo")
+    receipt = compliance.erase(subject=BOB, actor="dpo", purge=False)
+    compliance.erase(subject=ALICE, actor="dpo", purge=False)
 
     r = admin.get(RECEIPTS)
     assert LOOKUP in r.content.decode()  # linked from the receipts list
@@ -173,8 +173,8 @@ def test_lookup_needs_the_receipt_or_export_permission(rows):
     r = operator.post(LOOKUP, {"subject": ALICE})
     assert r.status_code == 403
     exporter = client_for(make_staff("exp", ("export_memory",)))
-    erasure.export(subject=ALICE)
-    erasure.erase(subject=ALICE, purge=False)
+    compliance.export(subject=ALICE)
+    compliance.erase(subject=ALICE, purge=False)
     r = exporter.post(LOOKUP, {"subject": ALICE})
     assert r.status_code == 200
     assert r.context["show_receipts"] is False and r.context["receipts"] == []
@@ -182,7 +182,7 @@ def test_lookup_needs_the_receipt_or_export_permission(rows):
 
 
 def test_lookup_finds_records_written_under_a_rotated_key(rows, admin, settings):
-    old = erasure.erase(subject=ALICE, actor="dpo", purge=False)
+    old = compliance.erase(subject=ALICE, actor="dpo", purge=False)
     # A dedicated key replaces the one derived from SECRET_KEY, which becomes a fallback.
     settings.MEMORYAPP_ERASURE_KEY = "a-new-erasure-key-after-rotation-0123456789"
     assert keyed_hmac(ALICE) != old.subject_hmac
@@ -192,7 +192,7 @@ def test_lookup_finds_records_written_under_a_rotated_key(rows, admin, settings)
 
 # ----------------------------------------------------- receipt page and print
 def test_receipt_page_leads_with_the_plain_summary_and_folds_the_proof(rows, admin):
-    receipt = erasure.erase(subject=ALICE, actor="dpo", purge=False)
+    receipt = compliance.erase(subject=ALICE, actor="dpo", purge=False)
     r = admin.get(f"{RECEIPTS}{receipt.pk}/change/")
     page = r.content.decode()
     assert page.index('id="receipt-summary"') < page.index('id="receipt-proof"')
@@ -204,7 +204,7 @@ def test_receipt_page_leads_with_the_plain_summary_and_folds_the_proof(rows, adm
 
 
 def test_print_view_is_for_the_person_and_names_nobody(rows, admin):
-    receipt = erasure.erase(subject=ALICE, actor="dpo", purge=False)
+    receipt = compliance.erase(subject=ALICE, actor="dpo", purge=False)
     receipt.state, receipt.purge_status, receipt.verified = "complete", "purged", True
     receipt.save()
     r = admin.get(f"{RECEIPTS}{receipt.pk}/print/")
@@ -221,7 +221,7 @@ def test_print_view_is_for_the_person_and_names_nobody(rows, admin):
 # ------------------------------------------------------------------- API
 def test_api_lists_receipts_staff_all_client_own(rows, acme):
     mine = acme.post("/api/erasures/", {"subject": ALICE}, format="json").json()["id"]
-    other = erasure.erase(subject=BOB, actor="dpo", purge=False)
+    other = compliance.erase(subject=BOB, actor="dpo", purge=False)
 
     r = acme.get("/api/erasures/")
     assert r.status_code == 200, r.content
@@ -243,8 +243,8 @@ def test_api_lists_receipts_staff_all_client_own(rows, acme):
 def test_api_receipt_list_filters_and_pages(rows):
     from rest_framework.test import APIClient
 
-    first = erasure.erase(subject=ALICE, actor="dpo", purge=False)
-    second = erasure.erase(subject=BOB, actor="dpo", purge=False)
+    first = compliance.erase(subject=ALICE, actor="dpo", purge=False)
+    second = compliance.erase(subject=BOB, actor="dpo", purge=False)
     ErasureReceipt.objects.filter(pk=first.pk).update(
         created_at="2026-01-01T00:00:00+00:00", state="requested"
     )
@@ -284,8 +284,8 @@ def test_api_lookup_by_key_in_the_body(rows, acme):
 
     mine = acme.post("/api/erasures/", {"subject": ALICE}, format="json").json()["id"]
     assert acme.get("/api/exports/", {"subject": BOB}).status_code == 200
-    erasure.export(subject=BOB, actor="someone-else")
-    erasure.erase(subject=ALICE, actor="dpo", purge=False)  # not the client's
+    compliance.export(subject=BOB, actor="someone-else")
+    compliance.erase(subject=ALICE, actor="dpo", purge=False)  # not the client's
 
     r = acme.post("/api/erasures/lookup/", {"subject": ALICE}, format="json")
     assert r.status_code == 200, r.content
@@ -339,12 +339,12 @@ def test_api_schema_declares_the_new_operations():
 
 # ------------------------------------------------------------------- CLI
 def test_cli_lookup_prints_receipts_and_exports_never_the_key(rows, monkeypatch):
-    receipt = erasure.erase(subject=ALICE, actor="dpo", purge=False)
-    erasure.export(subject=ALICE, actor="dpo")
+    receipt = compliance.erase(subject=ALICE, actor="dpo", purge=False)
+    compliance.export(subject=ALICE, actor="dpo")
     out = io.StringIO()
     call_command("memory", "lookup", "--subject", ALICE, stdout=out)
     text = out.getvalue()
-    assert "1 erasure receipt, 1 export record name this user key." in text
+    assert "1 erasure receipt, 1 export record, 0 subject requests name this user key." in text
     assert receipt.pk in text and "Deleted — clean-up in progress" in text
     assert ALICE not in text
 
@@ -357,7 +357,7 @@ def test_cli_lookup_prints_receipts_and_exports_never_the_key(rows, monkeypatch)
     monkeypatch.setattr("getpass.getpass", lambda prompt="": MISTYPED)
     out = io.StringIO()
     call_command("memory", "lookup", stdout=out)
-    assert "0 erasure receipts, 0 export records" in out.getvalue()
+    assert "0 erasure receipts, 0 export records, 0 subject requests" in out.getvalue()
 
     from django.core.management.base import CommandError
 
@@ -396,7 +396,7 @@ def test_no_lookup_or_export_puts_the_key_in_a_log(rows, admin, acme, caplog, mo
     # here its raw records, 400 warnings included, reach caplog too: a stricter check.
     monkeypatch.setattr(logging.getLogger("django.request"), "propagate", True)
     caplog.set_level(logging.DEBUG, logger="django.request")
-    erasure.erase(subject=ALICE, actor="dpo", purge=False)
+    compliance.erase(subject=ALICE, actor="dpo", purge=False)
     admin.post(LOOKUP, {"subject": ALICE})
     admin.post(LOOKUP, {"subject": "x" * 300})  # invalid: the form's error, no echo in logs
     admin.post(EXPORT, {"subject": MISTYPED})

@@ -22,8 +22,7 @@ import pytest
 from django.db import connections
 from django.test import Client
 
-from memoryapp import MemoryManager
-from memoryapp import compliance as erasure
+from memoryapp import MemoryManager, compliance
 from memoryapp.api.testing import token_client
 from memoryapp.compliance import engine
 from memoryapp.models import (
@@ -269,7 +268,7 @@ def test_approve_or_reject_of_an_erased_item_is_404_not_500():
         real = getattr(review, service)
 
         def erased_first(*, item_id, real=real, **kwargs):
-            erasure.erase(ids=[item_id], purge=False)
+            compliance.erase(ids=[item_id], purge=False)
             return real(item_id=item_id, **kwargs)
 
         with mock.patch.object(review, service, erased_first):

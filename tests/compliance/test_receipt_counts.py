@@ -10,7 +10,7 @@ from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.contenttypes.models import ContentType
 from django.core.management import call_command
 
-from memoryapp import compliance as erasure
+from memoryapp import compliance
 from memoryapp.models import ErasureReceipt, Memory
 from tests._admin_support import RECEIPTS, make_staff
 from tests._erasure_support import ALICE, seed
@@ -34,21 +34,21 @@ def receipt_with_history():
                 object_repr="a title",
                 action_flag=CHANGE,
             )
-    receipt = erasure.erase(subject=ALICE, actor="dpo", purge=False)
-    assert receipt.counts[erasure.selection.ADMIN_LOG] == 2 * len(ids) > 0
+    receipt = compliance.erase(subject=ALICE, actor="dpo", purge=False)
+    assert receipt.counts[compliance.selection.ADMIN_LOG] == 2 * len(ids) > 0
     return admin, receipt
 
 
 def test_rows_removed_leaves_out_the_admin_history():
     counts = {"memories": 3, "session_summaries": 1, "django_admin_log": 40, "x": "7"}
-    assert erasure.rows_removed(counts) == 4
-    assert erasure.rows_removed({}) == 0
-    assert erasure.rows_removed(None) == 0
+    assert compliance.rows_removed(counts) == 4
+    assert compliance.rows_removed({}) == 0
+    assert compliance.rows_removed(None) == 0
 
 
 def test_admin_and_cli_give_one_count(receipt_with_history, client):
     admin, receipt = receipt_with_history
-    expected = erasure.rows_removed(receipt.counts)
+    expected = compliance.rows_removed(receipt.counts)
     everything = sum(receipt.counts.values())
     assert expected < everything  # the history entries would make the counts differ
 

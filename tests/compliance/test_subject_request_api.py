@@ -8,7 +8,7 @@ from django.contrib.auth.models import Group, Permission
 from memoryapp import permissions as perms
 from memoryapp.api.testing import token_client
 from memoryapp.compliance.requests import open_request
-from memoryapp.models import ErasureReceipt, ExportRecord, SubjectRequest
+from memoryapp.models import ErasureReceipt, ExportRecord, Memory, ReceiptState, SubjectRequest
 from tests._admin_support import ALICE, BOB, OPERATOR_PERMS, make_staff, seed_tenant
 
 pytestmark = pytest.mark.django_db
@@ -147,3 +147,23 @@ def test_erase_needs_the_erase_permission_too():
     assert desk_only.post(f"{URL}{request.id}/export/", format="json").status_code == 403
     ok = desk_only.post(f"{URL}{request.id}/act/", {"action": "note", "text": "ok"}, format="json")
     assert ok.status_code == 200
+
+
+# A purge (VACUUM) runs only outside a transaction: a transactional test database.
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("worker", [True, False])
+def test_erase_for_a_request_leaves_the_purge_to_the_worker_when_it_runs(settings, worker):
+    """As ``POST /api/erasures/``: with the erasure worker on, the request deletes the rows and
+    answers; the worker purges and verifies. Without it, the request purges and verifies."""
+    settings.MEMORYAPP_ERASURE_WORKER = worker
+    # The flushed database has no Compliance group (a migration makes it): its permissions.
+    officer = _staff("dpo", codenames=[perms.codename(p) for p in perms.COMPLIANCE_PERMS])
+    seed_tenant()
+    rid = officer.post(URL, {"subject": ALICE, "right": "erasure"}, format="json").json()["id"]
+    erased = officer.post(f"{URL}{rid}/erase/", format="json")
+    assert erased.status_code == 200, erased.content
+    (receipt_id,) = erased.json()["receipts"]
+    receipt = ErasureReceipt.objects.get(pk=receipt_id)
+    expected = ReceiptState.DELETED if worker else ReceiptState.COMPLETE
+    assert receipt.state == expected
+    assert not Memory.objects.filter(subject=ALICE).exists()

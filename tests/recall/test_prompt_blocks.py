@@ -9,10 +9,10 @@ import random
 import pytest
 
 from memoryapp import MemoryManager
-from memoryapp.facade import _fact
 from memoryapp.models import Memory
 from memoryapp.recall.cache import INDEXES
 from memoryapp.rules import render as render_mod
+from memoryapp.services.prompt import fact
 
 pytestmark = pytest.mark.django_db
 
@@ -105,7 +105,7 @@ def test_lazy_stable_block_equals_rendering_the_whole_selection(mm):
     for i in range(40):
         mm.upsert(f"note {i}", f"a note {i}")
     block = mm.render_stable_block()
-    facts = [_fact(m) for m in mm.get_stable_entries()]
+    facts = [fact(m) for m in mm.get_stable_entries()]
     expected, _ = render_mod.render_stable_block(facts, mm.get_cross_session_tail())
     assert block == expected
     assert len(block) <= 2000
@@ -230,7 +230,7 @@ def test_a_delta_reads_only_rows_changed_since_the_last_sync(mm, raw_sql, monkey
 
 def _whole_selection_block(mm) -> str:
     """The stable block rendered from every stable entry at once (no lazy reads)."""
-    facts = [_fact(m) for m in mm.get_stable_entries()]
+    facts = [fact(m) for m in mm.get_stable_entries()]
     return render_mod.render_stable_block(facts, mm.get_cross_session_tail())[0]
 
 

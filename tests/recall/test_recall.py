@@ -224,7 +224,7 @@ class TestRecallIndexExactness:
             live[f"x{i}"] = rec(id=f"x{i}", title=text[:40], content=text, keywords=keywords)
         index = RecallIndex(live.values())
         query = " ".join(vocabulary[:2100])
-        assert postings._layout(len(query_tokens(query)), 3).lanes > 1
+        assert postings.layout_for(len(query_tokens(query)), 3).lanes > 1
         messages = [{"content": "t1.py t2.md"}]
         for top_k in (1, 5, 100):
             got = index.query(query, messages, top_k=top_k, now=NOW)

@@ -1,0 +1,254 @@
+"""The actions on a data-subject request, posted from its admin change page.
+
+Each action is a small POST form on the request's page, handled here through
+the service (:mod:`memoryapp.compliance.requests`), so each one lands in the
+request's history with its actor and the same rules hold as in the API: start,
+assign, extend, note, export, erase, answer and refuse. The destructive ones
+(erase, and closing, which drops the subject key) show a confirmation first;
+an export of a subject that holds nothing shows a warning before the download.
+
+The subject key never travels: the forms post only the request's id (in the
+URL) and the officer's input, and the pages show counts, never the key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.http import Http404, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
+from django.urls import path, reverse
+from django.utils.html import format_html, format_html_join
+
+from memoryapp import permissions as perms
+from memoryapp.admin.base import actor
+from memoryapp.admin.compliance import ERASE_PERM, EXPORT_PERM, page
+from memoryapp.admin.confirm import confirmed
+from memoryapp.admin.labels import TABLE_LABELS, namespace_label
+from memoryapp.admin.responses import forbidden, json_download, worker_note
+from memoryapp.compliance import authored_count, purge_now
+from memoryapp.compliance import requests as desk
+from memoryapp.fields import now
+from memoryapp.models import ExportVia, SubjectRequest
+
+CONFIRM_TEMPLATE = "memoryapp/admin/request_confirm.html"
+
+
+@dataclass(frozen=True)
+class Action:
+    """One action of the desk: the permissions it needs beyond changing requests, its handler."""
+
+    label: str
+    run: Callable[..., HttpResponse | str]
+    needs: tuple[str, ...] = ()
+
+
+# ------------------------------------------------------------------ the small ones
+def _start(modeladmin, request, made: SubjectRequest) -> str:
+    desk.start(made, actor=actor(request))
+    return "The request is in progress."
+
+
+def _assign(modeladmin, request, made: SubjectRequest) -> str:
+    chosen = request.POST.get("assignee", "").strip()
+    user = None
+    if chosen:
+        user = get_user_model().objects.filter(pk=chosen).first() if chosen.isdigit() else None
+        if user is None:
+            raise desk.RequestError("No such user.")
+    desk.assign(made, user, actor=actor(request))
+    return f"Assigned to {user.get_username()}." if user else "The request is unassigned."
+
+
+def _extend(modeladmin, request, made: SubjectRequest) -> str:
+    try:
+        months = int(request.POST.get("months", ""))
+    except ValueError:
+        raise desk.RequestError("Choose 1 or 2 months.") from None
+    desk.extend(made, months, request.POST.get("reason", ""), actor=actor(request))
+    return f"The deadline is now {made.due_on:%d %b %Y}."
+
+
+def _note(modeladmin, request, made: SubjectRequest) -> str:
+    desk.add_note(made, request.POST.get("text", ""), actor=actor(request))
+    return "The note was added."
+
+
+# ------------------------------------------------------------------ export
+def holds_anything(sealed: desk.Sealed) -> bool:
+    """True when an export for the request would list at least one stored row."""
+    if desk.holdings(sealed.subject, sealed.namespaces):
+        return True
+    spaces: list[str | None] = [*sealed.namespaces] or [None]
+    return any(authored_count(sealed.subject, namespace=ns) > 0 for ns in spaces)
+
+
+def _export(modeladmin, request, made: SubjectRequest) -> HttpResponse | str:
+    """One click: the download; a subject holding nothing is a warning page first."""
+    sealed = desk.require_open(made)
+    if not confirmed(request) and not holds_anything(sealed):
+        return _confirm_page(modeladmin, request, made, step="empty", action="export")
+    documents = desk.export_for(made, actor=actor(request), via=ExportVia.ADMIN)
+    document = documents[0] if len(documents) == 1 else {"documents": documents}
+    # Named by the request (hex id), never by the subject key.
+    return json_download(document, f"export-request-{made.pk[:8]}-{now():%Y%m%d-%H%M%S}.json")
+
+
+# ------------------------------------------------------------------ erase
+OWN_NAMESPACE = "(the person's own namespace)"
+
+
+def holdings_rows(sealed: desk.Sealed) -> list[dict]:
+    """What we hold about the request's subject, a row per table and namespace (counts only).
+
+    A user-scope namespace is the user key itself: it is named, not shown, so the
+    key stays off the page as everywhere else after intake.
+    """
+    found = desk.holdings(sealed.subject, sealed.namespaces)
+    return [
+        {
+            "table": table,
+            "label": TABLE_LABELS.get(table, table),
+            "namespace": OWN_NAMESPACE if ns == sealed.subject else namespace_label(ns),
+            "count": n,
+        }
+        for table, per in found.items()
+        for ns, n in sorted(per.items())
+    ]
+
+
+def _erase(modeladmin, request, made: SubjectRequest) -> HttpResponse | str:
+    """The holdings and a confirmation; confirmed, the erasure and its receipts, linked."""
+    sealed = desk.require_open(made)
+    if not confirmed(request):
+        rows = holdings_rows(sealed)
+        return _confirm_page(
+            modeladmin,
+            request,
+            made,
+            step="erase",
+            action="erase",
+            rows=rows,
+            total=sum(r["count"] for r in rows),
+        )
+    receipts = desk.erase_for(made, actor=actor(request), purge=purge_now())
+    links = format_html_join(
+        ", ",
+        '<a href="{}">{}</a>',
+        ((reverse("admin:memoryapp_erasurereceipt_change", args=[r.pk]), r.pk) for r in receipts),
+    )
+    note = worker_note(receipts[-1]) if receipts else ""
+    return format_html("Erased; the receipt is linked to this request: {}.{}", links, note)
+
+
+# ------------------------------------------------------------------ closing
+def _close(refused: bool):
+    def run(modeladmin, request, made: SubjectRequest) -> HttpResponse | str:
+        desk.require_open(made)
+        outcome = request.POST.get("outcome", "")
+        if refused and not outcome.strip():
+            raise desk.RequestError("A refusal needs a reason.")
+        if not confirmed(request):
+            step = "refuse" if refused else "answer"
+            return _confirm_page(modeladmin, request, made, step=step, action=step, outcome=outcome)
+        desk.close(made, refused=refused, outcome=outcome, actor=actor(request))
+        return (
+            "The request is refused and closed; the subject key is dropped."
+            if refused
+            else "The request is answered and closed; the subject key is dropped."
+        )
+
+    return run
+
+
+ACTIONS: dict[str, Action] = {
+    "start": Action("Start", _start),
+    "assign": Action("Assign", _assign),
+    "extend": Action("Extend the deadline", _extend),
+    "note": Action("Add a note", _note),
+    "export": Action("Export the subject's data", _export, (EXPORT_PERM,)),
+    "erase": Action("Erase the subject's data", _erase, (ERASE_PERM,)),
+    "answer": Action("Answer and close", _close(refused=False)),
+    "refuse": Action("Refuse and close", _close(refused=True)),
+}
+
+
+# ------------------------------------------------------------------ the view
+def action_view(modeladmin, request, object_id: str, name: str) -> HttpResponse:
+    """Run one action on one request (POST only); refusals come back as an error message."""
+    action = ACTIONS.get(name)
+    if action is None:
+        raise Http404("No such action.")
+    for perm in (perms.CHANGE_SUBJECTREQUEST, *action.needs):
+        if not request.user.has_perm(perm):
+            return forbidden(modeladmin, request, perm, action.label)
+    if request.method != "POST":
+        return HttpResponseNotAllowed(["POST"])
+    made = SubjectRequest.objects.filter(pk=object_id).first()
+    if made is None:
+        raise Http404("No such request.")
+    change = reverse("admin:memoryapp_subjectrequest_change", args=[made.pk])
+    try:
+        result = action.run(modeladmin, request, made)
+    except desk.RequestError as exc:
+        modeladmin.message_user(request, f"{action.label}: {exc}", messages.ERROR)
+        return HttpResponseRedirect(change)
+    if isinstance(result, HttpResponse):
+        return result
+    modeladmin.message_user(request, result, messages.SUCCESS)
+    return HttpResponseRedirect(change)
+
+
+def _confirm_page(modeladmin, request, made: SubjectRequest, *, step: str, action: str, **extra):
+    response = page(
+        modeladmin,
+        request,
+        CONFIRM_TEMPLATE,
+        title=f"{ACTIONS[action].label}: request {made.pk[:8]}",
+        step=step,
+        made=made,
+        action_url=reverse("admin:memoryapp_subjectrequest_act", args=[made.pk, action]),
+        change_url=reverse("admin:memoryapp_subjectrequest_change", args=[made.pk]),
+        **extra,
+    )
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+def urls(modeladmin) -> list:
+    """The desk's URL, ``<id>/act/<action>/``, before the admin's own catch-all ``<id>/``."""
+
+    def act(request, object_id: str, name: str):
+        return action_view(modeladmin, request, object_id, name)
+
+    view = modeladmin.admin_site.admin_view(act)
+    return [path("<path:object_id>/act/<slug:name>/", view, name="memoryapp_subjectrequest_act")]
+
+
+# ------------------------------------------------------------------ the change page
+def assignable_users():
+    """Active staff who may handle requests (superusers included), by name."""
+    users = get_user_model().objects.filter(is_active=True, is_staff=True).order_by("username")
+    return [u for u in users if desk.may_handle(u)]
+
+
+def panel(request, made: SubjectRequest) -> dict:
+    """The change page's context: which actions this user may run on this request."""
+    user = request.user
+    may_change = user.has_perm(perms.CHANGE_SUBJECTREQUEST)
+    return {
+        "desk_open": made.is_open,
+        "desk_can_act": may_change and made.is_open,
+        "desk_can_export": may_change and made.is_open and user.has_perm(EXPORT_PERM),
+        "desk_can_erase": may_change and made.is_open and user.has_perm(ERASE_PERM),
+        "desk_users": assignable_users() if may_change and made.is_open else [],
+        "desk_months": range(1, desk.MAX_EXTENSION_MONTHS - made.extension_months + 1),
+        "desk_urgency": desk.urgency(made),
+        # The record changes only through the actions: no Save buttons.
+        "show_save": False,
+        "show_save_and_continue": False,
+        "show_save_and_add_another": False,
+        "show_delete": False,
+    }

@@ -1,0 +1,359 @@
+"""``manage.py memory requests list|show|open|export|erase|close|extend``: the desk from a shell.
+
+The service is :mod:`memoryapp.compliance.requests`; this module only reads the
+command line and prints. The subject key is never taken from the command line
+(it would stay in shell history and show in ``ps``): ``open`` reads it from
+standard input (``--subject-stdin``) or asks for it without echo, and a
+``--subject`` argument is refused without repeating its value. Nothing printed
+names the key: a request names its subject by HMAC only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import getpass
+import json
+import os
+import sys
+from pathlib import Path
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import CommandError
+
+from memoryapp.cli import cli_actor
+from memoryapp.cli.compliance import fail_unless_purged, print_receipt
+from memoryapp.compliance import requests as desk
+from memoryapp.db.lookups import prefix_q
+from memoryapp.models import OPEN_STATUSES, ExportVia, RequestStatus, SubjectRequest, SubjectRight
+from memoryapp.rules.wording import plural
+
+MIN_ID_PREFIX = 8  # the admin's list shows 8 characters of a request's id
+NO_KEY_IN_ARGV = (
+    "the subject key is never taken from the command line (shell history and 'ps' would "
+    "keep it): pipe it with --subject-stdin, or leave it out and type it when asked"
+)
+URGENCY_WORDS = {"overdue": "OVERDUE", "due_soon": "due this week"}
+
+
+class _RefuseKeyInArgv(argparse.Action):
+    """``--subject VALUE``: refused, and the value is not repeated in the message."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        kwargs.update(nargs="?", help=argparse.SUPPRESS)
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.error(NO_KEY_IN_ARGV)
+
+
+def _date(value: str) -> dt.date:
+    try:
+        return dt.date.fromisoformat(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError("not a date (YYYY-MM-DD)") from None
+
+
+def _months(value: str) -> int:
+    if not value.isdigit() or not 1 <= int(value) <= desk.MAX_EXTENSION_MONTHS:
+        raise argparse.ArgumentTypeError(
+            f"a whole number of months, 1 to {desk.MAX_EXTENSION_MONTHS}"
+        )
+    return int(value)
+
+
+def register(verbs, common) -> dict:
+    """Add ``requests`` and its actions to the parser; return its handler."""
+    p = verbs.add_parser(
+        "requests", help="data-subject requests: list, show, open, export, erase, close, extend"
+    )
+    actions = p.add_subparsers(dest="request_action", required=True, metavar="ACTION")
+
+    def action(name: str, help: str, *, changes: bool = False, by_id: bool = True):
+        # Not ``common``: requests have no namespace to bind and live on the default database.
+        q = actions.add_parser(name, help=help, allow_abbrev=False)
+        q.add_argument("--subject", action=_RefuseKeyInArgv)
+        if by_id:
+            q.add_argument("id", help="the request's id, or a unique prefix of 8+ characters")
+        if changes:
+            q.add_argument("--actor", help="who acts, for the history (default cli:<login>)")
+        return q
+
+    q = action("list", "requests by due date", by_id=False)
+    q.add_argument("--status", action="append", choices=RequestStatus.values, help="repeatable")
+    q.add_argument("--overdue", action="store_true", help="only open requests past their due date")
+
+    action("show", "one request and its history")
+
+    q = action(
+        "open", "record a new request (the key from stdin or typed)", changes=True, by_id=False
+    )
+    q.add_argument("--right", required=True, choices=SubjectRight.values)
+    q.add_argument("--subject-stdin", action="store_true", help="read the subject key from stdin")
+    q.add_argument("--received", type=_date, metavar="YYYY-MM-DD", help="default: today")
+    q.add_argument("--namespace", action="append", help="repeatable; default: every namespace")
+    q.add_argument("--assignee", metavar="USERNAME")
+    q.add_argument("--notes", default="")
+
+    q = action("export", "write the subject's data for the request to a new file", changes=True)
+    q.add_argument("--output", "-o", required=True, help="the file to create (never overwritten)")
+
+    q = action(
+        "erase", "erase the subject's data for the request; prints the receipt", changes=True
+    )
+    q.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+
+    q = action("close", "answer or refuse the request (drops the subject key)", changes=True)
+    how = q.add_mutually_exclusive_group(required=True)
+    how.add_argument("--answered", action="store_true")
+    how.add_argument("--refused", action="store_true")
+    q.add_argument("--reason", default="", help="the outcome; a refusal needs one")
+
+    q = action("extend", "extend the deadline (Art. 12(3), two months at most)", changes=True)
+    q.add_argument("--months", type=_months, required=True)
+    q.add_argument("--reason", required=True)
+    return {"requests": do_requests}
+
+
+def do_requests(cmd, options) -> None:
+    """Run one ``requests`` action; a refused one is a ``CommandError`` (exit status 1)."""
+    handler = HANDLERS[options["request_action"]]
+    try:
+        handler(cmd, options)
+    except desk.RequestError as e:
+        raise CommandError(str(e)) from None
+
+
+# ------------------------------------------------------------------ reading
+def request_by_id(typed: str) -> SubjectRequest:
+    """The request ``typed`` names: its whole id, or a unique prefix of 8+ characters."""
+    rows = SubjectRequest.objects.select_related("assignee")
+    found = rows.filter(pk=typed).first()
+    if found is not None:
+        return found
+    if len(typed) < MIN_ID_PREFIX:
+        raise CommandError(
+            f"no subject request {typed!r} (give the id, or at least its first "
+            f"{MIN_ID_PREFIX} characters)"
+        )
+    matches = list(rows.filter(prefix_q("id", typed)).order_by("id")[:2])
+    if not matches:
+        raise CommandError(f"no subject request {typed!r}")
+    if len(matches) > 1:
+        raise CommandError(f"{typed!r} is the start of more than one request: give more characters")
+    return matches[0]
+
+
+def _due(made: SubjectRequest) -> str:
+    flag = URGENCY_WORDS.get(desk.urgency(made))
+    return f"{made.due_on}" + (f" ({flag})" if flag else "")
+
+
+def _assignee(made: SubjectRequest) -> str:
+    return made.assignee.get_username() if made.assignee else "-"
+
+
+def request_line(made: SubjectRequest) -> str:
+    """One request on one line: id (12 characters), right, status, dates, assignee."""
+    return (
+        f"{made.pk[:12]}  {made.right:<13} {made.status:<11} received {made.received_on}  "
+        f"due {_due(made)}  {_assignee(made)}"
+    )
+
+
+def request_facts(made: SubjectRequest) -> dict:
+    """A request as ``memory lookup --json`` prints it (no key: the request holds none)."""
+    return {
+        "id": made.pk,
+        "right": made.right,
+        "status": made.status,
+        "received_on": made.received_on.isoformat(),
+        "due_on": made.due_on.isoformat(),
+        "urgency": desk.urgency(made),
+        "assignee": made.assignee.get_username() if made.assignee else None,
+        "closed_at": made.closed_at.isoformat() if made.closed_at else None,
+    }
+
+
+def do_list(cmd, options) -> None:
+    """Requests soonest due first, filtered by status or overdue."""
+    rows = SubjectRequest.objects.select_related("assignee").order_by("due_on", "created_at", "id")
+    if options["status"]:
+        rows = rows.filter(status__in=options["status"])
+    if options["overdue"]:
+        rows = rows.filter(status__in=OPEN_STATUSES, due_on__lt=desk.today())
+    n = 0
+    for made in rows:
+        n += 1
+        cmd.stdout.write(request_line(made))
+    cmd.stdout.write(f"{plural(n, 'request', 'requests')}.")
+
+
+def do_show(cmd, options) -> None:
+    """The request's facts, what was done for it, and its history with actors."""
+    made = request_by_id(options["id"])
+    write = cmd.stdout.write
+    write(f"Request {made.pk}")
+    write(f"  right: {made.get_right_display()}")
+    write(f"  status: {made.get_status_display()}")
+    write(f"  received: {made.received_on}   due: {_due(made)}")
+    if made.extension_months:
+        write(f"  extended by {made.extension_months} month(s): {made.extension_reason}")
+    write(f"  assignee: {_assignee(made)}")
+    spaces = made.namespace_count
+    write(f"  namespaces: {spaces if spaces else 'every namespace'}")
+    write(f"  exports: {', '.join(made.exports.values_list('id', flat=True)) or '-'}")
+    write(f"  erasure receipts: {', '.join(made.receipts.values_list('id', flat=True)) or '-'}")
+    if made.outcome:
+        write(f"  outcome: {made.outcome}")
+    for line in made.notes.splitlines():
+        write(f"  note: {line}")
+    write(f"  opened by {made.created_by or '(not recorded)'} at {made.created_at:%Y-%m-%d %H:%M}")
+    if made.closed_at:
+        write(f"  closed at {made.closed_at:%Y-%m-%d %H:%M} (the subject key it held is dropped)")
+    write("History:")
+    for event in made.history.order_by("at", "id"):
+        detail = f": {event.detail}" if event.detail else ""
+        write(f"  {event.at:%Y-%m-%d %H:%M}  {event.get_action_display()} by {event.actor}{detail}")
+
+
+# ------------------------------------------------------------------ intake
+def read_subject(options) -> str:
+    """The subject key: one line of standard input with ``--subject-stdin``, else typed
+    at an unechoed prompt. Never from argv."""
+    if options.get("subject_stdin"):
+        key = sys.stdin.readline().rstrip("\r\n")
+    else:
+        key = getpass.getpass("Subject key (not echoed): ")
+    if not key.strip():
+        raise CommandError("a subject key is needed (--subject-stdin, or typed when asked)")
+    return key
+
+
+def do_open(cmd, options) -> None:
+    """Record a new request; print its id and due date (never the key)."""
+    assignee = None
+    if options["assignee"]:
+        assignee = get_user_model().objects.filter(username=options["assignee"]).first()
+        if assignee is None:
+            raise CommandError(f"no user {options['assignee']!r} to assign the request to")
+    made = desk.open_request(
+        subject=read_subject(options),
+        right=options["right"],
+        actor=cli_actor(options),
+        received_on=options["received"],
+        namespaces=options["namespace"] or (),
+        assignee=assignee,
+        notes=options["notes"],
+    )
+    cmd.stdout.write(f"Opened request {made.pk} ({made.get_right_display()}), due {made.due_on}.")
+
+
+# ------------------------------------------------------------------ actions
+def _open_sealed(made: SubjectRequest) -> desk.Sealed:
+    """The key an open request holds; a clear error when closed or unreadable."""
+    if not made.is_open:
+        raise CommandError(f"request {made.pk} is {made.get_status_display()}: it is closed")
+    sealed = desk.unseal(made)
+    if sealed is None:
+        raise CommandError(f"request {made.pk}: its subject key cannot be read (key rotated away?)")
+    return sealed
+
+
+def _held(sealed: desk.Sealed) -> dict[str, int]:
+    """Rows held about the subject per table (within the request's namespaces)."""
+    found = desk.holdings(sealed.subject, sealed.namespaces)
+    return {table: sum(per.values()) for table, per in found.items()}
+
+
+def _warn_if_nothing(cmd, held: dict[str, int], what: str) -> None:
+    if not any(held.values()):
+        cmd.stderr.write(
+            f"warning: nothing is held about this request's subject: {what} "
+            "(was the key typed right when the request was opened?)"
+        )
+
+
+def _create(path: Path):
+    """``path`` opened for writing, created now (never overwritten), readable by its owner only."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        raise CommandError(f"{path} exists: not overwritten (choose a new file)") from None
+    except OSError as exc:
+        raise CommandError(f"cannot write {path}: {exc.strerror or exc}") from None
+    return os.fdopen(fd, "w", encoding="utf-8")
+
+
+def do_export(cmd, options) -> None:
+    """Export the subject's data for the request into a new file; the record is linked."""
+    made = request_by_id(options["id"])
+    sealed = _open_sealed(made)
+    path = Path(options["output"])
+    if path.exists() or path.is_symlink():  # before any work: no export record for nothing
+        raise CommandError(f"{path} exists: not overwritten (choose a new file)")
+    if not path.parent.is_dir():
+        raise CommandError(f"cannot write {path}: the directory {path.parent} does not exist")
+    _warn_if_nothing(cmd, _held(sealed), "the file will list no rows")
+    with _create(path) as out:
+        documents = desk.export_for(made, actor=cli_actor(options), via=ExportVia.CLI)
+        json.dump({"documents": documents}, out, indent=2, ensure_ascii=False)
+        out.write("\n")
+    rows = sum(n for d in documents for k, n in d["counts"].items() if k != "erasure_receipts")
+    cmd.stdout.write(
+        f"Wrote {path}: {plural(rows, 'row', 'rows')} in "
+        f"{plural(len(documents), 'document', 'documents')}; the export is recorded on "
+        f"request {made.pk}."
+    )
+
+
+def do_erase(cmd, options) -> None:
+    """Erase the subject's data for the request (asks unless ``--yes``); print the receipts."""
+    made = request_by_id(options["id"])
+    sealed = _open_sealed(made)
+    held = _held(sealed)
+    _warn_if_nothing(cmd, held, "the erasure will remove no rows")
+    counts = ", ".join(f"{table} {n}" for table, n in held.items()) or "nothing"
+    cmd.confirm(
+        f"Permanently erase {counts} for request {made.pk}? This cannot be undone.", options
+    )
+    receipts = desk.erase_for(made, actor=cli_actor(options))
+    for receipt in receipts:
+        print_receipt(cmd, receipt)
+    ids = ", ".join(r.pk for r in receipts)
+    cmd.stdout.write(f"Receipt(s) {ids} linked to request {made.pk}.")
+    fail_unless_purged(receipts)
+
+
+def do_close(cmd, options) -> None:
+    """Answer or refuse; the subject key the request held is dropped."""
+    made = request_by_id(options["id"])
+    _open_sealed(made)
+    refused = bool(options["refused"])
+    desk.close(made, refused=refused, outcome=options["reason"], actor=cli_actor(options))
+    cmd.stdout.write(
+        f"Request {made.pk} {'refused' if refused else 'answered'}; "
+        "the subject key it held is dropped."
+    )
+
+
+def do_extend(cmd, options) -> None:
+    """Extend the deadline by ``--months`` with a reason; print the new due date."""
+    made = request_by_id(options["id"])
+    _open_sealed(made)
+    desk.extend(made, options["months"], options["reason"], actor=cli_actor(options))
+    cmd.stdout.write(
+        f"Request {made.pk} extended by {plural(options['months'], 'month', 'months')}: "
+        f"due {made.due_on}."
+    )
+
+
+HANDLERS = {
+    "list": do_list,
+    "show": do_show,
+    "open": do_open,
+    "export": do_export,
+    "erase": do_erase,
+    "close": do_close,
+    "extend": do_extend,
+}
