@@ -7,6 +7,7 @@ from typing import Any
 
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Coalesce
 
 # What a queryset may recall over: nothing chosen yet, one namespace (and scope),
 # or a queryset narrowed some other way (recall would silently ignore that filter,
@@ -171,6 +172,30 @@ class ReviewItemQuerySet(models.QuerySet):
     def pending(self) -> ReviewItemQuerySet:
         """Items waiting for a decision."""
         return self.filter(status="pending")
+
+    def with_other_proposers(self) -> ReviewItemQuerySet:
+        """Annotated ``other_proposers``: for a project-scope item, how many other items of
+        its namespace, key and status there are (one per other contributing subject,
+        as the queue folds per subject); 0 for a user-scope item."""
+        siblings = (
+            self.model._default_manager.filter(
+                namespace=models.OuterRef("namespace"),
+                scope=models.OuterRef("scope"),
+                key_normalized=models.OuterRef("key_normalized"),
+                status=models.OuterRef("status"),
+                scope__exact="project",
+            )
+            .exclude(pk=models.OuterRef("pk"))
+            .order_by()
+            .values("namespace")
+            .annotate(n=models.Count("pk"))
+            .values("n")
+        )
+        return self.annotate(
+            other_proposers=Coalesce(
+                models.Subquery(siblings, output_field=models.IntegerField()), 0
+            )
+        )
 
 
 # A module-level name, so the django-stubs plugin can type the manager's queryset methods.

@@ -127,7 +127,16 @@ class ReviewItemAdmin(SubjectSearch, StyledAdmin):
         "kind",
         "seen",
     )
-    list_filter = (StatusFilter, NamespaceFilter, SubjectFilter, "type", "scope", "confidence")
+    list_filter = (
+        StatusFilter,
+        NamespaceFilter,
+        SubjectFilter,
+        "type",
+        "scope",
+        "confidence",
+        # Items folded from several subjects before migration 0013: a reviewer decides.
+        "subjects_uncertain",
+    )
     # The subject is matched whole and exactly (SubjectSearch), not as a substring:
     # "acme/zed" must not find another tenant's "globex/acme/zed".
     search_fields = ("title", "key_normalized", "content", "evidence", "=id")
@@ -147,6 +156,7 @@ class ReviewItemAdmin(SubjectSearch, StyledAdmin):
                 "fields": (
                     "namespace_display",
                     "subject",
+                    "subjects_uncertain",
                     "source_session",
                     "key_normalized",
                     "tags_display",
@@ -238,7 +248,17 @@ class ReviewItemAdmin(SubjectSearch, StyledAdmin):
     def namespace_subject(self, obj):
         # Whose message it came from (what approval, export and erasure go by), under
         # the namespace: one more column did not fit at 1,280 px.
-        return two_lines(namespace_cell(obj.namespace), obj.subject or "no subject")
+        whose = obj.subject or "no subject"
+        others = getattr(obj, "other_proposers", 0) or 0
+        if others:  # project scope: the siblings decided with this item
+            also = plural(others, "other", "others")
+            whose = format_html("{} · also proposed by {}", whose, also)
+        if obj.subjects_uncertain:
+            whose = format_html("{} · subjects uncertain", whose)
+        return two_lines(namespace_cell(obj.namespace), whose)
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).with_other_proposers()
 
     @admin.display(description="tags")
     def tags_display(self, obj):

@@ -20,6 +20,7 @@ from memoryapp.compliance.selection import (
     Target,
     authored_filter,
     batches,
+    contributed_filter,
     row_filter,
 )
 from memoryapp.compliance.targets import ErasureRequestError, build_target
@@ -154,7 +155,8 @@ def export(
 
     By subject: the memories an erasure of that subject would remove (live and
     soft-deleted), the project-scope memories it authored (listed separately:
-    they are kept by an erasure unless asked), its session summaries and
+    they are kept by an erasure unless asked), those it contributed to through an
+    approved review item and does not own alone, its session summaries and
     review items, the events of all of those, and the receipts of erasures
     that named it. By namespace: every row of the namespace. With both, the
     subject's rows within that namespace. The document also states the
@@ -194,20 +196,16 @@ def export(
         raise ErasureRequestError("export needs a subject or a namespace")
     target = build_target(subject=subject, namespace=namespace, within=within, grants=grants)
     aliases = engine.aliases_for(using)
-    plan: list[tuple[str, str, RowModel, Q | None]] = []
-    for alias in aliases:
-        plan.append((MEMORIES, alias, Memory, row_filter(MEMORIES, target)))
-        authored = authored_filter(target)
-        if authored is not None:
-            plan.append(("authored", alias, Memory, authored))
-        plan.append((SUMMARIES, alias, SessionSummary, row_filter(SUMMARIES, target)))
-        plan.append((REVIEW, alias, ReviewItem, row_filter(REVIEW, target)))
+    plan = _plan(aliases, target)
     total = sum(model.objects.using(a).filter(q).count() for _, a, model, q in plan)
     done = 0
-    rows: dict[str, list[dict]] = {MEMORIES: [], "authored": [], SUMMARIES: [], REVIEW: []}
+    rows: dict[str, list[dict]] = {
+        MEMORIES: [], "authored": [], "contributed": [], SUMMARIES: [], REVIEW: []
+    }  # fmt: skip
     shape: dict[str, Callable[[Any], dict]] = {
         MEMORIES: memory_as_dict,
         "authored": memory_as_dict,
+        "contributed": memory_as_dict,
         SUMMARIES: _summary,
         REVIEW: _review,
     }
@@ -235,6 +233,7 @@ def export(
         "counts": {
             "memories": len(rows[MEMORIES]),
             "project_memories_authored": len(rows["authored"]),
+            "project_memories_contributed": len(rows["contributed"]),
             "session_summaries": len(rows[SUMMARIES]),
             "review_items": len(rows[REVIEW]),
             "events": len(events),
@@ -242,6 +241,7 @@ def export(
         },
         "memories": rows[MEMORIES],
         "project_memories_authored": rows["authored"],
+        "project_memories_contributed": rows["contributed"],
         "session_summaries": rows[SUMMARIES],
         "review_items": rows[REVIEW],
         "events": events,
@@ -258,6 +258,18 @@ def export(
         user=user,
     )
     return document
+
+
+def _plan(aliases: Sequence[str], target: Target) -> list[tuple[str, str, RowModel, Q]]:
+    """The document's sections: ``(section, alias, model, filter)``, those that apply."""
+    plan: list[tuple[str, str, RowModel, Q | None]] = []
+    for alias in aliases:
+        plan.append((MEMORIES, alias, Memory, row_filter(MEMORIES, target)))
+        plan.append(("authored", alias, Memory, authored_filter(target)))
+        plan.append(("contributed", alias, Memory, contributed_filter(target)))
+        plan.append((SUMMARIES, alias, SessionSummary, row_filter(SUMMARIES, target)))
+        plan.append((REVIEW, alias, ReviewItem, row_filter(REVIEW, target)))
+    return [(part, alias, model, q) for part, alias, model, q in plan if q is not None]
 
 
 def record_export(

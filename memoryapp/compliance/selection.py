@@ -9,7 +9,7 @@ from typing import TypeAlias, cast
 
 from django.apps import apps
 from django.db import connections, router
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 
 from memoryapp.db.lookups import covering_q
 from memoryapp.models import (
@@ -240,7 +240,40 @@ def _subject_filter(table: str, t: Target) -> Q:
     q = Q(scope=Scope.USER) & (Q(subject=t.subject) | Q(namespace=t.subject))
     if t.include_authored:
         q |= Q(scope=Scope.PROJECT, subject__in=subject_names(t.subject_key))
+        # A shared project memory (no single owner) goes once nothing but this
+        # subject's approved items supports it: the other contributors were erased.
+        q |= Q(scope=Scope.PROJECT, subject__isnull=True) & _contributed(t) & ~_supported(t)
     return q
+
+
+def _approved_for_key():
+    """Approved project-scope items of the outer memory's namespace and key."""
+    return ReviewItem.objects.filter(
+        namespace=OuterRef("namespace"),
+        scope=Scope.PROJECT,
+        key_normalized=OuterRef("key_normalized"),
+        status=ReviewStatus.APPROVED,
+    )
+
+
+def _contributed(t: Target) -> Q:
+    """Memories with an approved project-scope item of ``t``'s subject for their key."""
+    return Q(Exists(_approved_for_key().filter(subject=t.subject)))
+
+
+def _supported(t: Target) -> Q:
+    """Memories with an approved project-scope item of another subject (or of none)."""
+    return Q(Exists(_approved_for_key().exclude(subject=t.subject)))
+
+
+def contributed_filter(t: Target) -> Q | None:
+    """Project memories the subject contributed to (an approved item of its key) and does
+    not own: listed by an export (``project_memories_contributed``), kept by an erasure
+    while another contributor's approved item supports them."""
+    if t.kind != ErasureTarget.SUBJECT:
+        return None
+    q = Q(scope=Scope.PROJECT) & _contributed(t) & ~Q(subject__in=subject_names(t.subject_key))
+    return _restrict(q, t)
 
 
 def _review_filter(t: Target) -> Q:

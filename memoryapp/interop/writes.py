@@ -286,7 +286,9 @@ def upsert_review_item(
     subject: str | None = None,
     keep_id: bool = True,
 ) -> ReviewItem:
-    """Insert a review item, or fold it into the pending one with its (scope, key); the row.
+    """Insert a review item, or fold it into the pending one with its (scope, subject, key);
+    the row. Unlike Agentao, which folds on (scope, key), another subject's item of the
+    key is never folded into (:func:`memoryapp.writes.review_queue.fold`).
 
     As Agentao: folding adds ``max(item.occurrences, 1)`` to the occurrences
     (saturating at the column's 32-bit bound), replaces type, title, content,

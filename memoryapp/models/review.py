@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q, Value
+from django.db.models.functions import Coalesce
 
 from memoryapp.fields import IsoDateTimeField, now
 from memoryapp.models.base import Confidence, MemoryType, ReviewStatus, Scope, _TagsMixin, new_id
@@ -40,6 +41,10 @@ class ReviewItem(_TagsMixin, models.Model):
     updated_at = IsoDateTimeField(default=now)
     namespace = models.CharField(max_length=255, default="", db_default="", blank=True)
     subject = models.CharField(max_length=255, null=True, blank=True)
+    # A pending item folded from several subjects before migration 0013 folded per
+    # subject: its evidence keeps only the latest message, so it cannot be split
+    # honestly; a reviewer decides whose it is.
+    subjects_uncertain = models.BooleanField(default=False, db_default=False)
 
     objects = ReviewItemQuerySet.as_manager()
 
@@ -49,8 +54,14 @@ class ReviewItem(_TagsMixin, models.Model):
         verbose_name = "review item"
         verbose_name_plural = "review items"
         constraints = [
+            # One pending item per subject and key: alice's and dave's identical
+            # message stay two items (each exported and erased with its subject).
+            # Items without a subject (no user key) still fold together.
             models.UniqueConstraint(
-                fields=["namespace", "scope", "key_normalized"],
+                F("namespace"),
+                F("scope"),
+                Coalesce(F("subject"), Value("")),
+                F("key_normalized"),
                 condition=Q(status="pending"),
                 name="uix_review_scope_key",
             ),

@@ -17,13 +17,13 @@ from collections.abc import Iterable, Sequence
 from django.db import DEFAULT_DB_ALIAS, transaction
 
 from memoryapp.conf import get_guard, user_database
-from memoryapp.db import locks
 from memoryapp.fields import now
 from memoryapp.models import Memory, MemoryEvent, ReviewItem, ReviewStatus, Source
 from memoryapp.rules import crystallizer, validation
 from memoryapp.rules.errors import MemoryValidationError, SensitiveMemoryError
 from memoryapp.rules.guard import MemoryGuard
 from memoryapp.services import memories
+from memoryapp.services import review_contributors as contributors
 from memoryapp.services.slices import Binding
 from memoryapp.writes import bulk, store
 from memoryapp.writes import review_queue as review
@@ -100,10 +100,14 @@ def approve(
 
     Returns None when the item is not pending there. Logs a ``review_approve``
     event (the item's id, the memory's id, ``actor``) in the same transaction
-    as the decision.
+    as the decision. A project-scope item approves its pending siblings (other
+    subjects' items of its key) into the same memory, whose owner is then the
+    sole contributor or nobody (:mod:`memoryapp.services.review_contributors`).
     """
     with transaction.atomic(using=using):
-        _lock_for_approval(using, ReviewItem.objects.filter(namespace=namespace, pk=item_id))
+        # The item's project siblings are approved with it (services/review_contributors).
+        covered = contributors.lock_for_decision(using, namespace, [item_id])
+        rows = contributors.locked_rows(using, namespace, [item_id], covered)
         item = review.decide(using, namespace, item_id, ReviewStatus.APPROVED)
         if item is None:
             return None
@@ -127,26 +131,9 @@ def approve(
             actor=actor,
             memory=memory.pk,
         )
+        contributors.settle(using, namespace, [(item, memory.pk)], rows, actor=actor)
+        memory.refresh_from_db(using=memory._state.db or using, fields=["subject"])
         return memory
-
-
-def _lock_for_approval(using: str, items) -> None:
-    """Share the erasure locks of what approving ``items`` writes, before any row lock.
-
-    An approved memory lands in the item's namespace or its subject's user namespace
-    (the subject's key), written for the subject: an erasure of any of them then runs
-    wholly before the approval (and the item is gone: nothing to approve) or wholly
-    after it (and erases the new memory). Locked before the items themselves, in the
-    order every writer and erasure locks, so the two never deadlock. A subject read
-    here that a concurrent fold changes before the item's row lock is still covered
-    by the write's own change window.
-    """
-    if not locks.needed(using):
-        return
-    found = items.using(using).order_by().values_list("namespace", "subject").distinct()
-    namespaces = {ns for ns, _ in found}
-    subjects = {subject for _, subject in found if subject is not None}
-    locks.for_write(using, namespaces=namespaces | subjects, subjects=subjects)
 
 
 @validation.checked_arguments
@@ -165,7 +152,8 @@ def approve_many(
     guard and classification (through :mod:`memoryapp.writes.bulk`), the same
     namespace, scope and subject taken from each item, the same events, but a
     few statements per chunk of items instead of a dozen per item. An item the
-    guard refuses stays pending and is returned with the reason.
+    guard refuses stays pending and is returned with the reason. The count
+    includes the project siblings approved with the items asked for.
     """
     guard = guard or get_guard()
     user_using = user_using or user_database() or using  # as a facade on ``using`` resolves it
@@ -178,8 +166,13 @@ def approve_many(
         done_here = 0
         for pending in _pending_chunks(ids, ns, using):
             with transaction.atomic(using=using):
-                _lock_for_approval(using, pending)
-                items = list(pending.select_for_update().order_by("created_at", "id"))
+                chunk = list(pending.values_list("pk", flat=True))
+                covered = contributors.lock_for_decision(using, ns, chunk)
+                rows = contributors.locked_rows(using, ns, chunk, covered)
+                wanted = set(chunk)
+                items = sorted(
+                    (r for r in rows if r.pk in wanted), key=lambda r: (r.created_at, r.id)
+                )
                 by_subject: dict[str | None, list[ReviewItem]] = {}
                 for item in items:
                     by_subject.setdefault(item.subject, []).append(item)
@@ -202,6 +195,7 @@ def approve_many(
                     )
                     for item, memory_id in done
                 )
+                done += contributors.settle(using, ns, done, rows, actor=actor)
                 done_here += len(done)
         if done_here >= DECISION_CHUNK:  # many new rows: the planner should know (as an import)
             for alias in {using, user_using}:
@@ -321,13 +315,18 @@ def _memory_ids_for(items: list[ReviewItem], binding: Binding) -> dict[str, str]
 def reject(*, item_id: str, namespace: str, using: str = DEFAULT_DB_ALIAS, actor: str = "") -> bool:
     """Mark a pending item of ``namespace`` rejected; False if it is not pending there.
 
-    Logs a ``review_reject`` event with ``actor`` in the same transaction.
+    A project-scope item's pending siblings are rejected with it. Logs a
+    ``review_reject`` event per item with ``actor`` in the same transaction.
     """
     with transaction.atomic(using=using):
+        rows = contributors.locked_rows(using, namespace, [item_id], None)
         item = review.decide(using, namespace, item_id, ReviewStatus.REJECTED)
         if item is None:
             return False
-        store.log_event(using, item.pk, "review_reject", namespace=item.namespace, actor=actor)
+        for row in [item, *contributors.decide_siblings([item], rows)]:
+            if row is not item:
+                review.decide(using, namespace, row.pk, ReviewStatus.REJECTED)
+            store.log_event(using, row.pk, "review_reject", namespace=namespace, actor=actor)
         return True
 
 
@@ -339,12 +338,16 @@ def reject_many(
     using: str = DEFAULT_DB_ALIAS,
     actor: str = "",
 ) -> int:
-    """Reject many pending items at once (of ``namespace``, or of any); how many were pending."""
+    """Reject many pending items at once (of ``namespace``, or of any); how many were
+    rejected (project siblings included)."""
     rejected = 0
     for ns, ids in _by_namespace(item_ids, namespace, using).items():
         for pending in _pending_chunks(ids, ns, using):
             with transaction.atomic(using=using):
-                chosen = list(pending.select_for_update().values_list("pk", flat=True))
+                chunk = list(pending.values_list("pk", flat=True))
+                rows = contributors.locked_rows(using, ns, chunk, None)
+                asked = [r for r in rows if r.pk in set(chunk)]
+                chosen = [r.pk for r in asked + contributors.decide_siblings(asked, rows)]
                 ReviewItem.objects.using(using).filter(pk__in=chosen).update(
                     status=ReviewStatus.REJECTED, updated_at=now()
                 )

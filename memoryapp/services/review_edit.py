@@ -20,7 +20,7 @@ from memoryapp.models import MemoryType, ReviewItem, ReviewStatus, Scope
 from memoryapp.rules import validation
 from memoryapp.rules.errors import MemoryValidationError, about
 from memoryapp.rules.guard import MemoryGuard
-from memoryapp.writes import store
+from memoryapp.writes import review_queue, store
 
 __all__ = ["EDITABLE", "ReviewEditConflict", "clean", "collides", "edit", "retyped_key"]
 
@@ -77,19 +77,20 @@ def retyped_key(key: str, old_type: str, new_type: str) -> str:
 def collides(
     item: ReviewItem, cleaned: Mapping[str, str], *, using: str = DEFAULT_DB_ALIAS
 ) -> bool:
-    """Whether the corrections would give ``item`` the scope and key of another pending item."""
+    """Whether the corrections would give ``item`` the scope and key of another pending item
+    of its subject (items fold per subject: another subject's item of that key is no clash)."""
     new_type = cleaned.get("type", item.type)
     scope = cleaned.get("scope", item.scope)
     key = retyped_key(item.key_normalized, item.type, new_type)
     if (scope, key) == (item.scope, item.key_normalized):
         return False
-    return (
+    rows = (
         ReviewItem.objects.using(using)
         .pending()
         .filter(namespace=item.namespace, scope=scope, key_normalized=key)
         .exclude(pk=item.pk)
-        .exists()
     )
+    return review_queue.same_subject(rows, item.subject).exists()
 
 
 def edit(

@@ -30,7 +30,7 @@ def queue_proposals(
 ) -> list[ReviewItem]:
     """Write proposals to ``memory_review_queue``, folding into pending rows of the same key.
 
-    A pending row of the same ``(namespace, scope, key)`` keeps its ``id`` and
+    A pending row of the same ``(namespace, scope, subject, key)`` keeps its ``id`` and
     ``created_at``; occurrences add up; the latest title, content, evidence and
     session win; confidence becomes ``inferred`` from two occurrences. All
     proposals of one call are written in one transaction.
@@ -84,12 +84,14 @@ def fold(
     saturating: bool = False,
 ) -> ReviewItem:
     """Insert ``item`` (unsaved), or fold it into the pending item of its (namespace, scope,
-    key); the row written. Must run inside a transaction.
+    subject, key); the row written. Must run inside a transaction.
 
-    A fold keeps the pending item's id, scope, key, ``created_at`` and status; adds the
-    occurrences; takes the new type, title, content, tags, evidence and session;
-    raises the confidence to ``inferred`` from :data:`INFERRED_FROM` occurrences (else
-    the new item's); and takes the new subject unless ``item`` has none.
+    A fold keeps the pending item's id, scope, subject, key, ``created_at`` and status;
+    adds the occurrences; takes the new type, title, content, tags, evidence and
+    session; and raises the confidence to ``inferred`` from :data:`INFERRED_FROM`
+    occurrences (else the new item's). Items without a subject fold together; an item
+    never folds into another subject's (its evidence would be exported and erased
+    with the wrong person: constraint ``uix_review_scope_key``).
 
     Args:
         insert: inserts ``item`` and returns the pending item that won a race for its
@@ -97,11 +99,14 @@ def fold(
         saturating: Agentao's store semantics: a fold counts at least one occurrence,
             and the sum stops at the column's 32-bit bound instead of failing.
     """
-    pending = ReviewItem.objects.using(using).filter(
-        namespace=item.namespace,
-        scope=item.scope,
-        key_normalized=item.key_normalized,
-        status=ReviewStatus.PENDING,
+    pending = same_subject(
+        ReviewItem.objects.using(using).filter(
+            namespace=item.namespace,
+            scope=item.scope,
+            key_normalized=item.key_normalized,
+            status=ReviewStatus.PENDING,
+        ),
+        item.subject,
     )
 
     def pending_match() -> ReviewItem | None:
@@ -125,12 +130,13 @@ def fold(
     existing.confidence = Confidence.INFERRED if total >= INFERRED_FROM else item.confidence
     existing.updated_at = item.updated_at
     changed += ["occurrences", "confidence", "updated_at"]
-    if item.subject is not None:
-        # A proposal without a user key keeps the provenance of the subject it had.
-        existing.subject = item.subject
-        changed.append("subject")
     existing.save(using=using, update_fields=changed)
     return existing
+
+
+def same_subject(items, subject: str | None):
+    """``items`` of ``subject`` (of none when it is None): the fold's notion of one subject."""
+    return items.filter(subject__isnull=True) if subject is None else items.filter(subject=subject)
 
 
 def _confidence(occurrences: int) -> str:

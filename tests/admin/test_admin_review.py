@@ -291,3 +291,20 @@ def test_deleting_summaries_needs_the_delete_permission(rows):
     act(viewer, SUMMARIES, "delete_selected", [summary.pk], confirm=True)
     assert viewer.post(f"{SUMMARIES}{summary.pk}/delete/", {"post": "yes"}).status_code == 403
     assert SessionSummary.objects.count() == 2
+
+
+def test_the_list_says_who_else_proposed_a_project_key_and_filters_uncertain_items(admin):
+    words = [{"role": "user", "content": "We decided to use Postgres for the ledger."}]
+    for user in ("acme/alice", "acme/dave"):
+        MemoryManager(project="acme/web", user=user).crystallize_user_messages(words)
+    (pref,) = MemoryManager(project="acme/web", user="acme/erin").crystallize_user_messages(
+        [{"role": "user", "content": "I prefer tabs over spaces."}]
+    )
+    ReviewItem.objects.filter(pk=pref.pk).update(subjects_uncertain=True)
+    page = admin.get(REVIEW).content.decode()
+    assert page.count("also proposed by 1 other") == 2
+    assert "acme/erin · subjects uncertain" in page
+    uncertain = admin.get(REVIEW, {"subjects_uncertain__exact": "1"})
+    assert [i.pk for i in uncertain.context["cl"].result_list] == [pref.pk]
+    detail = admin.get(f"{REVIEW}{pref.pk}/change/").content.decode()
+    assert "Subjects uncertain" in detail

@@ -157,3 +157,30 @@ def test_purge_needs_erase_and_stays_in_the_grants(queued):
 
 def test_the_purge_route_is_not_a_review_item(acme):
     assert acme.get("/api/review-items/purge/").status_code == 404
+
+
+def test_items_say_how_many_others_proposed_the_key_and_whether_subjects_are_uncertain(acme):
+    words = [{"role": "user", "content": "We decided to use Postgres for the ledger."}]
+    for user in ("acme/alice", "acme/dave", "acme/erin"):
+        MemoryManager(project="acme/web", user=user).crystallize_user_messages(words)
+    (pref,) = MemoryManager(project="acme/web", user="acme/alice").crystallize_user_messages(
+        [{"role": "user", "content": "I prefer tabs over spaces."}]
+    )
+    ReviewItem.objects.filter(pk=pref.pk).update(subjects_uncertain=True)
+    listed = acme.get("/api/review-items/", {"namespace": "acme/web"}).json()["results"]
+    by_scope = {}
+    for item in listed:
+        by_scope.setdefault(item["scope"], []).append(item)
+    assert [i["other_proposers"] for i in by_scope["project"]] == [2, 2, 2]
+    assert [(i["other_proposers"], i["subjects_uncertain"]) for i in by_scope["user"]] == [
+        (0, True)
+    ]
+    one = acme.get(f"/api/review-items/{by_scope['project'][0]['id']}/").json()
+    assert one["other_proposers"] == 2 and one["subjects_uncertain"] is False
+    # Approving one approves its siblings: none is left pending, and decided siblings
+    # still count each other.
+    assert acme.post(f"/api/review-items/{one['id']}/approve/").status_code == 200
+    pending = acme.get("/api/review-items/", {"status": "pending"}).json()["results"]
+    assert [i["scope"] for i in pending] == ["user"]
+    approved = acme.get("/api/review-items/", {"status": "approved"}).json()["results"]
+    assert sorted(i["other_proposers"] for i in approved) == [2, 2, 2]

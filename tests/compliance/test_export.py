@@ -40,6 +40,7 @@ def test_subject_export_sections(two_subjects):
     assert document["counts"] == {
         "memories": 3,
         "project_memories_authored": 1,
+        "project_memories_contributed": 0,
         "session_summaries": 1,
         "review_items": 2,
         "events": len(document["events"]),

@@ -145,7 +145,7 @@ def _insert(item, match):
 def test_one_fold_for_the_queue_and_agentao_s_store(saturating):
     first = review_queue.fold(_item("acme/alice"), using="default", insert=_insert)
     folded = review_queue.fold(
-        _item(None, occurrences=0, content="never deploy on Fridays"),
+        _item("acme/alice", occurrences=0, content="never deploy on Fridays"),
         using="default",
         insert=_insert,
         saturating=saturating,
@@ -155,10 +155,15 @@ def test_one_fold_for_the_queue_and_agentao_s_store(saturating):
     # Agentao's store counts at least one occurrence per fold; the queue adds what it saw.
     assert folded.occurrences == (2 if saturating else 1)
     assert folded.confidence == ("inferred" if saturating else "auto_summary")
+    # Another subject's (or no subject's) proposal of the key is an item of its own.
+    anonymous = review_queue.fold(_item(None), using="default", insert=_insert)
+    assert anonymous.pk != first.pk and anonymous.subject is None
     ReviewItem.objects.filter(pk=first.pk).update(occurrences=review_queue.MAX_OCCURRENCES - 1)
-    big = _item("acme/bob", occurrences=5)
+    big = _item("acme/alice", occurrences=5)
     if saturating:
         top = review_queue.fold(big, using="default", insert=_insert, saturating=True)
-        assert top.occurrences == review_queue.MAX_OCCURRENCES and top.subject == "acme/bob"
+        assert top.occurrences == review_queue.MAX_OCCURRENCES and top.subject == "acme/alice"
+    bob = review_queue.fold(_item("acme/bob"), using="default", insert=_insert)
+    assert bob.pk not in (first.pk, anonymous.pk) and bob.occurrences == 1
     other = review_queue.fold(_item("x", namespace="globex/app"), using="default", insert=_insert)
     assert other.pk != first.pk and other.occurrences == 1

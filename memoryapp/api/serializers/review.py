@@ -28,6 +28,10 @@ class ReviewItemSerializer(serializers.ModelSerializer):
     """A crystallizer candidate in the review queue."""
 
     tags = serializers.ListField(child=serializers.CharField(), read_only=True)
+    other_proposers = serializers.SerializerMethodField(
+        help_text="Project scope: how many other subjects proposed the same key (their items "
+        "are decided with this one); 0 for user scope."
+    )
 
     class Meta:
         model = ReviewItem
@@ -46,10 +50,25 @@ class ReviewItemSerializer(serializers.ModelSerializer):
             "occurrences",
             "confidence",
             "status",
+            "subjects_uncertain",
+            "other_proposers",
             "created_at",
             "updated_at",
         )
         read_only_fields = fields
+
+    def get_other_proposers(self, item: ReviewItem) -> int:
+        """The annotation of a listed item; counted for one read alone."""
+        found = getattr(item, "other_proposers", None)
+        if found is None:
+            found = (
+                ReviewItem.objects.using(item._state.db or "default")
+                .filter(pk=item.pk, namespace=item.namespace)
+                .with_other_proposers()
+                .values_list("other_proposers", flat=True)
+                .first()
+            )
+        return int(found or 0)
 
 
 class CrystallizeOutputSerializer(serializers.Serializer):

@@ -115,7 +115,9 @@ class ReviewItemViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Namesp
     }
 
     def base_queryset(self):
-        return ReviewItem.objects.order_by("-occurrences", "-updated_at", "-created_at", "id")
+        return ReviewItem.objects.with_other_proposers().order_by(
+            "-occurrences", "-updated_at", "-created_at", "id"
+        )
 
     @extend_schema(summary="List review items (every status unless `status` is given)")
     def list(self, request, *args, **kwargs):
