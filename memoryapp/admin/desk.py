@@ -28,7 +28,7 @@ from memoryapp.admin.compliance import ERASE_PERM, EXPORT_PERM, page
 from memoryapp.admin.confirm import confirmed
 from memoryapp.admin.labels import TABLE_LABELS, namespace_label
 from memoryapp.admin.responses import forbidden, json_download, worker_note
-from memoryapp.compliance import authored_count, purge_now
+from memoryapp.compliance import purge_now
 from memoryapp.compliance import requests as desk
 from memoryapp.fields import now
 from memoryapp.models import ExportVia, SubjectRequest
@@ -79,10 +79,11 @@ def _note(modeladmin, request, made: SubjectRequest) -> str:
 # ------------------------------------------------------------------ export
 def holds_anything(sealed: desk.Sealed) -> bool:
     """True when an export for the request would list at least one stored row."""
-    if desk.holdings(sealed.subject, sealed.namespaces):
-        return True
-    spaces: list[str | None] = [*sealed.namespaces] or [None]
-    return any(authored_count(sealed.subject, namespace=ns) > 0 for ns in spaces)
+    # Project memories it wrote or contributed to are exported too, though an erasure keeps them.
+    return bool(
+        desk.holdings(sealed.subject, sealed.namespaces)
+        or desk.kept(sealed.subject, sealed.namespaces)
+    )
 
 
 def _export(modeladmin, request, made: SubjectRequest) -> HttpResponse | str:
@@ -106,11 +107,25 @@ def holdings_rows(sealed: desk.Sealed) -> list[dict]:
     A user-scope namespace is the user key itself: it is named, not shown, so the
     key stays off the page as everywhere else after intake.
     """
-    found = desk.holdings(sealed.subject, sealed.namespaces)
+    return _rows(sealed, desk.holdings(sealed.subject, sealed.namespaces), TABLE_LABELS)
+
+
+KEPT_LABELS = {
+    desk.KEPT_AUTHORED: "Project memories they wrote",
+    desk.KEPT_CONTRIBUTED: "Project memories others also proposed",
+}
+
+
+def kept_rows(sealed: desk.Sealed) -> list[dict]:
+    """The project memories an erasure keeps (exported all the same), as :func:`holdings_rows`."""
+    return _rows(sealed, desk.kept(sealed.subject, sealed.namespaces), KEPT_LABELS)
+
+
+def _rows(sealed: desk.Sealed, found: dict[str, dict[str, int]], labels: dict) -> list[dict]:
     return [
         {
             "table": table,
-            "label": TABLE_LABELS.get(table, table),
+            "label": labels.get(table, table),
             "namespace": OWN_NAMESPACE if ns == sealed.subject else namespace_label(ns),
             "count": n,
         }
@@ -132,6 +147,7 @@ def _erase(modeladmin, request, made: SubjectRequest) -> HttpResponse | str:
             action="erase",
             rows=rows,
             total=sum(r["count"] for r in rows),
+            kept=kept_rows(sealed),
         )
     receipts = desk.erase_for(made, actor=actor(request), purge=purge_now())
     links = format_html_join(

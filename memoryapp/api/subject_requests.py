@@ -253,7 +253,14 @@ class SubjectRequestViewSet(
                 "RequestLookup",
                 {
                     "requests": SubjectRequestSerializer(many=True),
-                    "holdings": serializers.DictField(),
+                    "holdings": serializers.DictField(
+                        help_text="What an erasure removes: table -> {namespace: rows}."
+                    ),
+                    "kept": serializers.DictField(
+                        help_text="Project memories an erasure keeps (exported all the same): "
+                        "project_memories_authored / project_memories_contributed -> "
+                        "{namespace: rows}."
+                    ),
                 },
             )
         },
@@ -265,6 +272,7 @@ class SubjectRequestViewSet(
         body = {
             "requests": SubjectRequestSerializer(found, many=True).data,
             "holdings": desk.holdings(data["subject"]),
+            "kept": desk.kept(data["subject"]),
         }
         response = Response(body)
         response["Cache-Control"] = "no-store"

@@ -260,9 +260,13 @@ def _open_sealed(made: SubjectRequest) -> desk.Sealed:
     return sealed
 
 
-def _held(sealed: desk.Sealed) -> dict[str, int]:
-    """Rows held about the subject per table (within the request's namespaces)."""
+def _held(sealed: desk.Sealed, *, kept: bool) -> dict[str, int]:
+    """Rows an erasure removes about the subject per table (within the request's namespaces);
+    with ``kept``, also the project memories it wrote or contributed to, which an erasure
+    keeps and an export lists."""
     found = desk.holdings(sealed.subject, sealed.namespaces)
+    if kept:
+        found |= desk.kept(sealed.subject, sealed.namespaces)
     return {table: sum(per.values()) for table, per in found.items()}
 
 
@@ -294,7 +298,7 @@ def do_export(cmd, options) -> None:
         raise CommandError(f"{path} exists: not overwritten (choose a new file)")
     if not path.parent.is_dir():
         raise CommandError(f"cannot write {path}: the directory {path.parent} does not exist")
-    _warn_if_nothing(cmd, _held(sealed), "the file will list no rows")
+    _warn_if_nothing(cmd, _held(sealed, kept=True), "the file will list no rows")
     with _create(path) as out:
         documents = desk.export_for(made, actor=cli_actor(options), via=ExportVia.CLI)
         json.dump({"documents": documents}, out, indent=2, ensure_ascii=False)
@@ -311,9 +315,12 @@ def do_erase(cmd, options) -> None:
     """Erase the subject's data for the request (asks unless ``--yes``); print the receipts."""
     made = request_by_id(options["id"])
     sealed = _open_sealed(made)
-    held = _held(sealed)
+    held = _held(sealed, kept=False)
     _warn_if_nothing(cmd, held, "the erasure will remove no rows")
     counts = ", ".join(f"{table} {n}" for table, n in held.items()) or "nothing"
+    for kind, n in _held(sealed, kept=True).items():
+        if kind not in held:
+            cmd.stdout.write(f"kept (project memories, not erased): {kind} {n}")
     cmd.confirm(
         f"Permanently erase {counts} for request {made.pk}? This cannot be undone.", options
     )

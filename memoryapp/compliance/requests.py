@@ -30,7 +30,12 @@ from memoryapp.compliance import engine
 from memoryapp.compliance.export import export
 from memoryapp.compliance.lookup import hmacs_of
 from memoryapp.compliance.receipts import SUBJECT_PLACEHOLDER, key_id, keyed_hmac, safe_actor
-from memoryapp.compliance.selection import ROW_MODELS, row_filter
+from memoryapp.compliance.selection import (
+    ROW_MODELS,
+    authored_filter,
+    contributed_filter,
+    row_filter,
+)
 from memoryapp.compliance.service import build_target, erase
 from memoryapp.fields import now
 from memoryapp.models import (
@@ -38,6 +43,7 @@ from memoryapp.models import (
     ErasureReceipt,
     ExportRecord,
     ExportVia,
+    Memory,
     RequestAction,
     RequestStatus,
     SubjectRequest,
@@ -415,8 +421,42 @@ def holdings(
                 q = row_filter(table, target)
                 if q is None:
                     continue
-                rows = model.objects.using(alias).filter(q).order_by()
-                for row in rows.values("namespace").annotate(n=Count("pk")):
-                    per = found.setdefault(table, {})
-                    per[row["namespace"]] = per.get(row["namespace"], 0) + row["n"]
+                _tally(found, table, model.objects.using(alias).filter(q))
     return found
+
+
+# What an erasure keeps on purpose: project memories, named as the export names them.
+KEPT_AUTHORED = "project_memories_authored"
+KEPT_CONTRIBUTED = "project_memories_contributed"
+
+
+def kept(
+    subject: str, namespaces: Iterable[str] = (), using: str | Sequence[str] | None = None
+) -> dict[str, dict[str, int]]:
+    """Project memories held about ``subject`` that an erasure keeps: ``kind -> {namespace: rows}``.
+
+    Those it wrote (erased only when asked to include them) and those it contributed to
+    through an approved review item while another contributor still supports them. An
+    export lists both; "what do we hold" must too, though :func:`holdings` (what the
+    erasure removes) does not count them.
+    """
+    found: dict[str, dict[str, int]] = {}
+    for ns in list(namespaces) or [None]:
+        target = build_target(subject=subject, namespace=ns)
+        parts = (
+            (KEPT_AUTHORED, authored_filter(target)),
+            (KEPT_CONTRIBUTED, contributed_filter(target)),
+        )
+        for alias in engine.aliases_for(using):
+            for kind, q in parts:
+                if q is None:
+                    continue
+                _tally(found, kind, Memory.objects.using(alias).filter(q))
+    return found
+
+
+def _tally(found: dict[str, dict[str, int]], kind: str, rows) -> None:
+    """Add ``rows``' counts per namespace to ``found[kind]`` (kinds with none stay absent)."""
+    for row in rows.order_by().values("namespace").annotate(n=Count("pk")):
+        per = found.setdefault(kind, {})
+        per[row["namespace"]] = per.get(row["namespace"], 0) + row["n"]
