@@ -159,6 +159,12 @@ class ReviewItemFilter(NamespacedFilterSet):
 
     status = StrictChoiceFilter(choices=ReviewStatus.choices)
     subject = subject_filter("Exact subject key: items proposed from that user's messages.")
+    subjects_uncertain = StrictChoiceFilter(
+        choices=[("true", "true"), ("false", "false")],
+        method="filter_subjects_uncertain",
+        label="true: the items folded from several people's messages before the fold was per "
+        "subject (migration 0013), whose subject a reviewer should check; false: the others.",
+    )
     order = StrictChoiceFilter(
         choices=[("newest", "newest first"), ("occurrences", "most occurrences, then newest")],
         method=_order_by,
@@ -168,6 +174,9 @@ class ReviewItemFilter(NamespacedFilterSet):
     class Meta:
         model = ReviewItem
         fields: list[str] = []
+
+    def filter_subjects_uncertain(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
+        return queryset.filter(subjects_uncertain=value == "true")
 
 
 class MemoryEventFilter(NamespacedFilterSet):

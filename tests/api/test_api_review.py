@@ -184,3 +184,21 @@ def test_items_say_how_many_others_proposed_the_key_and_whether_subjects_are_unc
     assert [i["scope"] for i in pending] == ["user"]
     approved = acme.get("/api/review-items/", {"status": "approved"}).json()["results"]
     assert sorted(i["other_proposers"] for i in approved) == [2, 2, 2]
+
+
+def test_filter_by_subjects_uncertain_and_a_bad_value_is_refused_without_echo(acme):
+    words = [{"role": "user", "content": "We decided to use Postgres for the ledger."}]
+    (sure,) = MemoryManager(project="acme/web", user="acme/alice").crystallize_user_messages(words)
+    (unsure,) = MemoryManager(project="acme/web", user="acme/dave").crystallize_user_messages(
+        [{"role": "user", "content": "I prefer tabs over spaces."}]
+    )
+    ReviewItem.objects.filter(pk=unsure.pk).update(subjects_uncertain=True)
+
+    def ids(value):
+        r = acme.get("/api/review-items/", {"subjects_uncertain": value})
+        return r.status_code, [i["id"] for i in r.json().get("results", [])]
+
+    assert ids("true") == (200, [unsure.pk])
+    assert ids("false") == (200, [sure.pk])
+    r = acme.get("/api/review-items/", {"subjects_uncertain": "maybe<script>"})
+    assert r.status_code == 400 and b"maybe" not in r.content and b"true, false" in r.content
