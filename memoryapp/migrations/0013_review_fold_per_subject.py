@@ -33,6 +33,36 @@ def flag_merged(apps, schema_editor):
     )
 
 
+def refuse_to_merge_subjects(apps, schema_editor):
+    """Backwards: the old index allows one pending item per key, whoever proposed it.
+
+    Merging several people's pending items into one is the defect this migration
+    removes; rather than do it silently, unapplying stops (nothing changed: the
+    migration runs in one transaction) and says which keys to decide first.
+    """
+    from django.db.models import Count
+
+    db = schema_editor.connection.alias
+    ReviewItem = apps.get_model("memoryapp", "ReviewItem")
+    shared = (
+        ReviewItem.objects.using(db)
+        .filter(status="pending")
+        .values("namespace", "scope", "key_normalized")
+        .annotate(n=Count("id"))
+        .filter(n__gt=1)
+        .order_by("namespace", "scope", "key_normalized")
+    )
+    keys = [f"{row['namespace']} {row['scope']} {row['key_normalized']}" for row in shared[:5]]
+    if keys:
+        raise RuntimeError(
+            f"Cannot unapply 0013: {shared.count()} pending review key(s) have items from several "
+            "subjects, which the old index would have to merge into one person's item (e.g. "
+            + "; ".join(keys)
+            + "). Approve or reject them first (admin: Review items, status pending), then "
+            "migrate back."
+        )
+
+
 def name_leaf_indexes(apps, schema_editor):
     """Each leaf's copy of the new index named ``uix_review_scope_key_pNN`` (PostgreSQL)."""
     connection = schema_editor.connection
@@ -88,5 +118,7 @@ class Migration(migrations.Migration):
                 name="uix_review_scope_key",
             ),
         ),
+        # Backwards, this runs before the old index returns: it refuses to merge subjects.
+        migrations.RunPython(migrations.RunPython.noop, refuse_to_merge_subjects),
         migrations.RunPython(name_leaf_indexes, migrations.RunPython.noop),
     ]

@@ -84,3 +84,17 @@ def test_each_partition_s_index_is_named_after_the_constraint(at_0012):
         assert cursor.fetchone()[0] == 64
         cursor.execute("SELECT pg_get_indexdef('uix_review_scope_key'::regclass)")
         assert "COALESCE(subject" in cursor.fetchone()[0]
+
+
+def test_unapplying_refuses_to_merge_subjects_and_changes_nothing(at_0012):
+    _migrate(AFTER)
+    _item(ReviewItem, "acme/alice")
+    _item(ReviewItem, "acme/dave")
+    with pytest.raises(RuntimeError, match=r"Cannot unapply 0013: 1 pending review key"):
+        _migrate(BEFORE)
+    # Still at 0013: both people's items, the new field and index in place.
+    assert ReviewItem.objects.pending().count() == 2
+    assert ReviewItem.objects.filter(subjects_uncertain=False).count() == 2
+    # Once decided, it goes back (and the fixture migrates forward again).
+    ReviewItem.objects.filter(subject="acme/dave").update(status="rejected")
+    _migrate(BEFORE)
