@@ -182,19 +182,7 @@ def approve_many(
                     ok, bad = _approve_group(group, using, user_using, guard, actor)
                     done += ok
                     refused += bad
-                ReviewItem.objects.using(using).filter(pk__in=[item.pk for item, _ in done]).update(
-                    status=ReviewStatus.APPROVED, updated_at=now()
-                )
-                MemoryEvent.objects.using(using).bulk_create(
-                    MemoryEvent(
-                        memory_id=item.pk,
-                        event_type="review_approve",
-                        namespace=ns,
-                        actor=actor,
-                        detail=json.dumps({"memory": memory_id}, sort_keys=True),
-                    )
-                    for item, memory_id in done
-                )
+                contributors.mark_approved(using, ns, done, actor=actor)
                 done += contributors.settle(using, ns, done, rows, actor=actor)
                 done_here += len(done)
         if done_here >= DECISION_CHUNK:  # many new rows: the planner should know (as an import)

@@ -122,22 +122,30 @@ def settle(
     memory_of = {item.key_normalized: memory_id for item, memory_id in project}
     siblings = decide_siblings([item for item, _ in approved], rows)
     pairs = [(s, memory_of[s.key_normalized]) for s in siblings]
-    if pairs:
-        ReviewItem.objects.using(using).filter(
-            namespace=namespace, pk__in=[s.pk for s, _ in pairs]
-        ).update(status=ReviewStatus.APPROVED, updated_at=now())
-        MemoryEvent.objects.using(using).bulk_create(
-            MemoryEvent(
-                memory_id=s.pk,
-                event_type="review_approve",
-                namespace=namespace,
-                actor=actor,
-                detail=json.dumps({"memory": memory_id}, sort_keys=True),
-            )
-            for s, memory_id in pairs
-        )
+    mark_approved(using, namespace, pairs, actor=actor)
     _set_owners(using, namespace, memory_of)
     return pairs
+
+
+def mark_approved(
+    using: str, namespace: str, pairs: Sequence[tuple[ReviewItem, str]], *, actor: str
+) -> None:
+    """Mark ``(item, memory id)`` pairs approved, with a ``review_approve`` event each."""
+    if not pairs:
+        return
+    ReviewItem.objects.using(using).filter(
+        namespace=namespace, pk__in=[item.pk for item, _ in pairs]
+    ).update(status=ReviewStatus.APPROVED, updated_at=now())
+    MemoryEvent.objects.using(using).bulk_create(
+        MemoryEvent(
+            memory_id=item.pk,
+            event_type="review_approve",
+            namespace=namespace,
+            actor=actor,
+            detail=json.dumps({"memory": memory_id}, sort_keys=True),
+        )
+        for item, memory_id in pairs
+    )
 
 
 def _set_owners(using: str, namespace: str, memory_of: dict[str, str]) -> None:
