@@ -10,6 +10,7 @@ from django.db import DEFAULT_DB_ALIAS, connections
 
 from memoryapp import compliance
 from memoryapp.cli import cli_actor, progress
+from memoryapp.cli.subject_key import STDIN_HELP, subject_from_stdin
 from memoryapp.compliance.selection import ADMIN_LOG
 from memoryapp.conf import PURGE_METHODS, purge_method
 from memoryapp.db.lookups import prefix_q
@@ -27,6 +28,7 @@ def register(verbs, common) -> dict:
     )
     what = p.add_argument_group("what to erase (one of)")
     what.add_argument("--subject", help="a user key: everything written for it or in its sessions")
+    what.add_argument("--subject-stdin", action="store_true", help="as --subject, " + STDIN_HELP)
     what.add_argument("--namespace", help="a namespace (with --subject/--id: a restriction)")
     what.add_argument(
         "--id",
@@ -246,6 +248,7 @@ def do_worker(cmd, options) -> None:
 def do_erase(cmd, options) -> None:
     """Erase, replay, retry, show or list receipts."""
     using = aliases_of(options)
+    subject_from_stdin(options)
     if options["user"] and not options["subject"]:
         raise CommandError("erase takes the user key as --subject (not --user)")
     if options["show"]:

@@ -19,6 +19,7 @@ from memoryapp import compliance
 from memoryapp.cli import cli_actor, progress
 from memoryapp.cli.compliance import aliases_of
 from memoryapp.cli.requests import request_facts, request_line
+from memoryapp.cli.subject_key import STDIN_HELP, subject_from_stdin
 from memoryapp.compliance.lookup import lookup
 from memoryapp.db.purge.vendors import for_connection
 from memoryapp.models import ErasureReceipt, ExportVia
@@ -32,6 +33,7 @@ def register(verbs, common) -> dict:
         "export", parents=[common], help="everything stored about a subject or namespace (JSON)"
     )
     p.add_argument("--subject")
+    p.add_argument("--subject-stdin", action="store_true", help=STDIN_HELP)
     p.add_argument("--namespace")
     p.add_argument("--output", "-o", help="file to write (default: standard output)")
     p.add_argument("--actor", help="who exports, for the export record (default cli:<login>)")
@@ -45,6 +47,7 @@ def register(verbs, common) -> dict:
         "--subject",
         help="the user key (asked for, unechoed, when omitted: then it stays out of shell history)",
     )
+    p.add_argument("--subject-stdin", action="store_true", help=STDIN_HELP)
     p.add_argument("--json", action="store_true", help="print JSON instead of lines")
 
     p = verbs.add_parser("backup", parents=[common], help="write a consistent copy of the database")
@@ -65,6 +68,7 @@ def _require_writable(path: Path) -> None:
 
 def do_export(cmd, options) -> None:
     """Write everything about a subject or namespace as one JSON document."""
+    subject_from_stdin(options)
     if options["subject"] is None and options["namespace"] is None:
         raise CommandError("export needs --subject or --namespace")
     out = options["output"] if options["output"] not in (None, "", "-") else None
@@ -94,6 +98,7 @@ def do_export(cmd, options) -> None:
 # ------------------------------------------------------------------ lookup
 def do_lookup(cmd, options) -> None:
     """Print the receipts, export records and requests naming a subject key; never the key."""
+    subject_from_stdin(options)
     subject = options.get("subject")
     if subject is None:
         subject = getpass.getpass("User key: ")

@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import getpass
 import json
 import os
-import sys
 from pathlib import Path
 
 from django.contrib.auth import get_user_model
@@ -23,6 +21,7 @@ from django.core.management.base import CommandError
 
 from memoryapp.cli import cli_actor
 from memoryapp.cli.compliance import fail_unless_purged, print_receipt
+from memoryapp.cli.subject_key import read_subject
 from memoryapp.compliance import requests as desk
 from memoryapp.db.lookups import prefix_q
 from memoryapp.models import OPEN_STATUSES, ExportVia, RequestStatus, SubjectRequest, SubjectRight
@@ -218,18 +217,6 @@ def do_show(cmd, options) -> None:
 
 
 # ------------------------------------------------------------------ intake
-def read_subject(options) -> str:
-    """The subject key: one line of standard input with ``--subject-stdin``, else typed
-    at an unechoed prompt. Never from argv."""
-    if options.get("subject_stdin"):
-        key = sys.stdin.readline().rstrip("\r\n")
-    else:
-        key = getpass.getpass("Subject key (not echoed): ")
-    if not key.strip():
-        raise CommandError("a subject key is needed (--subject-stdin, or typed when asked)")
-    return key
-
-
 def do_open(cmd, options) -> None:
     """Record a new request; print its id and due date (never the key)."""
     assignee = None
