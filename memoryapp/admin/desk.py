@@ -34,6 +34,7 @@ from memoryapp.fields import now
 from memoryapp.models import ExportVia, SubjectRequest
 
 CONFIRM_TEMPLATE = "memoryapp/admin/request_confirm.html"
+MAX_ID_CHARS = SubjectRequest._meta.get_field("id").max_length or 32
 
 
 @dataclass(frozen=True)
@@ -146,10 +147,11 @@ def _erase(modeladmin, request, made: SubjectRequest) -> HttpResponse | str:
 # ------------------------------------------------------------------ closing
 def _close(refused: bool):
     def run(modeladmin, request, made: SubjectRequest) -> HttpResponse | str:
-        desk.require_open(made)
-        outcome = request.POST.get("outcome", "")
-        if refused and not outcome.strip():
-            raise desk.RequestError("A refusal needs a reason.")
+        sealed = desk.require_open(made)
+        # Checked and cleared of the key before the confirmation: the page shows (and
+        # posts back) what will be recorded, never the key, and a secret is refused
+        # before it is echoed into a page.
+        outcome = desk.checked_outcome(sealed, request.POST.get("outcome", ""), refused=refused)
         if not confirmed(request):
             step = "refuse" if refused else "answer"
             return _confirm_page(modeladmin, request, made, step=step, action=step, outcome=outcome)
@@ -186,7 +188,7 @@ def action_view(modeladmin, request, object_id: str, name: str) -> HttpResponse:
             return forbidden(modeladmin, request, perm, action.label)
     if request.method != "POST":
         return HttpResponseNotAllowed(["POST"])
-    made = SubjectRequest.objects.filter(pk=object_id).first()
+    made = find_request(object_id)
     if made is None:
         raise Http404("No such request.")
     change = reverse("admin:memoryapp_subjectrequest_change", args=[made.pk])
@@ -199,6 +201,14 @@ def action_view(modeladmin, request, object_id: str, name: str) -> HttpResponse:
         return result
     modeladmin.message_user(request, result, messages.SUCCESS)
     return HttpResponseRedirect(change)
+
+
+def find_request(object_id: str) -> SubjectRequest | None:
+    """The request with this id; None for an id no request can have (a NUL character,
+    which PostgreSQL refuses with an error, or longer than the column) or an unknown one."""
+    if len(object_id) > MAX_ID_CHARS or "\x00" in object_id:
+        return None
+    return SubjectRequest.objects.filter(pk=object_id).first()
 
 
 def _confirm_page(modeladmin, request, made: SubjectRequest, *, step: str, action: str, **extra):
