@@ -56,7 +56,9 @@ def _assign(modeladmin, request, made: SubjectRequest) -> str:
     chosen = request.POST.get("assignee", "").strip()
     user = None
     if chosen:
-        user = get_user_model().objects.filter(pk=chosen).first() if chosen.isdigit() else None
+        # ASCII digits only: "²".isdigit() is true too, and the query then raised (a 500).
+        known = chosen.isascii() and chosen.isdigit() and len(chosen) <= 18
+        user = get_user_model().objects.filter(pk=int(chosen)).first() if known else None
         if user is None:
             raise desk.RequestError("No such user.")
     desk.assign(made, user, actor=actor(request))

@@ -182,3 +182,12 @@ def test_the_whole_path_logs_nothing_of_the_key_even_its_failures(made, caplog, 
     assert caplog.text  # requests and their 400s were logged
     assert ALICE not in caplog.text
     assert SubjectRequest.objects.get(pk=made.pk).status == "answered"
+
+
+@pytest.mark.parametrize("value", ["²", "١", "9" * 30, "-1", "1.0", "\x00", "x" * 200])
+def test_assigning_to_a_value_no_user_has_is_a_message(made, value):
+    """ "²".isdigit() is true: the query raised ValueError (a 500) before."""
+    officer = client_for(make_staff("dpo", DESK))
+    r = officer.post(f"{URL}{made.pk}/act/assign/", {"assignee": value}, follow=True)
+    assert messages_of(r) == ["Assign: No such user."]
+    untouched(made)
