@@ -22,12 +22,11 @@ from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from django.db import transaction
-from django.db.models import Count
 
 from memoryapp import conf
 from memoryapp import permissions as perms
-from memoryapp.compliance import engine
 from memoryapp.compliance.export import export
+from memoryapp.compliance.holdings import holdings as holdings  # the desk's "what we hold"
 from memoryapp.compliance.lookup import hmacs_of
 from memoryapp.compliance.receipts import key_id, keyed_hmac, safe_actor
 from memoryapp.compliance.request_input import (
@@ -36,8 +35,7 @@ from memoryapp.compliance.request_input import (
     check_subject,
     clean_text,
 )
-from memoryapp.compliance.selection import ROW_MODELS, row_filter
-from memoryapp.compliance.service import build_target, erase
+from memoryapp.compliance.service import erase
 from memoryapp.fields import now
 from memoryapp.models import (
     OPEN_STATUSES,
@@ -443,27 +441,3 @@ def requests_for(subject: str):
     return SubjectRequest.objects.filter(subject_hmac__in=hmacs_of(subject)).order_by(
         "received_on", "id"
     )
-
-
-def holdings(
-    subject: str, namespaces: Iterable[str] = (), using: str | Sequence[str] | None = None
-) -> dict[str, dict[str, int]]:
-    """What we hold about ``subject``: ``table -> {namespace: rows}``, reading only.
-
-    The rows an erasure of the subject would select (live and soft-deleted), in
-    ``namespaces`` if given; tables holding nothing are left out.
-    """
-    found: dict[str, dict[str, int]] = {}
-    spaces: list[str | None] = list(namespaces) or [None]
-    for ns in spaces:
-        target = build_target(subject=subject, namespace=ns)
-        for alias in engine.aliases_for(using):
-            for table, model in ROW_MODELS.items():
-                q = row_filter(table, target)
-                if q is None:
-                    continue
-                rows = model.objects.using(alias).filter(q).order_by()
-                for row in rows.values("namespace").annotate(n=Count("pk")):
-                    per = found.setdefault(table, {})
-                    per[row["namespace"]] = per.get(row["namespace"], 0) + row["n"]
-    return found

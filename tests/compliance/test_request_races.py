@@ -182,3 +182,17 @@ def test_a_double_submitted_erasure_starts_the_request_once_and_links_both_recei
     counts = sorted(sum(r.counts.values()) for [r] in results)
     assert counts[0] == 0 < counts[1]  # the second found nothing left; both are proof
     assert row.receipts.count() == 2
+
+
+# ------------------------------------------------------------------ what we hold
+def test_what_we_hold_totals_what_the_receipt_then_reports(made):
+    """The erase page said "Total 6" and the receipt "All 9 records": events were not counted."""
+    from memoryapp.compliance.selection import EVENTS, rows_removed
+
+    seed_tenant()
+    held = desk.holdings(ALICE)
+    assert held[EVENTS] and sum(held[EVENTS].values()) > 0
+    before = sum(n for per in held.values() for n in per.values())
+    (receipt,) = desk.erase_for(made, actor="dpo", purge=False)
+    assert rows_removed(receipt.counts) == before
+    assert desk.holdings(ALICE) == {}

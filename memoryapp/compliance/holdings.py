@@ -1,0 +1,61 @@
+"""What we hold about a person: the rows an erasure of their key would remove, counted.
+
+Shown before anything is done (the desk's erase page, ``lookup/`` in the API, the
+CLI's warnings). Counted by the erasure's own selection
+(:func:`memoryapp.compliance.deletion.apply` without deleting), audit events
+included, so the total shown before an erasure is the total its receipt reports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from memoryapp.compliance import deletion, engine
+from memoryapp.compliance.selection import EVENTS, ROW_MODELS, batches
+from memoryapp.compliance.targets import build_target
+from memoryapp.models import MemoryEvent
+
+
+def holdings(
+    subject: str, namespaces: Iterable[str] = (), using: str | Sequence[str] | None = None
+) -> dict[str, dict[str, int]]:
+    """What we hold about ``subject``: ``table -> {namespace: rows}``, reading only.
+
+    The rows an erasure of the subject would select (live and soft-deleted) and the
+    audit events describing them, in ``namespaces`` if given; tables holding nothing
+    are left out.
+    """
+    found: dict[str, dict[str, int]] = {}
+    spaces: list[str | None] = list(namespaces) or [None]
+    for ns in spaces:
+        target = build_target(subject=subject, namespace=ns)
+        for alias in engine.aliases_for(using):
+            work = deletion.apply(alias, target, delete=False)
+            for table in ROW_MODELS:
+                for namespace in work.namespaces[table].values():
+                    _add(found, table, namespace, 1)
+            for namespace, n in _events(alias, work.namespaces).items():
+                _add(found, EVENTS, namespace, n)
+    return found
+
+
+def _add(found: dict[str, dict[str, int]], table: str, namespace: str, n: int) -> None:
+    if n:
+        per = found.setdefault(table, {})
+        per[namespace] = per.get(namespace, 0) + n
+
+
+def _events(alias: str, selected: dict[str, dict[str, str]]) -> dict[str, int]:
+    """Events per namespace of the selected rows (``table -> {pk: namespace}``), matched
+    by namespace and id as the erasure deletes them."""
+    by_namespace: dict[str, list[str]] = {}
+    for table in ROW_MODELS:
+        for pk, namespace in selected.get(table, {}).items():
+            by_namespace.setdefault(namespace, []).append(pk)
+    events = MemoryEvent.objects.using(alias)
+    counts: dict[str, int] = {}
+    for namespace, pks in by_namespace.items():
+        for batch in batches(pks):
+            n = events.filter(namespace=namespace, memory_id__in=batch).count()
+            counts[namespace] = counts.get(namespace, 0) + n
+    return counts
