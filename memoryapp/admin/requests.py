@@ -44,6 +44,8 @@ class OpenRequestForm(forms.ModelForm):
     subject = forms.CharField(
         max_length=255,
         strip=False,
+        # Not remembered by the browser's form history (the lookup's field says the same).
+        widget=forms.TextInput(attrs={"autocomplete": "off"}),
         help_text="The person's user key, exactly as stored. Held encrypted until the "
         "request is closed; never shown again.",
     )

@@ -191,3 +191,25 @@ def test_assigning_to_a_value_no_user_has_is_a_message(made, value):
     r = officer.post(f"{URL}{made.pk}/act/assign/", {"assignee": value}, follow=True)
     assert messages_of(r) == ["Assign: No such user."]
     untouched(made)
+
+
+def test_a_refused_intake_form_is_not_cached_nor_remembered_by_the_browser():
+    officer = client_for(make_staff("dpo", DESK))
+    r = officer.post(URL + "add/", {"subject": ALICE, "right": "access", "notes": f"k {AWS_KEY}"})
+    assert r.status_code == 200 and b"hold a secret" in r.content  # the key is in the form
+    assert "no-store" in r["Cache-Control"]  # the admin site never caches its pages
+    assert b'autocomplete="off"' in r.content and AWS_KEY.encode() in r.content  # typed back
+    assert not SubjectRequest.objects.exists()
+
+
+def test_a_tenants_api_client_learns_nothing_of_any_request(made):
+    """Requests have no namespace: a client with grants is refused the same way for a real
+    id and an unknown one (no oracle of which ids exist)."""
+    from memoryapp.api.testing import token_client
+
+    tenant = token_client("acme-app", ["acme/"], write=True, erase=True)
+    for rid in (made.pk, "0" * 32):
+        assert tenant.get(f"{API}{rid}/").status_code == 403
+        for name in ("act", "export", "erase"):
+            assert tenant.post(f"{API}{rid}/{name}/", {}, format="json").status_code == 403
+    untouched(made)
