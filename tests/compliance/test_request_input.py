@@ -199,3 +199,16 @@ def test_the_cli_refuses_a_key_or_namespace_it_could_never_serve(monkeypatch):
             )  # fmt: skip
         assert ALICE not in str(refused.value)
     assert not SubjectRequest.objects.exists()
+
+
+@pytest.mark.parametrize("typed", ["%%%%%%%%", "________", "{}%", "\\\\\\\\\\\\\\\\"])
+def test_a_cli_id_with_like_wildcards_names_no_request(made, typed):
+    """An id prefix is compared as text: ``memory requests erase %%%%%%%% --yes`` must not
+    pick the only request (and erase its subject)."""
+    from memoryapp.models import ErasureReceipt
+
+    typed = typed.replace("{}", made.pk[:8])
+    with pytest.raises(CommandError, match="no subject request"):
+        call_command("memory", "requests", "erase", typed, "--yes", stdout=io.StringIO())
+    assert not ErasureReceipt.objects.exists()
+    assert SubjectRequest.objects.get(pk=made.pk).is_open
