@@ -30,6 +30,7 @@ from memoryapp.admin.labels import TABLE_LABELS, namespace_label
 from memoryapp.admin.responses import forbidden, json_download, worker_note
 from memoryapp.compliance import authored_count, purge_now
 from memoryapp.compliance import requests as desk
+from memoryapp.compliance.holdings import OWN_NAMESPACE
 from memoryapp.fields import now
 from memoryapp.models import ExportVia, SubjectRequest
 
@@ -100,7 +101,6 @@ def _export(modeladmin, request, made: SubjectRequest) -> HttpResponse | str:
 
 
 # ------------------------------------------------------------------ erase
-OWN_NAMESPACE = "(the person's own namespace)"
 
 
 def holdings_rows(sealed: desk.Sealed) -> list[dict]:

@@ -27,6 +27,7 @@ from memoryapp.api.throttles import ERASE as ERASE_SCOPE
 from memoryapp.api.throttles import WRITE as WRITE_SCOPE
 from memoryapp.api.views.base import MAX_LOOKUP_CHARS, MemoryAPIMixin, Pagination, validated
 from memoryapp.compliance import requests as desk
+from memoryapp.compliance.holdings import without_key
 from memoryapp.compliance.service import purge_now
 from memoryapp.models import ExportVia, RequestStatus, SubjectRequest, SubjectRight
 
@@ -272,7 +273,8 @@ class SubjectRequestViewSet(
         found = desk.requests_for(data["subject"]).prefetch_related("history")
         body = {
             "requests": SubjectRequestSerializer(found, many=True).data,
-            "holdings": desk.holdings(data["subject"]),
+            # The user-scope namespace is the key itself: named, never echoed back.
+            "holdings": without_key(desk.holdings(data["subject"]), data["subject"]),
         }
         response = Response(body)
         response["Cache-Control"] = "no-store"

@@ -59,3 +59,17 @@ def _events(alias: str, selected: dict[str, dict[str, str]]) -> dict[str, int]:
             n = events.filter(namespace=namespace, memory_id__in=batch).count()
             counts[namespace] = counts.get(namespace, 0) + n
     return counts
+
+
+OWN_NAMESPACE = "(the person's own namespace)"
+"""How a user-scope namespace is named where it is shown: it is the user key itself."""
+
+
+def without_key(found: dict[str, dict[str, int]], subject: str) -> dict[str, dict[str, int]]:
+    """:func:`holdings` as it may be shown: the namespace that is the key itself named
+    :data:`OWN_NAMESPACE`, so an answer never carries the key it was asked about."""
+    shown: dict[str, dict[str, int]] = {}
+    for table, per in found.items():
+        for namespace, n in per.items():
+            _add(shown, table, OWN_NAMESPACE if namespace == subject else namespace, n)
+    return shown

@@ -213,3 +213,16 @@ def test_a_tenants_api_client_learns_nothing_of_any_request(made):
         for name in ("act", "export", "erase"):
             assert tenant.post(f"{API}{rid}/{name}/", {}, format="json").status_code == 403
     untouched(made)
+
+
+def test_the_api_lookup_names_the_persons_own_namespace_without_echoing_the_key(made):
+    """Its holdings were keyed by namespace, and a user-scope namespace is the key itself."""
+    seed_tenant()
+    api = APIClient()
+    api.force_authenticate(make_staff("dpo-api", DESK))
+    for url in (API + "lookup/", "/api/erasures/lookup/"):
+        r = api.post(url, {"subject": ALICE}, format="json")
+        assert r.status_code == 200 and ALICE not in r.content.decode(), url
+    held = api.post(API + "lookup/", {"subject": ALICE}, format="json").json()["holdings"]
+    assert held["memories"] == {"(the person's own namespace)": 3}
+    assert held["session_summaries"] == {"acme/web": 1}
