@@ -188,6 +188,7 @@ def test_the_api_refuses_bad_input_with_400(api, made):
 def test_the_cli_refuses_a_key_or_namespace_it_could_never_serve(monkeypatch):
     for stdin, extra, error in (
         (LONG + "\n", (), "too long"),
+        ("acme/\x00alice\n", (), "NUL"),
         (ALICE + "\n", ("--namespace", LONG), "too long"),
         (ALICE + "\n", ("--notes", "y" * (MAX_TEXT_CHARS + 1)), "at most 10,000"),
     ):

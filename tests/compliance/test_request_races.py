@@ -196,3 +196,23 @@ def test_what_we_hold_totals_what_the_receipt_then_reports(made):
     (receipt,) = desk.erase_for(made, actor="dpo", purge=False)
     assert rows_removed(receipt.counts) == before
     assert desk.holdings(ALICE) == {}
+
+
+@pytest.mark.postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_two_closes_submitted_at_once_one_wins_the_other_is_told():
+    made = desk.open_request(subject=ALICE, right="access", actor="intake")
+    both_loaded = threading.Barrier(2, timeout=20)
+
+    def close(refused: bool, outcome: str):
+        copy = SubjectRequest.objects.get(pk=made.pk)
+        both_loaded.wait()
+        return desk.close(copy, refused=refused, outcome=outcome, actor=outcome)
+
+    results = _in_threads(lambda: close(False, "sent"), lambda: close(True, "unfounded"))
+    refused = [r for r in results if isinstance(r, desk.RequestError)]
+    assert len(refused) == 1 and "closed meanwhile" in str(refused[0]), results
+    row = SubjectRequest.objects.get(pk=made.pk)
+    closing = [a for a in actions(row) if a in ("answered", "refused")]
+    assert len(closing) == 1 and row.status == closing[0] and row.sealed is None
+    assert row.outcome == ("sent" if closing[0] == "answered" else "unfounded")
