@@ -36,7 +36,8 @@ def holdings(
                     _add(found, table, namespace, 1)
             for namespace, n in _events(alias, work.namespaces).items():
                 _add(found, EVENTS, namespace, n)
-    return found
+    # Tables in one order whatever namespace held what first (memories, summaries, …).
+    return {table: found[table] for table in (*ROW_MODELS, EVENTS) if table in found}
 
 
 def _add(found: dict[str, dict[str, int]], table: str, namespace: str, n: int) -> None:

@@ -216,3 +216,11 @@ def test_two_closes_submitted_at_once_one_wins_the_other_is_told():
     closing = [a for a in actions(row) if a in ("answered", "refused")]
     assert len(closing) == 1 and row.status == closing[0] and row.sealed is None
     assert row.outcome == ("sent" if closing[0] == "answered" else "unfounded")
+
+
+def test_what_we_hold_lists_the_tables_in_one_order_whatever_the_namespaces_order():
+    from memoryapp.compliance.selection import EVENTS, MEMORIES, REVIEW, SUMMARIES
+
+    seed_tenant()
+    held = desk.holdings(ALICE, ["acme/web", ALICE])  # summaries come first in acme/web
+    assert list(held) == [MEMORIES, SUMMARIES, REVIEW, EVENTS]
