@@ -226,3 +226,22 @@ def test_the_api_lookup_names_the_persons_own_namespace_without_echoing_the_key(
     held = api.post(API + "lookup/", {"subject": ALICE}, format="json").json()["holdings"]
     assert held["memories"] == {"(the person's own namespace)": 3}
     assert held["session_summaries"] == {"acme/web": 1}
+
+
+@pytest.mark.parametrize("perms", [OPERATOR_PERMS, ("view_subjectrequest",)])
+def test_the_proof_made_for_a_request_is_refused_to_who_may_not_read_it(made, perms):
+    """The receipt, its print view and the export record of a request: an operator, and a
+    colleague who may only view requests, are refused (the request page lists their ids)."""
+    seed_tenant()
+    desk.export_for(made, actor="dpo")
+    (receipt,) = desk.erase_for(made, actor="dpo", purge=False)
+    record = made.exports.get()
+    other = client_for(make_staff("other", perms))
+    for url in (
+        f"/admin/memoryapp/erasurereceipt/{receipt.pk}/change/",
+        f"/admin/memoryapp/erasurereceipt/{receipt.pk}/print/",
+        f"/admin/memoryapp/exportrecord/{record.pk}/change/",
+        "/admin/memoryapp/erasurereceipt/",
+        "/admin/memoryapp/exportrecord/",
+    ):
+        assert other.get(url).status_code == 403, url
