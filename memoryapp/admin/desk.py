@@ -149,7 +149,7 @@ def _erase(modeladmin, request, made: SubjectRequest) -> HttpResponse | str:
 # ------------------------------------------------------------------ closing
 def _close(refused: bool):
     def run(modeladmin, request, made: SubjectRequest) -> HttpResponse | str:
-        sealed = desk.require_open(made)
+        sealed = desk.require_closable(made)  # a key rotated away: still closable
         # Checked and cleared of the key before the confirmation: the page shows (and
         # posts back) what will be recorded, never the key, and a secret is refused
         # before it is echoed into a page.

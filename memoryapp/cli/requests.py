@@ -328,8 +328,9 @@ def do_erase(cmd, options) -> None:
 def do_close(cmd, options) -> None:
     """Answer or refuse; the subject key the request held is dropped."""
     made = request_by_id(options["id"])
-    _open_sealed(made)
-    refused = bool(options["refused"])
+    if not made.is_open:
+        raise CommandError(f"request {made.pk} is {made.get_status_display()}: it is closed")
+    refused = bool(options["refused"])  # closing needs no key: one rotated away is fine
     desk.close(made, refused=refused, outcome=options["reason"], actor=cli_actor(options))
     cmd.stdout.write(
         f"Request {made.pk} {'refused' if refused else 'answered'}; "

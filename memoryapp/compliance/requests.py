@@ -170,16 +170,33 @@ def require_open(request: SubjectRequest) -> Sealed:
     """What the open ``request`` holds sealed, read from its row as stored now;
     RequestError when it is closed (perhaps by a colleague since it was loaded) or
     its key cannot be read."""
+    sealed = require_closable(request)
+    if sealed is None:
+        raise RequestError(UNREADABLE)
+    return sealed
+
+
+UNREADABLE = (
+    "The request's subject key cannot be read (was MEMORYAPP_ERASURE_KEY or SECRET_KEY "
+    "changed without keeping the old one as a fallback?). It can still be answered or "
+    "refused; open a new request with the key to act on it."
+)
+
+
+def require_closable(request: SubjectRequest) -> Sealed | None:
+    """What the open ``request`` holds sealed, or None when no key opens it any more;
+    RequestError when it is closed (perhaps by a colleague since it was loaded).
+
+    Closing needs no key: a request whose key was rotated away can still be answered
+    or refused, instead of staying open, and overdue, for good.
+    """
     was_open = request.is_open
     _reread(request)
     if not request.is_open:
         if was_open:  # a colleague closed it since this copy was read
             raise RequestError(CLOSED_MEANWHILE)
         raise RequestError(f"The request is {request.get_status_display()}; it is closed.")
-    sealed = unseal(request)
-    if sealed is None:
-        raise RequestError("The request's subject key cannot be read (was the key rotated away?).")
-    return sealed
+    return unseal(request)
 
 
 # ------------------------------------------------------------------ intake
@@ -370,11 +387,12 @@ def _link(request, obj, manager, action: str, actor: str) -> None:
         _log(request, action, actor, f"{obj._meta.verbose_name} {obj.id}", sealed.subject)
 
 
-def checked_outcome(sealed: Sealed, outcome: str, *, refused: bool) -> str:
+def checked_outcome(sealed: Sealed | None, outcome: str, *, refused: bool) -> str:
     """The outcome as :func:`close` stores it: refused when it holds a secret or is too
-    long, the key replaced; a refusal needs one. For a confirmation page to show what
-    will be recorded (and refuse early) before anything is done."""
-    outcome = clean_text(outcome, sealed.subject, "The outcome")
+    long, the key replaced (when it can still be read); a refusal needs one. For a
+    confirmation page to show what will be recorded (and refuse early) before anything
+    is done."""
+    outcome = clean_text(outcome, sealed.subject if sealed else None, "The outcome")
     if refused and not outcome:
         raise RequestError("A refusal needs a reason.")
     return outcome
@@ -385,7 +403,7 @@ def close(request: SubjectRequest, *, refused: bool, outcome: str, actor: str) -
 
     A refusal needs a reason. After this, the request names its subject only by HMAC.
     """
-    sealed = require_open(request)
+    sealed = require_closable(request)
     outcome = checked_outcome(sealed, outcome, refused=refused)
     with transaction.atomic():
         status = RequestStatus.REFUSED if refused else RequestStatus.ANSWERED
@@ -401,7 +419,7 @@ def close(request: SubjectRequest, *, refused: bool, outcome: str, actor: str) -
         request.status, request.outcome, request.sealed = status, outcome, None
         request.closed_at = request.updated_at = at
         action = RequestAction.REFUSED if refused else RequestAction.ANSWERED
-        _log(request, action, actor, outcome, sealed.subject)
+        _log(request, action, actor, outcome, sealed.subject if sealed else None)
     return request
 
 

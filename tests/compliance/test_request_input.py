@@ -213,3 +213,43 @@ def test_a_cli_id_with_like_wildcards_names_no_request(made, typed):
         call_command("memory", "requests", "erase", typed, "--yes", stdout=io.StringIO())
     assert not ErasureReceipt.objects.exists()
     assert SubjectRequest.objects.get(pk=made.pk).is_open
+
+
+# ------------------------------------------------------------------ a key rotated away
+@pytest.fixture
+def rotated_away(made, settings):
+    """The erasure key changed with no fallback: ``made``'s sealed key can't be read."""
+    settings.MEMORYAPP_ERASURE_KEY = "a-new-key-with-no-fallback-" + "x" * 20
+    settings.MEMORYAPP_ERASURE_KEY_FALLBACKS = []
+    assert desk.unseal(made) is None
+    return made
+
+
+def test_a_request_whose_key_was_rotated_away_says_so_and_can_still_be_closed(rotated_away):
+    """Before, answering and refusing needed the key too: such a request stayed open,
+    and overdue, for good."""
+    made = rotated_away
+    with pytest.raises(desk.RequestError, match="can still be answered or refused"):
+        desk.export_for(made, actor="dpo")
+    desk.close(made, refused=True, outcome="key lost; reopened as a new request", actor="dpo")
+    row = SubjectRequest.objects.get(pk=made.pk)
+    assert row.status == "refused" and row.sealed is None
+    assert row.outcome == "key lost; reopened as a new request"
+
+
+def test_the_admin_and_the_cli_close_a_request_whose_key_was_rotated_away(rotated_away):
+    made = rotated_away
+    officer = client_for(make_staff("dpo", DESK))
+    r = officer.post(f"{URL}{made.pk}/act/note/", {"text": "x"}, follow=True)
+    assert "can still be answered or refused" in messages_of(r)[0]
+    r = officer.post(f"{URL}{made.pk}/act/answer/", {"outcome": "told", "post": "yes"}, follow=True)
+    assert messages_of(r) == ["The request is answered and closed; the subject key is dropped."]
+    other = desk.open_request(subject=ALICE, right="access", actor="dpo")
+    other.sealed = "gAAAA-not-a-token"
+    other.save(update_fields=["sealed"])
+    out = io.StringIO()
+    call_command(
+        "memory", "requests", "close", other.pk, "--refused", "--reason", "lost", stdout=out
+    )
+    assert "refused" in out.getvalue()
+    assert SubjectRequest.objects.get(pk=other.pk).sealed is None
