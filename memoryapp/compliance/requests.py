@@ -56,6 +56,11 @@ DUE_SOON_DAYS = 7
 EXPORT_TAG = "subject-request:"
 CLOSED_MEANWHILE = "The request was closed meanwhile; nothing was changed."
 CHANGED_MEANWHILE = "The request was changed meanwhile; reload it and try again."
+UNREADABLE = (
+    "The request's subject key cannot be read (was MEMORYAPP_ERASURE_KEY or SECRET_KEY "
+    "changed without keeping the old one as a fallback?). It can still be answered or "
+    "refused; open a new request with the key to act on it."
+)
 
 
 # ------------------------------------------------------------------ the deadline
@@ -112,8 +117,6 @@ def unseal(request: SubjectRequest) -> Sealed | None:
 
 
 # ------------------------------------------------------------------ history and saving
-
-
 def _log(
     request: SubjectRequest, action: str, actor: str, detail: str = "", subject: str | None = None
 ) -> SubjectRequestEvent:
@@ -174,13 +177,6 @@ def require_open(request: SubjectRequest) -> Sealed:
     if sealed is None:
         raise RequestError(UNREADABLE)
     return sealed
-
-
-UNREADABLE = (
-    "The request's subject key cannot be read (was MEMORYAPP_ERASURE_KEY or SECRET_KEY "
-    "changed without keeping the old one as a fallback?). It can still be answered or "
-    "refused; open a new request with the key to act on it."
-)
 
 
 def require_closable(request: SubjectRequest) -> Sealed | None:
