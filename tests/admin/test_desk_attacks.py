@@ -245,3 +245,14 @@ def test_the_proof_made_for_a_request_is_refused_to_who_may_not_read_it(made, pe
         "/admin/memoryapp/exportrecord/",
     ):
         assert other.get(url).status_code == 403, url
+
+
+@pytest.mark.parametrize(
+    "model", ["subjectrequest", "erasurereceipt", "exportrecord", "memory", "reviewitem"]
+)
+@pytest.mark.parametrize("query", ["?id=%00", "?status=%00", "?actor=%00", "?%00=1"])
+def test_a_nul_in_a_list_pages_query_is_the_admins_invalid_lookup_page(model, query):
+    """A 500 on PostgreSQL before (the lookup reached the server as a DataError)."""
+    root = client_for(make_staff("root", superuser=True))
+    r = root.get(f"/admin/memoryapp/{model}/{query}")
+    assert r.status_code == 302 and r["Location"].endswith("?e=1")
