@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from django.contrib import admin
+from django.contrib.admin.options import IncorrectLookupParameters
 from django.db import router
 
 
@@ -24,6 +25,14 @@ class StyledAdmin(admin.ModelAdmin):
     class Media:
         css = {"all": ("memoryapp/admin.css",)}
         js = ("memoryapp/admin.js",)
+
+    def get_changelist_instance(self, request):
+        # A NUL in a query parameter (``?id=%00``, ``?status=%00``) reached PostgreSQL as
+        # an error, a 500; the admin's answer to a lookup it cannot run is its "?e=1" page.
+        for key, values in request.GET.lists():
+            if "\x00" in key or any("\x00" in value for value in values):
+                raise IncorrectLookupParameters("A NUL character in the query.")
+        return super().get_changelist_instance(request)
 
 
 class ReadOnlyAdmin(StyledAdmin):

@@ -30,10 +30,18 @@ from memoryapp.admin.labels import TABLE_LABELS, namespace_label
 from memoryapp.admin.responses import forbidden, json_download, worker_note
 from memoryapp.compliance import purge_now
 from memoryapp.compliance import requests as desk
+from memoryapp.compliance.holdings import (
+    KEPT_AUTHORED,
+    KEPT_CONTRIBUTED,
+    OWN_NAMESPACE,
+    holdings,
+    kept,
+)
 from memoryapp.fields import now
 from memoryapp.models import ExportVia, SubjectRequest
 
 CONFIRM_TEMPLATE = "memoryapp/admin/request_confirm.html"
+MAX_ID_CHARS = SubjectRequest._meta.get_field("id").max_length or 32
 
 
 @dataclass(frozen=True)
@@ -55,7 +63,9 @@ def _assign(modeladmin, request, made: SubjectRequest) -> str:
     chosen = request.POST.get("assignee", "").strip()
     user = None
     if chosen:
-        user = get_user_model().objects.filter(pk=chosen).first() if chosen.isdigit() else None
+        # ASCII digits only: "²".isdigit() is true too, and the query then raised (a 500).
+        known = chosen.isascii() and chosen.isdigit() and len(chosen) <= 18
+        user = get_user_model().objects.filter(pk=int(chosen)).first() if known else None
         if user is None:
             raise desk.RequestError("No such user.")
     desk.assign(made, user, actor=actor(request))
@@ -81,8 +91,7 @@ def holds_anything(sealed: desk.Sealed) -> bool:
     """True when an export for the request would list at least one stored row."""
     # Project memories it wrote or contributed to are exported too, though an erasure keeps them.
     return bool(
-        desk.holdings(sealed.subject, sealed.namespaces)
-        or desk.kept(sealed.subject, sealed.namespaces)
+        holdings(sealed.subject, sealed.namespaces) or kept(sealed.subject, sealed.namespaces)
     )
 
 
@@ -98,7 +107,6 @@ def _export(modeladmin, request, made: SubjectRequest) -> HttpResponse | str:
 
 
 # ------------------------------------------------------------------ erase
-OWN_NAMESPACE = "(the person's own namespace)"
 
 
 def holdings_rows(sealed: desk.Sealed) -> list[dict]:
@@ -107,18 +115,18 @@ def holdings_rows(sealed: desk.Sealed) -> list[dict]:
     A user-scope namespace is the user key itself: it is named, not shown, so the
     key stays off the page as everywhere else after intake.
     """
-    return _rows(sealed, desk.holdings(sealed.subject, sealed.namespaces), TABLE_LABELS)
+    return _rows(sealed, holdings(sealed.subject, sealed.namespaces), TABLE_LABELS)
 
 
 KEPT_LABELS = {
-    desk.KEPT_AUTHORED: "Project memories they wrote",
-    desk.KEPT_CONTRIBUTED: "Project memories others also proposed",
+    KEPT_AUTHORED: "Project memories they wrote",
+    KEPT_CONTRIBUTED: "Project memories others also proposed",
 }
 
 
 def kept_rows(sealed: desk.Sealed) -> list[dict]:
     """The project memories an erasure keeps (exported all the same), as :func:`holdings_rows`."""
-    return _rows(sealed, desk.kept(sealed.subject, sealed.namespaces), KEPT_LABELS)
+    return _rows(sealed, kept(sealed.subject, sealed.namespaces), KEPT_LABELS)
 
 
 def _rows(sealed: desk.Sealed, found: dict[str, dict[str, int]], labels: dict) -> list[dict]:
@@ -162,10 +170,11 @@ def _erase(modeladmin, request, made: SubjectRequest) -> HttpResponse | str:
 # ------------------------------------------------------------------ closing
 def _close(refused: bool):
     def run(modeladmin, request, made: SubjectRequest) -> HttpResponse | str:
-        desk.require_open(made)
-        outcome = request.POST.get("outcome", "")
-        if refused and not outcome.strip():
-            raise desk.RequestError("A refusal needs a reason.")
+        sealed = desk.require_closable(made)  # a key rotated away: still closable
+        # Checked and cleared of the key before the confirmation: the page shows (and
+        # posts back) what will be recorded, never the key, and a secret is refused
+        # before it is echoed into a page.
+        outcome = desk.checked_outcome(sealed, request.POST.get("outcome", ""), refused=refused)
         if not confirmed(request):
             step = "refuse" if refused else "answer"
             return _confirm_page(modeladmin, request, made, step=step, action=step, outcome=outcome)
@@ -202,7 +211,7 @@ def action_view(modeladmin, request, object_id: str, name: str) -> HttpResponse:
             return forbidden(modeladmin, request, perm, action.label)
     if request.method != "POST":
         return HttpResponseNotAllowed(["POST"])
-    made = SubjectRequest.objects.filter(pk=object_id).first()
+    made = find_request(object_id)
     if made is None:
         raise Http404("No such request.")
     change = reverse("admin:memoryapp_subjectrequest_change", args=[made.pk])
@@ -215,6 +224,14 @@ def action_view(modeladmin, request, object_id: str, name: str) -> HttpResponse:
         return result
     modeladmin.message_user(request, result, messages.SUCCESS)
     return HttpResponseRedirect(change)
+
+
+def find_request(object_id: str) -> SubjectRequest | None:
+    """The request with this id; None for an id no request can have (a NUL character,
+    which PostgreSQL refuses with an error, or longer than the column) or an unknown one."""
+    if len(object_id) > MAX_ID_CHARS or "\x00" in object_id:
+        return None
+    return SubjectRequest.objects.filter(pk=object_id).first()
 
 
 def _confirm_page(modeladmin, request, made: SubjectRequest, *, step: str, action: str, **extra):

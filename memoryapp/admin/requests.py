@@ -14,6 +14,7 @@ import datetime as dt
 
 from django import forms
 from django.contrib import admin
+from django.core.exceptions import PermissionDenied
 from django.http import HttpResponseNotAllowed
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
@@ -22,8 +23,13 @@ from memoryapp import permissions as perms
 from memoryapp.admin import desk as actions
 from memoryapp.admin.base import StyledAdmin
 from memoryapp.compliance import requests as desk
+from memoryapp.compliance.request_input import (
+    RequestError,
+    check_namespaces,
+    check_subject,
+    clean_text,
+)
 from memoryapp.models import OPEN_STATUSES, SubjectRequest, SubjectRequestEvent
-from memoryapp.rules.secret_scan import find_secret_family
 
 URGENCY_STYLE = {
     "overdue": "background:#ba2121;color:#fff;padding:1px 6px;border-radius:3px",
@@ -38,6 +44,8 @@ class OpenRequestForm(forms.ModelForm):
     subject = forms.CharField(
         max_length=255,
         strip=False,
+        # Not remembered by the browser's form history (the lookup's field says the same).
+        widget=forms.TextInput(attrs={"autocomplete": "off"}),
         help_text="The person's user key, exactly as stored. Held encrypted until the "
         "request is closed; never shown again.",
     )
@@ -52,11 +60,15 @@ class OpenRequestForm(forms.ModelForm):
         fields = ("right", "received_on", "notes")
 
     def clean_subject(self) -> str:
-        """A non-blank key."""
-        value = self.cleaned_data["subject"]
-        if not value.strip():
-            raise forms.ValidationError("A subject key is needed.")
-        return value
+        """A non-blank key that export and erasure can take."""
+        return _checked(check_subject, self.cleaned_data["subject"])
+
+    def clean_namespaces(self) -> list[str]:
+        """One namespace a line (blank lines and surrounding blanks dropped), each one
+        export and erasure can name, at most 50: checked here, not only when an
+        action would fail on them."""
+        lines = self.cleaned_data.get("namespaces", "").splitlines()
+        return list(_checked(check_namespaces, [n.strip() for n in lines if n.strip()]))
 
     def clean_received_on(self):
         """Not in the future (the deadline runs from receipt)."""
@@ -66,12 +78,19 @@ class OpenRequestForm(forms.ModelForm):
         return value
 
     def clean_notes(self) -> str:
-        """Refused when they look like they hold a secret (the guard's patterns)."""
+        """Refused when too long or when they look like they hold a secret (the guard's
+        patterns); the service replaces the key in them."""
         value = self.cleaned_data.get("notes", "")
-        family = find_secret_family(value) if value else None
-        if family is not None:
-            raise forms.ValidationError(f"The notes look like they hold a secret ({family}).")
+        _checked(clean_text, value, None, "The notes")
         return value
+
+
+def _checked(check, *args):
+    """``check(*args)``, its refusal as the form's error."""
+    try:
+        return check(*args)
+    except RequestError as e:
+        raise forms.ValidationError(str(e)) from None
 
 
 def deadlines_line(user) -> dict | None:
@@ -177,6 +196,8 @@ class SubjectRequestAdmin(StyledAdmin):
     def change_view(self, request, object_id, form_url="", extra_context=None):
         """The record, its history and the desk's actions; it is never saved from here."""
         if request.method == "POST":
+            if not self.has_view_or_change_permission(request):
+                raise PermissionDenied  # 403 as on every other desk URL, before saying 405
             return HttpResponseNotAllowed(["GET"])  # every change is an action (admin/desk.py)
         made = self.get_object(request, object_id)
         extra = {**(actions.panel(request, made) if made else {}), **(extra_context or {})}
@@ -211,7 +232,7 @@ class SubjectRequestAdmin(StyledAdmin):
                 subject=data["subject"],
                 right=data["right"],
                 received_on=data["received_on"],
-                namespaces=[n.strip() for n in data["namespaces"].splitlines() if n.strip()],
+                namespaces=data["namespaces"],
                 notes=data.get("notes", ""),
                 actor=request.user.get_username(),
             )

@@ -15,7 +15,7 @@ from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.response import Response
 
 from memoryapp import permissions as perms
@@ -25,8 +25,9 @@ from memoryapp.api.receipts import REQUEST_READ, LookupInputSerializer
 from memoryapp.api.serializers.fields import StrictChoiceField
 from memoryapp.api.throttles import ERASE as ERASE_SCOPE
 from memoryapp.api.throttles import WRITE as WRITE_SCOPE
-from memoryapp.api.views.base import MemoryAPIMixin, Pagination, validated
+from memoryapp.api.views.base import MAX_LOOKUP_CHARS, MemoryAPIMixin, Pagination, validated
 from memoryapp.compliance import requests as desk
+from memoryapp.compliance.holdings import holdings, kept, without_key
 from memoryapp.compliance.service import purge_now
 from memoryapp.models import ExportVia, RequestStatus, SubjectRequest, SubjectRight
 
@@ -173,6 +174,14 @@ class SubjectRequestViewSet(
         """Nothing more per row: a request has no namespace, and ``initial`` already
         required the action's permissions (DeclaredRule would refuse a row without one)."""
 
+    def get_object(self):
+        # An id no request can have is an unknown one: a NUL would reach PostgreSQL
+        # as an error (a 500), as in the other viewsets' lookups.
+        value = self.kwargs.get(self.lookup_url_kwarg or self.lookup_field, "")
+        if len(value) > MAX_LOOKUP_CHARS or "\x00" in value:
+            raise NotFound()
+        return super().get_object()
+
     def get_queryset(self):
         return (
             SubjectRequest.objects.select_related("assignee")
@@ -271,8 +280,9 @@ class SubjectRequestViewSet(
         found = desk.requests_for(data["subject"]).prefetch_related("history")
         body = {
             "requests": SubjectRequestSerializer(found, many=True).data,
-            "holdings": desk.holdings(data["subject"]),
-            "kept": desk.kept(data["subject"]),
+            # The user-scope namespace is the key itself: named, never echoed back.
+            "holdings": without_key(holdings(data["subject"]), data["subject"]),
+            "kept": without_key(kept(data["subject"]), data["subject"]),
         }
         response = Response(body)
         response["Cache-Control"] = "no-store"

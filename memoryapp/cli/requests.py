@@ -23,6 +23,7 @@ from memoryapp.cli import cli_actor
 from memoryapp.cli.compliance import fail_unless_purged, print_receipt
 from memoryapp.cli.subject_key import read_subject
 from memoryapp.compliance import requests as desk
+from memoryapp.compliance.holdings import holdings, kept
 from memoryapp.db.lookups import prefix_q
 from memoryapp.models import OPEN_STATUSES, ExportVia, RequestStatus, SubjectRequest, SubjectRight
 from memoryapp.rules.wording import plural
@@ -247,13 +248,13 @@ def _open_sealed(made: SubjectRequest) -> desk.Sealed:
     return sealed
 
 
-def _held(sealed: desk.Sealed, *, kept: bool) -> dict[str, int]:
+def _held(sealed: desk.Sealed, *, with_kept: bool) -> dict[str, int]:
     """Rows an erasure removes about the subject per table (within the request's namespaces);
-    with ``kept``, also the project memories it wrote or contributed to, which an erasure
+    with ``with_kept``, also the project memories it wrote or contributed to, which an erasure
     keeps and an export lists."""
-    found = desk.holdings(sealed.subject, sealed.namespaces)
-    if kept:
-        found |= desk.kept(sealed.subject, sealed.namespaces)
+    found = holdings(sealed.subject, sealed.namespaces)
+    if with_kept:
+        found |= kept(sealed.subject, sealed.namespaces)
     return {table: sum(per.values()) for table, per in found.items()}
 
 
@@ -285,7 +286,7 @@ def do_export(cmd, options) -> None:
         raise CommandError(f"{path} exists: not overwritten (choose a new file)")
     if not path.parent.is_dir():
         raise CommandError(f"cannot write {path}: the directory {path.parent} does not exist")
-    _warn_if_nothing(cmd, _held(sealed, kept=True), "the file will list no rows")
+    _warn_if_nothing(cmd, _held(sealed, with_kept=True), "the file will list no rows")
     with _create(path) as out:
         documents = desk.export_for(made, actor=cli_actor(options), via=ExportVia.CLI)
         json.dump({"documents": documents}, out, indent=2, ensure_ascii=False)
@@ -302,10 +303,10 @@ def do_erase(cmd, options) -> None:
     """Erase the subject's data for the request (asks unless ``--yes``); print the receipts."""
     made = request_by_id(options["id"])
     sealed = _open_sealed(made)
-    held = _held(sealed, kept=False)
+    held = _held(sealed, with_kept=False)
     _warn_if_nothing(cmd, held, "the erasure will remove no rows")
     counts = ", ".join(f"{table} {n}" for table, n in held.items()) or "nothing"
-    for kind, n in _held(sealed, kept=True).items():
+    for kind, n in _held(sealed, with_kept=True).items():
         if kind not in held:
             cmd.stdout.write(f"kept (project memories, not erased): {kind} {n}")
     cmd.confirm(
@@ -322,8 +323,9 @@ def do_erase(cmd, options) -> None:
 def do_close(cmd, options) -> None:
     """Answer or refuse; the subject key the request held is dropped."""
     made = request_by_id(options["id"])
-    _open_sealed(made)
-    refused = bool(options["refused"])
+    if not made.is_open:
+        raise CommandError(f"request {made.pk} is {made.get_status_display()}: it is closed")
+    refused = bool(options["refused"])  # closing needs no key: one rotated away is fine
     desk.close(made, refused=refused, outcome=options["reason"], actor=cli_actor(options))
     cmd.stdout.write(
         f"Request {made.pk} {'refused' if refused else 'answered'}; "

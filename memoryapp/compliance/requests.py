@@ -22,45 +22,44 @@ from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from django.db import transaction
-from django.db.models import Count
 
 from memoryapp import conf
 from memoryapp import permissions as perms
-from memoryapp.compliance import engine
 from memoryapp.compliance.export import export
 from memoryapp.compliance.lookup import hmacs_of
-from memoryapp.compliance.receipts import SUBJECT_PLACEHOLDER, key_id, keyed_hmac, safe_actor
-from memoryapp.compliance.selection import (
-    ROW_MODELS,
-    authored_filter,
-    contributed_filter,
-    row_filter,
+from memoryapp.compliance.receipts import key_id, keyed_hmac, safe_actor
+from memoryapp.compliance.request_input import (
+    RequestError,
+    check_namespaces,
+    check_subject,
+    clean_text,
 )
-from memoryapp.compliance.service import build_target, erase
+from memoryapp.compliance.service import erase
 from memoryapp.fields import now
 from memoryapp.models import (
     OPEN_STATUSES,
     ErasureReceipt,
     ExportRecord,
     ExportVia,
-    Memory,
     RequestAction,
     RequestStatus,
     SubjectRequest,
     SubjectRequestEvent,
     SubjectRight,
 )
-from memoryapp.rules.secret_scan import find_secret_family
 
 # A distinct HKDF label from the erasures' sealed requests: one derived key per use.
 _INFO = b"memoryapp.compliance.subject-request"
 MAX_EXTENSION_MONTHS = 2  # GDPR Art. 12(3)
 DUE_SOON_DAYS = 7
 EXPORT_TAG = "subject-request:"
-
-
-class RequestError(ValueError):
-    """A request or an action on it that cannot be accepted (the message says why)."""
+CLOSED_MEANWHILE = "The request was closed meanwhile; nothing was changed."
+CHANGED_MEANWHILE = "The request was changed meanwhile; reload it and try again."
+UNREADABLE = (
+    "The request's subject key cannot be read (was MEMORYAPP_ERASURE_KEY or SECRET_KEY "
+    "changed without keeping the old one as a fallback?). It can still be answered or "
+    "refused; open a new request with the key to act on it."
+)
 
 
 # ------------------------------------------------------------------ the deadline
@@ -116,18 +115,7 @@ def unseal(request: SubjectRequest) -> Sealed | None:
     return Sealed(str(body["subject"]), tuple(body.get("namespaces") or ()))
 
 
-# ------------------------------------------------------------------ text checks
-def _clean(text: str, subject: str | None, what: str) -> str:
-    """``text`` as stored: refused when it holds a secret, the subject key replaced."""
-    text = str(text or "").strip()
-    family = find_secret_family(text) if text else None
-    if family is not None:
-        raise RequestError(f"{what} look like they hold a secret ({family}); not saved.")
-    if subject and subject in text:
-        text = text.replace(subject, SUBJECT_PLACEHOLDER)
-    return text
-
-
+# ------------------------------------------------------------------ history and saving
 def _log(
     request: SubjectRequest, action: str, actor: str, detail: str = "", subject: str | None = None
 ) -> SubjectRequestEvent:
@@ -135,23 +123,75 @@ def _log(
         request=request,
         action=action,
         actor=safe_actor(actor, subject),
-        detail=_clean(detail, subject, "Details"),
+        # The detail quotes input checked already (a note, a reason): not limited again.
+        detail=clean_text(detail, subject, "Details", limit=None),
     )
 
 
-def _touch(request: SubjectRequest, *fields: str) -> None:
-    request.updated_at = now()
-    request.save(update_fields=[*fields, "updated_at"])
+def _save_open(request: SubjectRequest, values: dict | None = None, **expected) -> None:
+    """Write ``values`` (default: nothing but the time) on the request's row if it is
+    still open and still holds ``expected``; RequestError otherwise.
+
+    One conditional UPDATE rather than ``save()``: the object in hand may have been
+    read before a colleague closed the request or changed it (a page loaded earlier,
+    two officers at once), and saving its fields would reopen a closed request or
+    lose the colleague's change.
+    """
+    at = now()
+    rows = SubjectRequest.objects.filter(pk=request.pk, status__in=OPEN_STATUSES, **expected)
+    if not rows.update(**(values or {}), updated_at=at):
+        closed = not _reread(request).is_open
+        raise RequestError(CLOSED_MEANWHILE if closed else CHANGED_MEANWHILE)
+    request.updated_at = at
+
+
+def _reread(request: SubjectRequest) -> SubjectRequest:
+    """``request`` with its row as stored now (another officer may have acted since)."""
+    request.refresh_from_db()
+    return request
+
+
+def _mark_started(request: SubjectRequest, actor: str, subject: str) -> None:
+    """Open -> in progress, if it still is open (an export or erasure has begun work on it)."""
+    at = now()
+    rows = SubjectRequest.objects.filter(pk=request.pk, status=RequestStatus.OPEN)
+    if rows.update(status=RequestStatus.IN_PROGRESS, updated_at=at):
+        request.status, request.updated_at = RequestStatus.IN_PROGRESS, at
+        _log(request, RequestAction.STARTED, actor, subject=subject)
+
+
+def _record_done(request: SubjectRequest, action: str, actor: str, detail: str, subject: str):
+    """The history entry of an export or erasure, written even if the request was closed
+    while it ran: the work was asked for while it was open, and the record is the proof."""
+    _mark_started(request, actor, subject)
+    _log(request, action, actor, detail, subject)
+    SubjectRequest.objects.filter(pk=request.pk).update(updated_at=now())
 
 
 def require_open(request: SubjectRequest) -> Sealed:
-    """What the open ``request`` holds sealed; RequestError when it is closed or unreadable."""
-    if not request.is_open:
-        raise RequestError(f"The request is {request.get_status_display()}; it is closed.")
-    sealed = unseal(request)
+    """What the open ``request`` holds sealed, read from its row as stored now;
+    RequestError when it is closed (perhaps by a colleague since it was loaded) or
+    its key cannot be read."""
+    sealed = require_closable(request)
     if sealed is None:
-        raise RequestError("The request's subject key cannot be read (was the key rotated away?).")
+        raise RequestError(UNREADABLE)
     return sealed
+
+
+def require_closable(request: SubjectRequest) -> Sealed | None:
+    """What the open ``request`` holds sealed, or None when no key opens it any more;
+    RequestError when it is closed (perhaps by a colleague since it was loaded).
+
+    Closing needs no key: a request whose key was rotated away can still be answered
+    or refused, instead of staying open, and overdue, for good.
+    """
+    was_open = request.is_open
+    _reread(request)
+    if not request.is_open:
+        if was_open:  # a colleague closed it since this copy was read
+            raise RequestError(CLOSED_MEANWHILE)
+        raise RequestError(f"The request is {request.get_status_display()}; it is closed.")
+    return unseal(request)
 
 
 # ------------------------------------------------------------------ intake
@@ -171,22 +211,20 @@ def open_request(
         RequestError: an empty key, an unknown right, a date in the future, or notes
             holding a secret.
     """
-    subject = str(subject or "")
-    if not subject.strip():
-        raise RequestError("A subject key is needed.")
+    subject = check_subject(subject)
     if right not in SubjectRight.values:
         raise RequestError(f"Unknown right {right!r}.")
     received_on = received_on or today()
     if received_on > today():
         raise RequestError("The received date is in the future.")
-    spaces = tuple(dict.fromkeys(str(n) for n in namespaces))
+    spaces = check_namespaces(namespaces)
     with transaction.atomic():
         request = SubjectRequest.objects.create(
             right=right,
             received_on=received_on,
             due_on=due_date(received_on),
             assignee=assignee,
-            notes=_clean(notes, subject, "Notes"),
+            notes=clean_text(notes, subject, "Notes"),
             subject_hmac=keyed_hmac(subject),
             key_id=key_id(),
             namespace_count=len(spaces),
@@ -213,39 +251,41 @@ def assign(request: SubjectRequest, user, *, actor: str) -> SubjectRequest:
     sealed = require_open(request)
     if user is not None and not may_handle(user):
         raise RequestError(f"{user.get_username()} may not handle data-subject requests.")
-    request.assignee = user
-    _touch(request, "assignee")
-    _log(
-        request, RequestAction.ASSIGNED, actor, getattr(user, "username", "nobody"), sealed.subject
-    )
+    with transaction.atomic():
+        _save_open(request, {"assignee": user})
+        request.assignee = user
+        name = getattr(user, "username", "nobody")
+        _log(request, RequestAction.ASSIGNED, actor, name, sealed.subject)
     return request
 
 
 def start(request: SubjectRequest, *, actor: str) -> SubjectRequest:
     """Mark the request in progress (once)."""
     sealed = require_open(request)
-    if request.status == RequestStatus.IN_PROGRESS:
-        return request
-    request.status = RequestStatus.IN_PROGRESS
-    _touch(request, "status")
-    _log(request, RequestAction.STARTED, actor, subject=sealed.subject)
+    with transaction.atomic():
+        _mark_started(request, actor, sealed.subject)  # already in progress: nothing to do
     return request
 
 
 def extend(request: SubjectRequest, months: int, reason: str, *, actor: str) -> SubjectRequest:
     """Extend the deadline by ``months`` more (at most two in all), with a reason."""
     sealed = require_open(request)
-    reason = _clean(reason, sealed.subject, "The reason")
+    reason = clean_text(reason, sealed.subject, "The reason")
     if not reason:
         raise RequestError("An extension needs a reason.")
-    total = request.extension_months + int(months)
+    before = request.extension_months
+    total = before + int(months)
     if months < 1 or total > MAX_EXTENSION_MONTHS:
         raise RequestError(f"A request may be extended by {MAX_EXTENSION_MONTHS} months at most.")
-    request.extension_months = total
-    request.extension_reason = reason
-    request.due_on = due_date(request.received_on, total)
-    _touch(request, "extension_months", "extension_reason", "due_on")
-    _log(request, RequestAction.EXTENDED, actor, f"+{months} month(s): {reason}", sealed.subject)
+    due = due_date(request.received_on, total)
+    values = {"extension_months": total, "extension_reason": reason, "due_on": due}
+    with transaction.atomic():
+        # Conditional on the extension read above: of two extensions at once, the
+        # second is refused rather than both counted as one.
+        _save_open(request, values, extension_months=before)
+        request.extension_months, request.extension_reason, request.due_on = total, reason, due
+        detail = f"+{months} month(s): {reason}"
+        _log(request, RequestAction.EXTENDED, actor, detail, sealed.subject)
     return request
 
 
@@ -256,12 +296,17 @@ def add_note(request: SubjectRequest, text: str, *, actor: str) -> SubjectReques
     not be cleared of it, and a closed request must hold no personal data.
     """
     subject = require_open(request).subject
-    text = _clean(text, subject, "Notes")
+    text = clean_text(text, subject, "Notes")
     if not text:
         raise RequestError("The note is empty.")
-    request.notes = f"{request.notes}\n{text}".strip() if request.notes else text
-    _touch(request, "notes")
-    _log(request, RequestAction.NOTE, actor, text, subject)
+    before = request.notes
+    notes = f"{before}\n{text}".strip() if before else text
+    with transaction.atomic():
+        # Conditional on the notes read above: a colleague's note added meanwhile is
+        # not overwritten (this one is refused; the page shows both after a reload).
+        _save_open(request, {"notes": notes}, notes=before)
+        request.notes = notes
+        _log(request, RequestAction.NOTE, actor, text, subject)
     return request
 
 
@@ -289,14 +334,13 @@ def export_for(
     records = ExportRecord.objects.filter(request_id=EXPORT_TAG + request.id).exclude(
         subject_requests=request
     )
-    request.exports.add(*records)
-    if request.status == RequestStatus.OPEN:
-        start(request, actor=actor)
     total = sum(
         sum(v for k, v in d["counts"].items() if k != "erasure_receipts") for d in documents
     )
-    _log(request, RequestAction.EXPORTED, actor, f"{total} row(s) exported", sealed.subject)
-    _touch(request)
+    with transaction.atomic():
+        request.exports.add(*records)
+        detail = f"{total} row(s) exported"
+        _record_done(request, RequestAction.EXPORTED, actor, detail, sealed.subject)
     return documents
 
 
@@ -311,12 +355,10 @@ def erase_for(request: SubjectRequest, *, actor: str, purge: bool = True) -> lis
         erase(subject=sealed.subject, namespace=ns, actor=actor, purge=purge)
         for ns in _namespaces(sealed)
     ]
-    request.receipts.add(*receipts)
-    if request.status == RequestStatus.OPEN:
-        start(request, actor=actor)
     ids = ", ".join(r.id for r in receipts)
-    _log(request, RequestAction.ERASED, actor, f"receipt(s) {ids}", sealed.subject)
-    _touch(request)
+    with transaction.atomic():
+        request.receipts.add(*receipts)
+        _record_done(request, RequestAction.ERASED, actor, f"receipt(s) {ids}", sealed.subject)
     return receipts
 
 
@@ -334,9 +376,21 @@ def _link(request, obj, manager, action: str, actor: str) -> None:
     sealed = require_open(request)
     if obj.subject_hmac not in hmacs_of(sealed.subject):
         raise RequestError("That record does not name this request's subject.")
-    manager.add(obj)
-    _log(request, action, actor, f"{obj._meta.verbose_name} {obj.id}", sealed.subject)
-    _touch(request)
+    with transaction.atomic():
+        manager.add(obj)
+        _save_open(request)
+        _log(request, action, actor, f"{obj._meta.verbose_name} {obj.id}", sealed.subject)
+
+
+def checked_outcome(sealed: Sealed | None, outcome: str, *, refused: bool) -> str:
+    """The outcome as :func:`close` stores it: refused when it holds a secret or is too
+    long, the key replaced (when it can still be read); a refusal needs one. For a
+    confirmation page to show what will be recorded (and refuse early) before anything
+    is done."""
+    outcome = clean_text(outcome, sealed.subject if sealed else None, "The outcome")
+    if refused and not outcome:
+        raise RequestError("A refusal needs a reason.")
+    return outcome
 
 
 def close(request: SubjectRequest, *, refused: bool, outcome: str, actor: str) -> SubjectRequest:
@@ -344,10 +398,8 @@ def close(request: SubjectRequest, *, refused: bool, outcome: str, actor: str) -
 
     A refusal needs a reason. After this, the request names its subject only by HMAC.
     """
-    sealed = require_open(request)
-    outcome = _clean(outcome, sealed.subject, "The outcome")
-    if refused and not outcome:
-        raise RequestError("A refusal needs a reason.")
+    sealed = require_closable(request)
+    outcome = checked_outcome(sealed, outcome, refused=refused)
     with transaction.atomic():
         status = RequestStatus.REFUSED if refused else RequestStatus.ANSWERED
         at = now()
@@ -358,11 +410,11 @@ def close(request: SubjectRequest, *, refused: bool, outcome: str, actor: str) -
             status=status, outcome=outcome, sealed=None, closed_at=at, updated_at=at
         )
         if not won:
-            raise RequestError("The request was closed meanwhile; nothing was changed.")
+            raise RequestError(CLOSED_MEANWHILE)
         request.status, request.outcome, request.sealed = status, outcome, None
         request.closed_at = request.updated_at = at
         action = RequestAction.REFUSED if refused else RequestAction.ANSWERED
-        _log(request, action, actor, outcome, sealed.subject)
+        _log(request, action, actor, outcome, sealed.subject if sealed else None)
     return request
 
 
@@ -402,61 +454,3 @@ def requests_for(subject: str):
     return SubjectRequest.objects.filter(subject_hmac__in=hmacs_of(subject)).order_by(
         "received_on", "id"
     )
-
-
-def holdings(
-    subject: str, namespaces: Iterable[str] = (), using: str | Sequence[str] | None = None
-) -> dict[str, dict[str, int]]:
-    """What we hold about ``subject``: ``table -> {namespace: rows}``, reading only.
-
-    The rows an erasure of the subject would select (live and soft-deleted), in
-    ``namespaces`` if given; tables holding nothing are left out.
-    """
-    found: dict[str, dict[str, int]] = {}
-    spaces: list[str | None] = list(namespaces) or [None]
-    for ns in spaces:
-        target = build_target(subject=subject, namespace=ns)
-        for alias in engine.aliases_for(using):
-            for table, model in ROW_MODELS.items():
-                q = row_filter(table, target)
-                if q is None:
-                    continue
-                _tally(found, table, model.objects.using(alias).filter(q))
-    return found
-
-
-# What an erasure keeps on purpose: project memories, named as the export names them.
-KEPT_AUTHORED = "project_memories_authored"
-KEPT_CONTRIBUTED = "project_memories_contributed"
-
-
-def kept(
-    subject: str, namespaces: Iterable[str] = (), using: str | Sequence[str] | None = None
-) -> dict[str, dict[str, int]]:
-    """Project memories held about ``subject`` that an erasure keeps: ``kind -> {namespace: rows}``.
-
-    Those it wrote (erased only when asked to include them) and those it contributed to
-    through an approved review item while another contributor still supports them. An
-    export lists both; "what do we hold" must too, though :func:`holdings` (what the
-    erasure removes) does not count them.
-    """
-    found: dict[str, dict[str, int]] = {}
-    for ns in list(namespaces) or [None]:
-        target = build_target(subject=subject, namespace=ns)
-        parts = (
-            (KEPT_AUTHORED, authored_filter(target)),
-            (KEPT_CONTRIBUTED, contributed_filter(target)),
-        )
-        for alias in engine.aliases_for(using):
-            for kind, q in parts:
-                if q is None:
-                    continue
-                _tally(found, kind, Memory.objects.using(alias).filter(q))
-    return found
-
-
-def _tally(found: dict[str, dict[str, int]], kind: str, rows) -> None:
-    """Add ``rows``' counts per namespace to ``found[kind]`` (kinds with none stay absent)."""
-    for row in rows.order_by().values("namespace").annotate(n=Count("pk")):
-        per = found.setdefault(kind, {})
-        per[row["namespace"]] = per.get(row["namespace"], 0) + row["n"]

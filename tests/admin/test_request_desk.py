@@ -10,6 +10,7 @@ import pytest
 from django.db import connection
 
 from memoryapp.compliance import requests as desk
+from memoryapp.compliance.holdings import holdings
 from memoryapp.models import (
     ErasureReceipt,
     ExportRecord,
@@ -209,7 +210,7 @@ def test_an_export_of_nothing_warns_before_the_download(officer):
 # ------------------------------------------------------------------ erase
 def test_erase_shows_the_holdings_then_erases_and_links_the_receipt(officer, made):
     seed_tenant()
-    held = desk.holdings(ALICE)
+    held = holdings(ALICE)
     r = act(officer, made, "erase")
     assert r.status_code == 200 and b'id="holdings"' in r.content
     page = r.content.decode()

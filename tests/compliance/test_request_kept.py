@@ -18,6 +18,7 @@ from memoryapp import MemoryManager
 from memoryapp.api.testing import token_client
 from memoryapp.compliance import erase, export
 from memoryapp.compliance import requests as desk
+from memoryapp.compliance.holdings import KEPT_AUTHORED, KEPT_CONTRIBUTED, holdings, kept
 from memoryapp.models import Memory, ReviewItem
 from tests._admin_support import ALICE, PROJECT, client_for, make_staff, seed_tenant
 
@@ -41,13 +42,13 @@ def _shared_memory() -> Memory:
 def test_kept_lists_what_they_wrote_and_what_they_contributed_to_and_holdings_do_not():
     seed_tenant()
     shared = _shared_memory()
-    assert desk.kept(ERIN) == {desk.KEPT_CONTRIBUTED: {NS: 1}}
-    assert desk.kept(ALICE) == {desk.KEPT_AUTHORED: {PROJECT: 1}}
+    assert kept(ERIN) == {KEPT_CONTRIBUTED: {NS: 1}}
+    assert kept(ALICE) == {KEPT_AUTHORED: {PROJECT: 1}}
     # The erasure removes erin's review item, never the memory dave still supports.
-    held = desk.holdings(ERIN)
+    held = holdings(ERIN)
     assert held.get("memories", {}) == {} and held["memory_review_queue"] == {NS: 1}
     # Within the request's namespaces only; the export lists exactly what kept() counts.
-    assert desk.kept(ERIN, ["acme/web"]) == {}
+    assert kept(ERIN, ["acme/web"]) == {}
     document = export(subject=ERIN)
     assert [m["id"] for m in document["project_memories_contributed"]] == [shared.pk]
 
@@ -57,10 +58,10 @@ def test_the_memory_is_kept_while_contributed_and_goes_with_its_last_supporter()
     erase(subject=DAVE, include_authored=True, actor="dpo")
     # dave's evidence is gone: erin is its last supporter, an erasure of erin would remove it.
     assert Memory.objects.filter(pk=shared.pk, deleted_at__isnull=True).exists()
-    assert desk.kept(ERIN) == {desk.KEPT_CONTRIBUTED: {NS: 1}}
+    assert kept(ERIN) == {KEPT_CONTRIBUTED: {NS: 1}}
     erase(subject=ERIN, include_authored=True, actor="dpo")
     assert not Memory.objects.filter(pk=shared.pk).exists()
-    assert desk.kept(ERIN) == {}
+    assert kept(ERIN) == {}
 
 
 def test_the_erase_page_shows_the_kept_project_memories_apart_from_the_total():
@@ -73,8 +74,10 @@ def test_the_erase_page_shows_the_kept_project_memories_apart_from_the_total():
     page = r.content.decode()
     assert r.status_code == 200 and 'id="kept"' in page
     assert "Project memories others also proposed" in page and ERIN not in page
-    # The total counts what the erasure removes: erin's one review item.
-    assert ">1</td></tr></tfoot>" in page
+    # The total counts what the erasure removes: erin's review item and its events only.
+    held = holdings(ERIN)
+    assert set(held) == {"memory_review_queue", "memory_events"}
+    assert f">{sum(sum(per.values()) for per in held.values())}</td></tr></tfoot>" in page
 
 
 def test_the_api_lookup_returns_kept_beside_holdings():
@@ -84,7 +87,7 @@ def test_the_api_lookup_returns_kept_beside_holdings():
     client.user.save()
     client.user.user_permissions.add(Permission.objects.get(codename="view_subjectrequest"))
     body = client.post("/api/subject-requests/lookup/", {"subject": ALICE}, format="json").json()
-    assert body["kept"] == {desk.KEPT_AUTHORED: {PROJECT: 1}}
+    assert body["kept"] == {KEPT_AUTHORED: {PROJECT: 1}}
     assert "memories" in body["holdings"]
 
 

@@ -8,6 +8,7 @@ import pytest
 from django.db import connection
 
 from memoryapp.compliance import requests as desk
+from memoryapp.compliance.holdings import holdings
 from memoryapp.compliance.receipts import keyed_hmac
 from memoryapp.models import (
     ErasureReceipt,
@@ -142,15 +143,15 @@ def test_closing_needs_a_refusal_reason_and_is_final():
 def test_export_then_erase_for_a_request_links_both_and_logs_every_step():
     seed_tenant()
     req = desk.open_request(subject=ALICE, right="erasure", actor="dpo")
-    before = desk.holdings(ALICE)
+    before = holdings(ALICE)
     assert before["memories"] and all(n > 0 for n in before["memories"].values())
     assert BOB not in before["memories"]
 
     (document,) = desk.export_for(req, actor="dpo")
     assert document["counts"]["memories"] == sum(before["memories"].values())
     (receipt,) = desk.erase_for(req, actor="dpo")
-    assert desk.holdings(ALICE) == {}
-    assert desk.holdings(BOB)  # another subject's rows stay
+    assert holdings(ALICE) == {}
+    assert holdings(BOB)  # another subject's rows stay
 
     assert list(req.exports.all()) == list(ExportRecord.objects.all())
     assert list(req.receipts.all()) == [receipt]
@@ -170,7 +171,7 @@ def test_export_then_erase_for_a_request_links_both_and_logs_every_step():
 
 def test_a_request_limited_to_namespaces_touches_only_those():
     seed_tenant()
-    everywhere = desk.holdings(ALICE)
+    everywhere = holdings(ALICE)
     spaces = {ns for per in everywhere.values() for ns in per}
     assert len(spaces) >= 2, everywhere
     kept = sorted(spaces)[0]
@@ -178,7 +179,7 @@ def test_a_request_limited_to_namespaces_touches_only_those():
     req = desk.open_request(subject=ALICE, right="erasure", actor="dpo", namespaces=erased)
     receipts = desk.erase_for(req, actor="dpo")
     assert len(receipts) == len(erased)
-    left = desk.holdings(ALICE)
+    left = holdings(ALICE)
     assert {ns for per in left.values() for ns in per} == {kept}
 
 

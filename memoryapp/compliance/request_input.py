@@ -1,0 +1,78 @@
+"""What a data-subject request accepts: the subject key, its namespaces, and free text.
+
+Pure Python over plain values, used by the service
+(:mod:`memoryapp.compliance.requests`) before anything is stored, so the admin,
+the API and the command line refuse the same input with the same words. Checked
+at intake rather than later: a key or a namespace that export or erasure would
+refuse (too long, a NUL character) would otherwise leave an open request that
+no action can serve, and text holding a NUL fails on PostgreSQL only, as a 500.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from memoryapp.compliance.receipts import SUBJECT_PLACEHOLDER
+from memoryapp.rules.errors import MemoryValidationError
+from memoryapp.rules.secret_scan import find_secret_family
+from memoryapp.rules.validation import check_stored_key, check_text
+
+MAX_TEXT_CHARS = 10_000  # a note, a reason, an outcome (the API's serializers say the same)
+MAX_NAMESPACES = 50
+
+
+class RequestError(ValueError):
+    """A request or an action on it that cannot be accepted (the message says why)."""
+
+
+def check_subject(subject: object) -> str:
+    """The subject key as given (never stripped: keys are exact), when export and
+    erasure can take it: a non-blank string of at most 255 storable characters."""
+    text = str(subject or "")
+    if not text.strip():
+        raise RequestError("A subject key is needed.")
+    try:
+        return check_stored_key(text, "The subject key")
+    except MemoryValidationError as e:
+        raise RequestError(f"{e}.") from None
+
+
+def check_namespaces(namespaces: Iterable[object]) -> tuple[str, ...]:
+    """The namespaces a request covers, each once, in order (at most
+    :data:`MAX_NAMESPACES`, each a namespace export and erasure can name)."""
+    spaces: dict[str, None] = {}
+    for value in namespaces:
+        try:
+            spaces[check_stored_key(str(value), "A namespace")] = None
+        except MemoryValidationError as e:
+            raise RequestError(f"{e}.") from None
+    if len(spaces) > MAX_NAMESPACES:
+        raise RequestError(f"A request covers at most {MAX_NAMESPACES} namespaces.")
+    return tuple(spaces)
+
+
+def clean_text(
+    text: object, subject: str | None, what: str, limit: int | None = MAX_TEXT_CHARS
+) -> str:
+    """``text`` as stored: stripped, refused when longer than ``limit``, unstorable or
+    holding a secret, and the subject key (as typed, and without surrounding blanks)
+    replaced by a placeholder.
+
+    Raises:
+        RequestError: the reason, naming ``what`` ("Notes", "The reason" …) and
+            never repeating the text.
+    """
+    text = str(text or "").strip()
+    if limit is not None and len(text) > limit:
+        raise RequestError(f"{what}: at most {limit:,} characters ({len(text):,} given).")
+    try:
+        check_text(text, what)
+    except MemoryValidationError as e:
+        raise RequestError(f"{e}.") from None
+    family = find_secret_family(text) if text else None
+    if family is not None:
+        raise RequestError(f"{what} look like they hold a secret ({family}); not saved.")
+    for key in dict.fromkeys([subject or "", (subject or "").strip()]):
+        if key and key in text:
+            text = text.replace(key, SUBJECT_PLACEHOLDER)
+    return text
