@@ -87,7 +87,8 @@ def kept(
     erasure removes) does not count them.
     """
     found: dict[str, dict[str, int]] = {}
-    for ns in list(namespaces) or [None]:
+    spaces: list[str | None] = list(namespaces) or [None]
+    for ns in spaces:
         target = build_target(subject=subject, namespace=ns)
         parts = (
             (KEPT_AUTHORED, authored_filter(target)),
