@@ -40,6 +40,18 @@ OPERATOR_PERMS = (
 )
 """A day-to-day operator: everything but erasure, purge, wipe and export."""
 
+REQUEST_HANDLER_PERMS = ("view_subjectrequest", "add_subjectrequest", "change_subjectrequest")
+"""Someone who records and answers subject requests, without export or erasure."""
+
+DESK_PERMS = (
+    *REQUEST_HANDLER_PERMS,
+    "export_memory",
+    "erase_memory",
+    "view_erasurereceipt",
+    "view_exportrecord",
+)
+"""A compliance officer at the desk: requests, exports, erasures and their proofs."""
+
 COMPLIANCE_PERMS = ("erase_memory", "wipe_memory", "export_memory", "purge_reviewitem")
 
 

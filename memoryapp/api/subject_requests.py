@@ -21,7 +21,7 @@ from rest_framework.response import Response
 from memoryapp import permissions as perms
 from memoryapp.api.filters import StrictChoiceFilter
 from memoryapp.api.permissions import ERASE, READ, WRITE, Rule, declared_rule
-from memoryapp.api.receipts import REQUEST_READ, LookupInputSerializer
+from memoryapp.api.receipts import REQUEST_READ, LookupInputSerializer, RequestFoundSerializer
 from memoryapp.api.serializers.fields import StrictChoiceField
 from memoryapp.api.throttles import ERASE as ERASE_SCOPE
 from memoryapp.api.throttles import WRITE as WRITE_SCOPE
@@ -52,13 +52,10 @@ class HistorySerializer(serializers.Serializer):
     at = serializers.DateTimeField()
 
 
-class SubjectRequestSerializer(serializers.ModelSerializer):
-    """A request as the API shows it: no subject key, only what the desk needs."""
+class SubjectRequestSerializer(RequestFoundSerializer):
+    """A request as the API shows it: no subject key, only what the desk needs (its
+    assignee and urgency as a lookup lists them)."""
 
-    assignee: serializers.SlugRelatedField = serializers.SlugRelatedField(
-        slug_field="username", read_only=True
-    )
-    urgency = serializers.SerializerMethodField()
     exports: serializers.PrimaryKeyRelatedField = serializers.PrimaryKeyRelatedField(
         many=True, read_only=True
     )
@@ -91,10 +88,6 @@ class SubjectRequestSerializer(serializers.ModelSerializer):
             "history",
         )
         read_only_fields = fields
-
-    def get_urgency(self, obj: SubjectRequest) -> str:
-        """``overdue``, ``due_soon`` or ``""``."""
-        return desk.urgency(obj)
 
 
 class OpenRequestSerializer(LookupInputSerializer):

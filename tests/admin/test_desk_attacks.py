@@ -14,7 +14,9 @@ from memoryapp.compliance import requests as desk
 from memoryapp.models import ErasureReceipt, ExportRecord, SubjectRequest, SubjectRequestEvent
 from tests._admin_support import (
     ALICE,
+    DESK_PERMS,
     OPERATOR_PERMS,
+    REQUEST_HANDLER_PERMS,
     client_for,
     make_staff,
     messages_of,
@@ -27,8 +29,6 @@ URL = "/admin/memoryapp/subjectrequest/"
 API = "/api/subject-requests/"
 LOOKUP = "/admin/memoryapp/erasurereceipt/lookup/"
 ACTIONS = ("start", "assign", "extend", "note", "export", "erase", "answer", "refuse")
-HANDLER = ("view_subjectrequest", "add_subjectrequest", "change_subjectrequest")
-DESK = (*HANDLER, "export_memory", "erase_memory", "view_erasurereceipt", "view_exportrecord")
 AWS_KEY = "AKIA" + "IOSFODNN7EXAMPLE"
 FORM = {"post": "yes", "outcome": "x", "text": "x", "months": "1", "reason": "r"}
 
@@ -51,11 +51,11 @@ def untouched(made: SubjectRequest) -> None:
 @pytest.mark.parametrize("bad", ["%00", "_00", "a" * 65, "0" * 31 + "%00"])
 def test_an_impossible_id_in_an_action_url_is_404_on_both_vendors(made, bad):
     """A NUL reached PostgreSQL as an error: a 500 before (the admin's ``_00`` quoting too)."""
-    officer = client_for(make_staff("dpo", DESK))
+    officer = client_for(make_staff("dpo", DESK_PERMS))
     for name in ACTIONS:
         assert officer.post(f"{URL}{bad}/act/{name}/", FORM).status_code == 404
     api = APIClient()
-    api.force_authenticate(make_staff("dpo-api", DESK))
+    api.force_authenticate(make_staff("dpo-api", DESK_PERMS))
     assert api.get(f"{API}{bad}/").status_code == 404
     for name in ("act", "export", "erase"):
         r = api.post(f"{API}{bad}/{name}/", {"action": "start"}, format="json")
@@ -101,11 +101,11 @@ def test_a_viewer_reads_but_every_action_is_refused(made):
 
 def test_a_handler_without_the_compliance_role_cannot_export_or_erase(made):
     seed_tenant()
-    handler = client_for(make_staff("handler", HANDLER))
+    handler = client_for(make_staff("handler", REQUEST_HANDLER_PERMS))
     for name in ("export", "erase"):
         assert handler.post(f"{URL}{made.pk}/act/{name}/", FORM).status_code == 403
     api = APIClient()
-    api.force_authenticate(make_staff("handler-api", HANDLER))
+    api.force_authenticate(make_staff("handler-api", REQUEST_HANDLER_PERMS))
     for name in ("export", "erase"):
         assert api.post(f"{API}{made.pk}/{name}/", format="json").status_code == 403
     untouched(made)
@@ -114,7 +114,7 @@ def test_a_handler_without_the_compliance_role_cannot_export_or_erase(made):
 # ------------------------------------------------------------------ CSRF
 def test_posts_without_a_csrf_token_change_nothing(made):
     seed_tenant()
-    user = make_staff("dpo", DESK)
+    user = make_staff("dpo", DESK_PERMS)
     browser = Client(enforce_csrf_checks=True)
     browser.force_login(user)
     for name in ACTIONS:
@@ -130,7 +130,7 @@ def test_posts_without_a_csrf_token_change_nothing(made):
 
 # ------------------------------------------------------------------ the key on pages
 def test_closing_confirms_the_outcome_as_it_will_be_stored_never_the_key(made):
-    officer = client_for(make_staff("dpo", DESK))
+    officer = client_for(make_staff("dpo", DESK_PERMS))
     for name in ("answer", "refuse"):
         page = officer.post(f"{URL}{made.pk}/act/{name}/", {"outcome": f"told {ALICE} by mail"})
         assert page.status_code == 200 and b'id="close-outcome"' in page.content
@@ -140,7 +140,7 @@ def test_closing_confirms_the_outcome_as_it_will_be_stored_never_the_key(made):
 
 
 def test_a_secret_in_the_outcome_is_refused_before_it_is_shown(made):
-    officer = client_for(make_staff("dpo", DESK))
+    officer = client_for(make_staff("dpo", DESK_PERMS))
     r = officer.post(f"{URL}{made.pk}/act/answer/", {"outcome": f"key {AWS_KEY}"}, follow=True)
     assert AWS_KEY.encode() not in r.content
     (message,) = messages_of(r)
@@ -149,7 +149,7 @@ def test_a_secret_in_the_outcome_is_refused_before_it_is_shown(made):
 
 
 def test_the_request_page_has_no_close_link_beside_the_desks_close(made):
-    officer = client_for(make_staff("dpo", DESK))
+    officer = client_for(make_staff("dpo", DESK_PERMS))
     page = officer.get(f"{URL}{made.pk}/change/").content
     assert b'class="closelink"' not in page  # "Close" here means answering the request
     assert b"Answered" in page
@@ -160,7 +160,7 @@ def test_the_whole_path_logs_nothing_of_the_key_even_its_failures(made, caplog, 
     caplog.set_level(logging.DEBUG)
     monkeypatch.setattr(logging.getLogger("django.request"), "propagate", True)
     caplog.set_level(logging.DEBUG, logger="django.request")
-    officer = client_for(make_staff("dpo", DESK))
+    officer = client_for(make_staff("dpo", DESK_PERMS))
     today = desk.today().isoformat()
     officer.post(URL + "add/", {"subject": ALICE, "right": "access", "received_on": today})
     officer.post(URL + "add/", {"subject": ALICE, "right": "access", "notes": f"k {AWS_KEY}"})
@@ -176,7 +176,7 @@ def test_the_whole_path_logs_nothing_of_the_key_even_its_failures(made, caplog, 
     ):
         officer.post(f"{URL}{made.pk}/act/{name}/", data)
     api = APIClient()
-    api.force_authenticate(make_staff("dpo-api", DESK))
+    api.force_authenticate(make_staff("dpo-api", DESK_PERMS))
     api.post(API, {"subject": ALICE, "right": "nonsense"}, format="json")
     api.post(API, {"subject": ALICE * 30, "right": "access"}, format="json")
     assert caplog.text  # requests and their 400s were logged
@@ -187,14 +187,14 @@ def test_the_whole_path_logs_nothing_of_the_key_even_its_failures(made, caplog, 
 @pytest.mark.parametrize("value", ["²", "١", "9" * 30, "-1", "1.0", "\x00", "x" * 200])
 def test_assigning_to_a_value_no_user_has_is_a_message(made, value):
     """ "²".isdigit() is true: the query raised ValueError (a 500) before."""
-    officer = client_for(make_staff("dpo", DESK))
+    officer = client_for(make_staff("dpo", DESK_PERMS))
     r = officer.post(f"{URL}{made.pk}/act/assign/", {"assignee": value}, follow=True)
     assert messages_of(r) == ["Assign: No such user."]
     untouched(made)
 
 
 def test_a_refused_intake_form_is_not_cached_nor_remembered_by_the_browser():
-    officer = client_for(make_staff("dpo", DESK))
+    officer = client_for(make_staff("dpo", DESK_PERMS))
     r = officer.post(URL + "add/", {"subject": ALICE, "right": "access", "notes": f"k {AWS_KEY}"})
     assert r.status_code == 200 and b"hold a secret" in r.content  # the key is in the form
     assert "no-store" in r["Cache-Control"]  # the admin site never caches its pages
@@ -219,7 +219,7 @@ def test_the_api_lookup_names_the_persons_own_namespace_without_echoing_the_key(
     """Its holdings were keyed by namespace, and a user-scope namespace is the key itself."""
     seed_tenant()
     api = APIClient()
-    api.force_authenticate(make_staff("dpo-api", DESK))
+    api.force_authenticate(make_staff("dpo-api", DESK_PERMS))
     for url in (API + "lookup/", "/api/erasures/lookup/"):
         r = api.post(url, {"subject": ALICE}, format="json")
         assert r.status_code == 200 and ALICE not in r.content.decode(), url

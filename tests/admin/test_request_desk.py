@@ -22,6 +22,7 @@ from memoryapp.models import (
 from tests._admin_support import (
     ALICE,
     BOB,
+    DESK_PERMS,
     OPERATOR_PERMS,
     PROJECT,
     client_for,
@@ -33,15 +34,6 @@ from tests._admin_support import (
 pytestmark = pytest.mark.django_db
 
 URL = "/admin/memoryapp/subjectrequest/"
-DESK_PERMS = (
-    "view_subjectrequest",
-    "add_subjectrequest",
-    "change_subjectrequest",
-    "export_memory",
-    "erase_memory",
-    "view_erasurereceipt",
-    "view_exportrecord",
-)
 AWS_KEY = "AKIA" + "IOSFODNN7EXAMPLE"
 MISTYPED = "acme/alicia"
 

@@ -16,22 +16,13 @@ from playwright.sync_api import expect
 
 from memoryapp.compliance import requests as desk
 from memoryapp.models import ErasureReceipt, Memory, RequestStatus, SubjectRequest
-from tests._admin_support import ALICE, BOB, PASSWORD, make_staff, seed_tenant
+from tests._admin_support import ALICE, BOB, DESK_PERMS, PASSWORD, make_staff, seed_tenant
 
 from .conftest import README_SWITCH, SCREENSHOTS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 WIDTH = 1280
-OFFICER_PERMS = (
-    "view_subjectrequest",
-    "add_subjectrequest",
-    "change_subjectrequest",
-    "export_memory",
-    "erase_memory",
-    "view_erasurereceipt",
-    "view_exportrecord",
-)
 
 
 @pytest.fixture
@@ -57,7 +48,7 @@ def _no_horizontal_scroll(page) -> None:
 
 def test_the_officer_answers_an_erasure_request(page, log_in, officer_shot, tmp_path):
     seed_tenant()
-    make_staff("dpo", perms=OFFICER_PERMS, password=PASSWORD)
+    make_staff("dpo", perms=DESK_PERMS, password=PASSWORD)
     page.set_viewport_size({"width": WIDTH, "height": 900})
     log_in("dpo", PASSWORD)
 
