@@ -167,29 +167,48 @@ def approve_many(
         for pending in _pending_chunks(ids, ns, using):
             with transaction.atomic(using=using):
                 chunk = list(pending.values_list("pk", flat=True))
-                covered = contributors.lock_for_decision(using, ns, chunk)
-                rows = contributors.locked_rows(using, ns, chunk, covered)
-                wanted = set(chunk)
-                items = sorted(
-                    (r for r in rows if r.pk in wanted), key=lambda r: (r.created_at, r.id)
-                )
-                by_subject: dict[str | None, list[ReviewItem]] = {}
-                for item in items:
-                    by_subject.setdefault(item.subject, []).append(item)
-                    written.add(item.subject or "")
-                done: list[tuple[ReviewItem, str]] = []
-                for group in by_subject.values():
-                    ok, bad = _approve_group(group, using, user_using, guard, actor)
-                    done += ok
-                    refused += bad
-                contributors.mark_approved(using, ns, done, actor=actor)
-                done += contributors.settle(using, ns, done, rows, actor=actor)
+                done, bad = _approve_chunk(chunk, ns, using, user_using, guard, actor, written)
+                refused += bad
                 done_here += len(done)
         if done_here >= DECISION_CHUNK:  # many new rows: the planner should know (as an import)
             for alias in {using, user_using}:
                 bulk.refresh_statistics(alias, written)
         approved += done_here
     return approved, refused
+
+
+def _approve_chunk(
+    chunk: list[str],
+    ns: str,
+    using: str,
+    user_using: str,
+    guard: MemoryGuard,
+    actor: str,
+    written: set[str],
+) -> tuple[list[tuple[ReviewItem, str]], list[tuple[ReviewItem, str]]]:
+    """Approve one chunk of ``ns``'s pending items and their project siblings (in the
+    caller's transaction): ``(approved (item, memory id) pairs, refused (item, reason))``.
+    Adds the user namespaces written to ``written``."""
+    covered = contributors.lock_for_decision(using, ns, chunk)
+    rows = contributors.locked_rows(using, ns, chunk, covered)
+    wanted = set(chunk)
+    items = sorted((r for r in rows if r.pk in wanted), key=lambda r: (r.created_at, r.id))
+    by_subject: dict[str | None, list[ReviewItem]] = {}
+    for item in items:
+        by_subject.setdefault(item.subject, []).append(item)
+        written.add(item.subject or "")
+    done: list[tuple[ReviewItem, str]] = []
+    refused: list[tuple[ReviewItem, str]] = []
+    for group in by_subject.values():
+        ok, bad = _approve_group(group, using, user_using, guard, actor)
+        done += ok
+        refused += bad
+    contributors.mark_approved(using, ns, done, actor=actor)
+    # A refused item stays pending, even where a sibling of its key was approved.
+    stay = {item.pk for item, _ in refused}
+    open_rows = [r for r in rows if r.pk not in stay]
+    done += contributors.settle(using, ns, done, open_rows, actor=actor)
+    return done, refused
 
 
 def approved_memories(

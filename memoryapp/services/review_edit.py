@@ -4,7 +4,9 @@ A reviewer fixes what the crystallizer got wrong — the title, the content, the
 or the scope — through the guard every write passes, and the edit is audited (a
 ``review_edit`` event naming the fields changed and the actor, never their text).
 Approval then promotes the corrected content (:func:`memoryapp.services.review.approve`
-reads the item as it is). Only a pending item can be edited.
+reads the item as it is). Only a pending item can be edited. The title and content of
+a project-scope item are shared with its pending siblings (the same key proposed by
+other people, decided together), so whichever is approved carries the correction.
 """
 
 from __future__ import annotations
@@ -14,12 +16,12 @@ from collections.abc import Mapping
 from django.db import DEFAULT_DB_ALIAS, transaction
 
 from memoryapp.conf import get_guard
-from memoryapp.db import locks
 from memoryapp.fields import now
-from memoryapp.models import MemoryType, ReviewItem, ReviewStatus, Scope
+from memoryapp.models import MemoryType, ReviewItem, Scope
 from memoryapp.rules import validation
 from memoryapp.rules.errors import MemoryValidationError, about
 from memoryapp.rules.guard import MemoryGuard
+from memoryapp.services import review_contributors as contributors
 from memoryapp.writes import review_queue, store
 
 __all__ = ["EDITABLE", "ReviewEditConflict", "clean", "collides", "edit", "retyped_key"]
@@ -116,13 +118,11 @@ def edit(
     """
     cleaned = clean(changes, guard)
     with transaction.atomic(using=using):
-        rows = ReviewItem.objects.using(using).filter(namespace=namespace, pk=item_id)
-        if locks.needed(using):
-            # As approval does: an erasure of the item's namespace or subject runs
-            # wholly before the edit (nothing left to edit) or wholly after it.
-            subject = rows.values_list("subject", flat=True).first()
-            locks.for_write(using, namespaces={namespace, subject}, subjects={subject})
-        item = rows.select_for_update().filter(status=ReviewStatus.PENDING).first()
+        # As approval does: an erasure of the namespace or of a subject whose item the
+        # edit writes runs wholly before the edit (nothing left to edit) or wholly after.
+        covered = contributors.lock_for_decision(using, namespace, [item_id])
+        locked = contributors.locked_rows(using, namespace, [item_id], covered)
+        item = next((r for r in locked if r.pk == item_id), None)
         if item is None:
             return None
         changed = [
@@ -144,12 +144,31 @@ def edit(
                 item.tags = [item.type]
         item.updated_at = now()
         item.save(using=using)
-        store.log_event(
-            using,
-            item.pk,
-            "review_edit",
-            namespace=namespace,
-            actor=actor,
-            fields=",".join(changed),
-        )
+        _log_edit(using, item, namespace, actor, changed)
+        if "type" not in changed and "scope" not in changed:
+            # A project key's items are one proposal from several people, decided
+            # together: its corrected words are theirs too, whichever of them is approved.
+            _share_words(using, item, contributors.decide_siblings([item], locked), changed, actor)
         return item
+
+
+def _share_words(using: str, item: ReviewItem, siblings, changed: list[str], actor: str) -> None:
+    """Give the pending project-scope ``siblings`` the title and content just corrected."""
+    words = [name for name in ("title", "content") if name in changed]
+    for sibling in siblings if words else ():
+        for name in words:
+            setattr(sibling, name, getattr(item, name))
+        sibling.updated_at = item.updated_at
+        sibling.save(using=using, update_fields=[*words, "updated_at"])
+        _log_edit(using, sibling, item.namespace, actor, words)
+
+
+def _log_edit(using: str, item: ReviewItem, namespace: str, actor: str, changed) -> None:
+    store.log_event(
+        using,
+        item.pk,
+        "review_edit",
+        namespace=namespace,
+        actor=actor,
+        fields=",".join(changed),
+    )

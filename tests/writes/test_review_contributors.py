@@ -12,6 +12,9 @@ import pytest
 from memoryapp import MemoryManager
 from memoryapp.compliance import erase, export
 from memoryapp.models import Memory, MemoryEvent, ReviewItem
+from memoryapp.rules.errors import SensitiveMemoryError
+from memoryapp.rules.guard import MemoryGuard
+from memoryapp.services import review, review_edit
 
 pytestmark = pytest.mark.django_db
 
@@ -152,3 +155,55 @@ def test_shared_memory_goes_when_its_last_supporter_is_erased():
     assert Memory.objects.get(pk=memory.pk).subject is None
     erase(subject=DAVE, include_authored=True)
     assert not Memory.objects.filter(pk=memory.pk).exists()
+
+
+class _RefusesMarked(MemoryGuard):
+    """The default guard, refusing any text holding a marker too."""
+
+    def detect_sensitive(self, content):
+        if "REFUSE-ME" in content:
+            raise SensitiveMemoryError("marked")
+        return super().detect_sensitive(content)
+
+
+def test_a_bulk_approval_leaves_a_refused_sibling_pending_and_counts_it_once():
+    (alice_item,) = _say(ALICE, DECISION)
+    (dave_item,) = _say(DAVE, DECISION)
+    ReviewItem.objects.filter(pk=dave_item.pk).update(content="REFUSE-ME ledger")
+    approved, refused = review.approve_many(
+        item_ids=[alice_item.pk, dave_item.pk], namespace=NS, guard=_RefusesMarked()
+    )
+    assert [item.pk for item, _ in refused] == [dave_item.pk]
+    assert approved == 1
+    statuses = dict(ReviewItem.objects.values_list("pk", "status"))
+    assert statuses == {alice_item.pk: "approved", dave_item.pk: "pending"}
+    assert not MemoryEvent.objects.filter(memory_id=dave_item.pk, event_type="review_approve")
+
+
+def test_a_correction_of_one_contributor_s_words_is_approved_whichever_sibling_is():
+    (alice_item,) = _say(ALICE, DECISION)
+    (dave_item,) = _say(DAVE, DECISION)
+    review_edit.edit(
+        item_id=alice_item.pk,
+        namespace=NS,
+        changes={"content": "Ledger on Postgres 16."},
+        actor="rv",
+    )
+    assert ReviewItem.objects.get(pk=dave_item.pk).content == "Ledger on Postgres 16."
+    edits = MemoryEvent.objects.filter(event_type="review_edit").values_list("memory_id", "actor")
+    assert sorted(edits) == sorted([(alice_item.pk, "rv"), (dave_item.pk, "rv")])
+    memory = MemoryManager(project=NS).approve_review_item(dave_item.pk, actor="root")
+    assert memory is not None and memory.content == "Ledger on Postgres 16."
+    assert ReviewItem.objects.get(pk=alice_item.pk).status == "approved"
+
+
+def test_a_new_scope_moves_only_the_edited_item_out_of_its_key():
+    (alice_item,) = _say(ALICE, DECISION)
+    (dave_item,) = _say(DAVE, DECISION)
+    review_edit.edit(
+        item_id=alice_item.pk, namespace=NS, changes={"scope": "user", "content": "mine"}
+    )
+    dave_after = ReviewItem.objects.get(pk=dave_item.pk)
+    assert (dave_after.scope, dave_after.content) == ("project", dave_item.content)
+    MemoryManager(project=NS).approve_review_item(dave_item.pk)
+    assert ReviewItem.objects.get(pk=alice_item.pk).status == "pending"
