@@ -276,6 +276,18 @@ def contributed_filter(t: Target) -> Q | None:
     return _restrict(q, t)
 
 
+def _links_shared_memory() -> Q:
+    """Approved project items whose key's memory has no single owner: they are what links
+    each contributor to it (export, erasure), so retention keeps them while it is stored."""
+    shared = Memory.objects.filter(
+        namespace=OuterRef("namespace"),
+        scope=Scope.PROJECT,
+        key_normalized=OuterRef("key_normalized"),
+        subject__isnull=True,
+    )
+    return Q(status=ReviewStatus.APPROVED, scope=Scope.PROJECT) & Q(Exists(shared))
+
+
 def _review_filter(t: Target) -> Q:
     """The review items a purge of the queue names (by status and subject, if given)."""
     q = Q()
@@ -294,7 +306,7 @@ def _retention_filter(table: str, t: Target) -> Q | None:
     if table == MEMORIES:
         return Q(deleted_at__isnull=False, deleted_at__lte=cutoff)
     if table == REVIEW:
-        return Q(status__in=list(DECIDED), updated_at__lte=cutoff)
+        return Q(status__in=list(DECIDED), updated_at__lte=cutoff) & ~_links_shared_memory()
     if table == SUMMARIES:
         return Q(created_at__lte=cutoff)
     return None

@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 
 from memoryapp import MemoryManager
-from memoryapp.compliance import preview_expired, purge_expired, retention_cutoffs
+from memoryapp.compliance import export, preview_expired, purge_expired, retention_cutoffs
 from memoryapp.models import Memory, MemoryEvent, ReviewItem, SessionSummary
 from tests._erasure_support import ALICE, PROJECT, found_in, marker, stored_bytes
 
@@ -102,3 +102,29 @@ def test_bad_retention_setting_is_refused(settings):
     settings.MEMORYAPP_RETENTION_REVIEW_ITEMS_DAYS = -1
     with pytest.raises(ValueError, match="days"):
         retention_cutoffs()
+
+
+def test_retention_keeps_the_approved_items_that_link_people_to_a_shared_memory(settings):
+    """Two people's approved proposal of one project key: the memory has no single owner,
+    so those items are what an export or an erasure of either finds it by."""
+    settings.MEMORYAPP_ERASURE_PURGE_TIMEOUT = 10
+    words = [{"role": "user", "content": "We decided to use Postgres for the ledger."}]
+    for subject in (ALICE, "acme/dave"):
+        MemoryManager(project=PROJECT, user=subject).crystallize_user_messages(words)
+    first = ReviewItem.objects.filter(subject=ALICE).get()
+    shared = MemoryManager(project=PROJECT).approve_review_item(first.pk)
+    assert shared is not None and shared.subject is None
+    ReviewItem.objects.update(updated_at=_ago(400))
+
+    purge_expired(actor="cron")
+    assert ReviewItem.objects.filter(status="approved").count() == 2
+    contributed = export(subject=ALICE)["project_memories_contributed"]
+    assert [m["id"] for m in contributed] == [shared.pk]
+
+    # Once the memory is gone (soft-deleted, then past its own retention), so are they.
+    MemoryManager(project=PROJECT).delete(shared.pk)
+    Memory.objects.filter(pk=shared.pk).update(deleted_at=_ago(400))
+    purge_expired(actor="cron")
+    assert not Memory.objects.filter(pk=shared.pk).exists()
+    purge_expired(actor="cron")
+    assert not ReviewItem.objects.exists()
