@@ -256,12 +256,13 @@ class SubjectRequestViewSet(
                 {
                     "requests": SubjectRequestSerializer(many=True),
                     "holdings": serializers.DictField(
-                        help_text="What an erasure removes: table -> {namespace: rows}."
+                        help_text="What an erasure removes: table -> {namespace: rows} "
+                        "(empty without the export or erase permission)."
                     ),
                     "kept": serializers.DictField(
                         help_text="Project memories an erasure keeps (exported all the same): "
                         "project_memories_authored / project_memories_contributed -> "
-                        "{namespace: rows}."
+                        "{namespace: rows} (empty without the export or erase permission)."
                     ),
                 },
             )
@@ -273,10 +274,15 @@ class SubjectRequestViewSet(
         found = desk.requests_for(data["subject"]).prefetch_related("history")
         body = {
             "requests": SubjectRequestSerializer(found, many=True).data,
-            # The user-scope namespace is the key itself: named, never echoed back.
-            "holdings": without_key(holdings(data["subject"]), data["subject"]),
-            "kept": without_key(kept(data["subject"]), data["subject"]),
+            "holdings": {},
+            "kept": {},
         }
+        # Where a person's data lies is for who may export or erase it, as the admin shows
+        # it on the erase page only; the user-scope namespace (the key itself) is named.
+        user = request.user
+        if user.has_perm(perms.EXPORT_MEMORY) or user.has_perm(perms.ERASE_MEMORY):
+            body["holdings"] = without_key(holdings(data["subject"]), data["subject"])
+            body["kept"] = without_key(kept(data["subject"]), data["subject"])
         response = Response(body)
         response["Cache-Control"] = "no-store"
         return response

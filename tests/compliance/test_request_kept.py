@@ -85,7 +85,9 @@ def test_the_api_lookup_returns_kept_beside_holdings():
     client = token_client("dpo", ["acme/"])
     client.user.is_staff = True
     client.user.save()
-    client.user.user_permissions.add(Permission.objects.get(codename="view_subjectrequest"))
+    client.user.user_permissions.add(
+        *Permission.objects.filter(codename__in=["view_subjectrequest", "export_memory"])
+    )
     body = client.post("/api/subject-requests/lookup/", {"subject": ALICE}, format="json").json()
     assert body["kept"] == {KEPT_AUTHORED: {PROJECT: 1}}
     assert "memories" in body["holdings"]

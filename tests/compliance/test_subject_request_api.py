@@ -167,3 +167,15 @@ def test_erase_for_a_request_leaves_the_purge_to_the_worker_when_it_runs(setting
     expected = ReceiptState.DELETED if worker else ReceiptState.COMPLETE
     assert receipt.state == expected
     assert not Memory.objects.filter(subject=ALICE).exists()
+
+
+def test_what_we_hold_is_only_for_who_may_export_or_erase(officer):
+    """A request handler (view only) finds the key's requests, not where its data lies."""
+    seed_tenant()
+    viewer = _staff("viewer", codenames=["view_subjectrequest"])
+    seen = viewer.post(URL + "lookup/", {"subject": ALICE}, format="json").json()
+    assert (seen["holdings"], seen["kept"]) == ({}, {})
+    exporter = _staff("exporter", codenames=["view_subjectrequest", "export_memory"])
+    full = exporter.post(URL + "lookup/", {"subject": ALICE}, format="json").json()
+    assert full["holdings"]["memories"] and full["kept"]
+    assert full == officer.post(URL + "lookup/", {"subject": ALICE}, format="json").json()
