@@ -10,6 +10,7 @@ no action can serve, and text holding a NUL fails on PostgreSQL only, as a 500.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from memoryapp.compliance.receipts import SUBJECT_PLACEHOLDER
@@ -55,7 +56,7 @@ def clean_text(
     text: object, subject: str | None, what: str, limit: int | None = MAX_TEXT_CHARS
 ) -> str:
     """``text`` as stored: stripped, refused when longer than ``limit``, unstorable or
-    holding a secret, and the subject key (as typed, and without surrounding blanks)
+    holding a secret, and the subject key (without surrounding blanks, in any case)
     replaced by a placeholder.
 
     Raises:
@@ -72,7 +73,8 @@ def clean_text(
     family = find_secret_family(text) if text else None
     if family is not None:
         raise RequestError(f"{what} look like they hold a secret ({family}); not saved.")
-    for key in dict.fromkeys([subject or "", (subject or "").strip()]):
-        if key and key in text:
-            text = text.replace(key, SUBJECT_PLACEHOLDER)
+    key = (subject or "").strip()
+    if key:
+        # In any case ("ACME/Alice" for acme/alice): a note names the person however typed.
+        text = re.sub(re.escape(key), SUBJECT_PLACEHOLDER, text, flags=re.IGNORECASE)
     return text

@@ -82,6 +82,11 @@ def test_text_of_the_limit_is_taken_and_the_key_is_replaced_with_or_without_blan
     # A key typed with a stray blank at intake is still replaced where the note names it.
     assert clean(f"mail from {ALICE}", f"{ALICE} ", "Notes") == "mail from (the subject)"
     assert clean(f"mail from {ALICE} ", ALICE, "Notes") == "mail from (the subject)"
+    # However the note's author capitalised it; a regex character in a key is only itself.
+    assert clean(f"{ALICE.upper()} and {ALICE.title()}", ALICE, "Notes") == (
+        "(the subject) and (the subject)"
+    )
+    assert clean("acmeXalice asked", "acme.alice", "Notes") == "acmeXalice asked"
 
 
 @pytest.mark.parametrize(
