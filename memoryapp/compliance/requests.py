@@ -26,7 +26,7 @@ from django.db import transaction
 from memoryapp import conf
 from memoryapp import permissions as perms
 from memoryapp.compliance.export import export
-from memoryapp.compliance.lookup import hmacs_of
+from memoryapp.compliance.lookup import hmacs_of, lookup
 from memoryapp.compliance.receipts import key_id, keyed_hmac, safe_actor
 from memoryapp.compliance.request_input import (
     RequestError,
@@ -450,7 +450,6 @@ def urgency(request: SubjectRequest, at: dt.date | None = None) -> str:
 
 
 def requests_for(subject: str):
-    """Every request naming ``subject`` (by HMAC under the current and fallback keys)."""
-    return SubjectRequest.objects.filter(subject_hmac__in=hmacs_of(subject)).order_by(
-        "received_on", "id"
-    )
+    """Every request naming ``subject``: the lookup's (by HMAC under the current and
+    fallback keys), by received date."""
+    return lookup(subject).requests
