@@ -248,14 +248,20 @@ def _open_sealed(made: SubjectRequest) -> desk.Sealed:
     return sealed
 
 
-def _held(sealed: desk.Sealed, *, with_kept: bool) -> dict[str, int]:
-    """Rows an erasure removes about the subject per table (within the request's namespaces);
-    with ``with_kept``, also the project memories it wrote or contributed to, which an erasure
-    keeps and an export lists."""
-    found = holdings(sealed.subject, sealed.namespaces)
-    if with_kept:
-        found |= kept(sealed.subject, sealed.namespaces)
+def _totals(found: dict[str, dict[str, int]]) -> dict[str, int]:
+    """``table -> {namespace: rows}`` summed per table."""
     return {table: sum(per.values()) for table, per in found.items()}
+
+
+def _held(sealed: desk.Sealed) -> dict[str, int]:
+    """Rows an erasure removes about the subject per table (within the request's namespaces)."""
+    return _totals(holdings(sealed.subject, sealed.namespaces))
+
+
+def _kept(sealed: desk.Sealed) -> dict[str, int]:
+    """The project memories it wrote or contributed to: an erasure keeps them, an export
+    lists them."""
+    return _totals(kept(sealed.subject, sealed.namespaces))
 
 
 def _warn_if_nothing(cmd, held: dict[str, int], what: str) -> None:
@@ -286,7 +292,7 @@ def do_export(cmd, options) -> None:
         raise CommandError(f"{path} exists: not overwritten (choose a new file)")
     if not path.parent.is_dir():
         raise CommandError(f"cannot write {path}: the directory {path.parent} does not exist")
-    _warn_if_nothing(cmd, _held(sealed, with_kept=True), "the file will list no rows")
+    _warn_if_nothing(cmd, _held(sealed) | _kept(sealed), "the file will list no rows")
     with _create(path) as out:
         documents = desk.export_for(made, actor=cli_actor(options), via=ExportVia.CLI)
         json.dump({"documents": documents}, out, indent=2, ensure_ascii=False)
@@ -303,12 +309,11 @@ def do_erase(cmd, options) -> None:
     """Erase the subject's data for the request (asks unless ``--yes``); print the receipts."""
     made = request_by_id(options["id"])
     sealed = _open_sealed(made)
-    held = _held(sealed, with_kept=False)
+    held = _held(sealed)
     _warn_if_nothing(cmd, held, "the erasure will remove no rows")
     counts = ", ".join(f"{table} {n}" for table, n in held.items()) or "nothing"
-    for kind, n in _held(sealed, with_kept=True).items():
-        if kind not in held:
-            cmd.stdout.write(f"kept (project memories, not erased): {kind} {n}")
+    for kind, n in _kept(sealed).items():
+        cmd.stdout.write(f"kept (project memories, not erased): {kind} {n}")
     cmd.confirm(
         f"Permanently erase {counts} for request {made.pk}? This cannot be undone.", options
     )
