@@ -160,7 +160,9 @@ def test_erase_a_subject_through_the_compliance_page(page, root, log_in, shot):
     # The plain-words summary first; the technical proof (badges) folded below it.
     expect(page.locator("#receipt-headline")).to_have_text("Erased and verified by byte scan")
     page.locator("#receipt-proof summary").click()
-    expect(page.locator(".mem-receipt .mem-badge.mem-live", has_text="verified by byte scan")).to_be_visible()
+    expect(
+        page.locator(".mem-receipt .mem-badge.mem-live", has_text="verified by byte scan")
+    ).to_be_visible()
     expect(page.locator(".messagelist")).to_contain_text("The subject was erased")
     shot("receipt", readme="admin-receipt", element=".mem-receipt")
 
