@@ -112,13 +112,13 @@ RECEIPT_OUTCOMES = (
 """Every outcome a receipt can show (the labels ``/metrics`` and ``/healthz`` count by)."""
 
 REPLICAS_CAVEAT = (
-    "Replicas are not checked by this erasure: nothing here verifies that a replica has "
-    "applied it, and a replica's own WAL and backups are not purged."
+    "Replicas are outside this erasure's verification: nothing here confirms that a replica "
+    "has applied it, and a replica's own WAL and backups are not purged."
 )
 """The receipt's technical caveat about replicas (one place: the per-copy checks change it)."""
 
 REPLICAS_PLAIN = (
-    "Copies of the database kept on other servers (replicas) are not checked by this "
+    "Copies of the database kept on other servers (replicas) are not examined by this "
     "erasure, and their own backups are not cleaned."
 )
 """The same caveat in plain words, for the receipt's summary and its printable letter."""
