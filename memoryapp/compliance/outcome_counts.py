@@ -10,7 +10,7 @@ scan" without a scan's recorded counts): their number stops growing with the upg
 from __future__ import annotations
 
 from django.db import DEFAULT_DB_ALIAS
-from django.db.models import BooleanField, Case, Count, Value, When
+from django.db.models import BooleanField, Case, Count, Q, Value, When
 from django.db.models.fields.json import KT
 
 from memoryapp.models import ErasureReceipt
@@ -42,7 +42,9 @@ def counts(using: str | None = None) -> dict[str, int]:
         else:
             legacy += row["n"]
     if legacy:
-        earlier = qs.exclude(recorded__in=_RECORDED).exclude(verification="")
+        # A missing key is NULL, which NOT IN alone would leave out.
+        unrecorded = Q(details__outcome__isnull=True) | ~Q(details__outcome__in=_RECORDED)
+        earlier = qs.filter(unrecorded).exclude(verification="")
         fields = ("details", "verification", "verified", "databases")
         for values in earlier.values(*fields).iterator():
             out[of_receipt(values)[0]] += 1

@@ -240,3 +240,31 @@ def test_a_postgresql_server_on_another_host_is_rewritten_not_scanned(
     _assert_unscanned_everywhere(out, receipt, reason, "the database runs on another machine")
     assert f"byte scan: not possible ({reason})" in receipt.verification
     assert outcome_counts.counts()["rewritten_not_scanned"] == 1
+
+
+def test_receipts_are_counted_by_outcome_earlier_ones_derived_honestly(scrape):
+    def make(**fields):
+        ErasureReceipt.objects.create(target_kind="namespace", **fields)
+
+    make(state="requested")  # no verification yet
+    make(state="complete", verified=True, details={"outcome": "verified_by_byte_scan"})
+    make(state="needs_attention", verification="SQL: 1 erased row(s) remain")
+    # From before outcomes were recorded: derived from the text, never upgraded.
+    make(
+        state="complete",
+        verified=True,
+        verification="SQL: 0 erased row(s) remain; byte scan: not possible (in-memory "
+        "database: no files)",
+    )
+    make(state="complete", verified=True, verification="SQL: 0 erased row(s) remain")
+    expected = {
+        "verified_by_byte_scan": 1,
+        "rewritten_not_scanned": 1,
+        "not_verified": 1,
+        "not_checked": 1,
+        "nothing_erased": 0,
+        "unknown": 1,
+    }
+    assert outcome_counts.counts() == expected
+    assert {o: _metric(o) for o in expected} == expected
+    assert _health() == expected
