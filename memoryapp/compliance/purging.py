@@ -252,6 +252,7 @@ def _byte_scan(alias: str, r: ErasureReceipt, vendor, tables, read: dict[str, in
         "fragments": len(pieces),
         "found": unexplained,
         "found_in_kept_rows": len(kept),
+        "residue": escalation.fingerprint(sorted(found - kept)),
     }
     return unexplained == 0, text, facts
 
