@@ -84,20 +84,14 @@ def purge(
         if previous is not None and step.repeats(previous):
             continue
         if level > 0 and step.everything and not _slot(pending, alias, run_id, level, step):
-            for r in pending:  # deferred before any purge ran in this attempt
-                wait = PurgeOutcome("not purged: " + _steps(r, alias)[-1]["result"][:200])
-                results.setdefault((r.id, alias), (wait, None))
+            _waiting(pending, alias, results)
             break  # deferred: each receipt says until when
         remain = None if step.whole_tables else remainders
         tables, partitions = vendor.storage_tables(connection, logical, remain)
         at = now()
         entries = [_entry(r, alias, run_id, level, step, at) for r in pending]
         phases.report("purging" if previous is None else "escalating")
-        if level > 0:
-            # A stronger step is written before it runs: a process killed during a
-            # long rewrite leaves the receipt saying so, and the next attempt starts here.
-            for r in pending:
-                r.save(using=using, update_fields=["details"])
+        _announce(pending, level, using)
         began = time.monotonic()
         outcome = ladder.run(step, vendor, connection, tables, token=token, timeout=timeout)
         seconds = time.monotonic() - began
@@ -105,23 +99,49 @@ def purge(
         if partitions:
             outcome.details["partitions"] = partitions
         outcome.details["step"] = step.name
-        still = []
-        for r, entry in zip(pending, entries, strict=True):
-            check: Check | None = None
-            if outcome.ok:
-                phases.report("verifying")
-                check = verify(alias, r, vendor, tables)
-            results[(r.id, alias)] = (outcome, check)
-            entry.update(_result(outcome, check), seconds=round(seconds, 3))
-            if entry["outcome"] == RESIDUE:
-                _compare(r, alias, entry)
-                still.append(r)
+        how = (vendor, tables, verify, seconds)
+        still = _verify_each(alias, pending, entries, outcome, how, results)
         pending, previous = still, outcome
         if not pending:
             break
     for r in pending:
         _stall_if_top(r, alias, len(steps) - 1)
     return results
+
+
+def _verify_each(alias: str, pending, entries, outcome: PurgeOutcome, how, results) -> list:
+    """Verify each receipt after ``outcome`` (``how``: the vendor, the purged tables, the
+    verification and the purge's seconds), record it in its step and in ``results``;
+    the receipts with residue left."""
+    vendor, tables, verify, seconds = how
+    still = []
+    for r, entry in zip(pending, entries, strict=True):
+        check: Check | None = None
+        if outcome.ok:
+            phases.report("verifying")
+            check = verify(alias, r, vendor, tables)
+        results[(r.id, alias)] = (outcome, check)
+        entry.update(_result(outcome, check), seconds=round(seconds, 3))
+        if entry["outcome"] == RESIDUE:
+            _compare(r, alias, entry)
+            still.append(r)
+    return still
+
+
+def _announce(pending: list[ErasureReceipt], level: int, using: str) -> None:
+    """A stronger step is written before it runs: a process killed during a long
+    rewrite leaves the receipt saying so, and the next attempt starts there."""
+    if level > 0:
+        for r in pending:
+            r.save(using=using, update_fields=["details"])
+
+
+def _waiting(pending: list[ErasureReceipt], alias: str, results) -> None:
+    """The outcome of receipts deferred before any purge ran in this attempt (a retry
+    that starts at the deferred step): not purged, and why."""
+    for r in pending:
+        wait = PurgeOutcome("not purged: " + _steps(r, alias)[-1]["result"][:200])
+        results.setdefault((r.id, alias), (wait, None))
 
 
 def _slot(pending: list[ErasureReceipt], alias: str, run_id: str, level: int, step) -> bool:

@@ -49,6 +49,7 @@ from django.db.models import Model
 
 from memoryapp.compliance.selection import ROW_MODELS, SNAPSHOTS, batches
 from memoryapp.db import partitioning
+from memoryapp.db.vendor import for_connection
 
 CHUNK_ROWS = 500  # rows per query: bounded memory, no transaction held open between chunks
 SNAPSHOT_CHUNK_ROWS = 16  # a snapshot is ~165 KB per 1,000 memories (20 MB at 100,000)
@@ -118,7 +119,7 @@ def _indexed_columns(model: type[Model], alias: str) -> list[str]:
     """The text columns an index of ``model`` starts with (a lookup by ``=`` uses it)."""
     meta = model._meta
     leading = {meta.pk.name} if meta.pk else set()
-    leading |= {f.name for f in meta.concrete_fields if f.db_index or f.unique}
+    leading |= {f.name for f in meta.concrete_fields if getattr(f, "db_index", False) or f.unique}
     for index in meta.indexes:
         if index.fields:
             leading.add(index.fields[0].lstrip("-"))
@@ -126,7 +127,7 @@ def _indexed_columns(model: type[Model], alias: str) -> list[str]:
         fields = getattr(constraint, "fields", ())
         if fields:
             leading.add(fields[0])
-    if meta.db_table in partitioning.TABLES and connections[alias].vendor == "postgresql":
+    if meta.db_table in partitioning.TABLES and _partitioned(alias):
         leading.add(partitioning.KEY)  # the primary key is (namespace, id)
     return [
         f.name
@@ -215,9 +216,14 @@ def _snapshot_strings(rows: list[tuple]) -> list[bytes]:
 
 
 def _whole_file(alias: str, scanned: Sequence[str]) -> bool:
-    """Whether the byte scan read every table's bytes (SQLite's one file), or no
-    relations were named: then every table's rows are read."""
-    return not scanned or connections[alias].vendor == "sqlite"
+    """Whether the byte scan read every table's bytes (SQLite's one file: the vendor
+    that does not partition), or no relations were named: then every table's rows are
+    read."""
+    return not scanned or not _partitioned(alias)
+
+
+def _partitioned(alias: str) -> bool:
+    return for_connection(connections[alias]).partitions_by_namespace
 
 
 def _scope(alias: str, scanned: Sequence[str]) -> list[type[Model]]:
