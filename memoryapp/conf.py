@@ -169,6 +169,21 @@ def erasure_purge_timeout() -> float:
     return float(getattr(settings, "MEMORYAPP_ERASURE_PURGE_TIMEOUT", 10.0))
 
 
+def erasure_full_rewrite_interval() -> float:
+    """``MEMORYAPP_ERASURE_FULL_REWRITE_INTERVAL``: seconds between two rewrites of every
+    tenant's rows that erasures may start (an escalation to the whole tables on
+    PostgreSQL, to a ``VACUUM`` of the file on SQLite).
+
+    Such a rewrite holds every partition's ``ACCESS EXCLUSIVE`` lock in turn, so
+    anyone with an erase grant could otherwise start one per erasure. The last
+    start is kept in the database (``schema_meta``), for every process; an
+    erasure that needs one sooner waits (its receipt says until when) and is
+    retried then. The configured purge of the partitions that held the erased
+    rows is never limited. Default 3600; 0 removes the limit.
+    """
+    return max(0.0, float(getattr(settings, "MEMORYAPP_ERASURE_FULL_REWRITE_INTERVAL", 3600.0)))
+
+
 def erasure_worker() -> bool:
     """``MEMORYAPP_ERASURE_WORKER``: leave the purge and verification of HTTP and admin
     erasures to ``manage.py memory worker``.

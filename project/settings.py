@@ -318,6 +318,11 @@ MEMORYAPP_ERASURE_PURGE_TIMEOUT = env.float("MEMORYAPP_ERASURE_PURGE_TIMEOUT", d
 # auto | online | rewrite (memoryapp/conf.py): "rewrite" is the way out of a purge that
 # keeps leaving residue, settable here without a settings module of one's own.
 MEMORYAPP_ERASURE_PURGE_METHOD = env("MEMORYAPP_ERASURE_PURGE_METHOD", default="auto")
+# At most one rewrite of every tenant's rows (whole tables, VACUUM of the file) started
+# by erasures per this many seconds, across processes (memoryapp/conf.py).
+MEMORYAPP_ERASURE_FULL_REWRITE_INTERVAL = env.float(
+    "MEMORYAPP_ERASURE_FULL_REWRITE_INTERVAL", default=3600.0
+)
 # Automatic attempts before a receipt "needs attention", the backoff between them, and
 # the age past which an unfinished erasure is reported (/healthz, the admin overview).
 MEMORYAPP_ERASURE_MAX_ATTEMPTS = env.int("MEMORYAPP_ERASURE_MAX_ATTEMPTS", default=8)

@@ -147,6 +147,9 @@ def purge_settings(settings, tmp_path):
     tests that expect "not purged" lower the timeout themselves.
     """
     settings.MEMORYAPP_ERASURE_PURGE_TIMEOUT = 10
+    # Escalation tests climb to the full rewrite in test after test on one database;
+    # tests/compliance/test_false_residue.py enforces the interval itself.
+    settings.MEMORYAPP_ERASURE_FULL_REWRITE_INTERVAL = 0
     settings.MEMORYAPP_ERASURE_LEDGER = str(tmp_path / "ledger.jsonl")
 
 

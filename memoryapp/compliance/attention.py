@@ -3,10 +3,12 @@
 After each attempt that did not end verified, :func:`schedule` either sets when
 the worker may try again (capped exponential backoff with jitter,
 :mod:`memoryapp.rules.retries`) or — once ``MEMORYAPP_ERASURE_MAX_ATTEMPTS`` attempts
-were made — moves the receipt to ``needs_attention``, which the worker no longer
-claims. :func:`reopen` gives such a receipt back its phase when a person retries
-it. :func:`status` counts what ``/healthz``, ``/metrics`` and the admin overview
-report.
+were made, or at once when the strongest purge left residue (repeating it
+would only rewrite again what it rewrote) — moves the receipt to
+``needs_attention``, which the worker no longer claims; a purge deferred by
+``MEMORYAPP_ERASURE_FULL_REWRITE_INTERVAL`` is due when the interval ends.
+:func:`reopen` gives such a receipt back its phase when a person retries it.
+:func:`status` counts what ``/healthz``, ``/metrics`` and the admin overview report.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 
 from django.db import DEFAULT_DB_ALIAS
 from django.db.models import Count, Min, Q
+from django.utils.dateparse import parse_datetime
 
 from memoryapp import conf
 from memoryapp.fields import now
@@ -46,8 +49,19 @@ def schedule(r: ErasureReceipt, stamp: dt.datetime) -> str:
     r.claimed_by = ""
     details = r.details if isinstance(r.details, dict) else {}
     r.details = details
-    if r.state == ReceiptState.NEEDS_ATTENTION or retries.exhausted(
-        r.attempts, limit=conf.erasure_max_attempts()
+    # The escalation's verdicts on this attempt (compliance/escalation.py): its
+    # strongest purge left residue (retrying would repeat it), or a rewrite of every
+    # tenant's rows must wait for the interval (a wait, not a failure: no backoff).
+    stalled = details.pop("stalled", None)
+    deferred = parse_datetime(str(details.pop("deferred_until", "") or ""))
+    if deferred is not None and not stalled and r.state != ReceiptState.NEEDS_ATTENTION:
+        r.claimed_until = max(deferred, stamp)
+        details["next_attempt"] = r.claimed_until.isoformat()
+        return "retry"
+    if (
+        stalled
+        or r.state == ReceiptState.NEEDS_ATTENTION
+        or retries.exhausted(r.attempts, limit=conf.erasure_max_attempts())
     ):
         if r.state != ReceiptState.NEEDS_ATTENTION:
             details["attention"] = {
@@ -56,6 +70,8 @@ def schedule(r: ErasureReceipt, stamp: dt.datetime) -> str:
                 # What finishing it still needs: the deletion, or the purge.
                 "phase": str(r.state),
             }
+            if stalled:
+                details["attention"]["reason"] = stalled.get("reason", "")
             r.state = ReceiptState.NEEDS_ATTENTION
         else:
             details.setdefault("attention", {})["attempts"] = r.attempts

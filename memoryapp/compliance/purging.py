@@ -20,7 +20,6 @@ from memoryapp.compliance.selection import (
     batches,
     purged_with,
 )
-from memoryapp.db import partitioning
 from memoryapp.db.purge import scan as byte_scan
 from memoryapp.db.purge.common import PurgeOutcome
 from memoryapp.db.purge.vendors import for_connection
@@ -289,6 +288,7 @@ def _byte_scan(alias: str, r: ErasureReceipt, vendor, tables, read: dict[str, in
         "fragments": len(pieces),
         "found": unexplained,
         "found_in_kept_rows": len(kept),
+        "residue": escalation.fingerprint(sorted(found - kept)),
     }
     return unexplained == 0, text, facts
 
@@ -313,16 +313,13 @@ def _remaining(alias: str, r: ErasureReceipt) -> int:
 def _in_kept_rows(
     alias: str, pieces: list[bytes], found: set[int], scanned: Sequence[str] = ()
 ) -> set[int]:
-    """The found fragments (indexes into ``pieces``) that a kept row holds too.
-
-    One pass over the kept rows for all of them (:mod:`.kept`), never a query
-    each; the partitions the scan read (``scanned``) first.
-    """
+    """The found fragments (indexes into ``pieces``) that a kept row holds too, in any
+    column (:mod:`.kept`): indexed lookups, then one pass over the rows of the
+    relations the scan read (``scanned``) — never a query per fragment."""
     if not found:
         return set()
     order = sorted(found)
-    leaves = [t for t in scanned if partitioning.table_of(t)]
-    return {order[j] for j in explained_by_kept_rows(alias, [pieces[i] for i in order], leaves)}
+    return {order[j] for j in explained_by_kept_rows(alias, [pieces[i] for i in order], scanned)}
 
 
 def unfinished(using: str | None = None, *, automatic: bool = False):

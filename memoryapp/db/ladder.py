@@ -30,6 +30,12 @@ first purge verifies — costs what it cost before (bench/ESCALATION.md).
   3. the whole tables: every partition of each erased table, rewritten
      (``VACUUM FULL``; ``pg_repack`` under ``"online"``), and the byte scan
      then reads every partition.
+
+A step that rewrites every tenant's rows (``everything``: PostgreSQL's whole
+tables, SQLite's ``VACUUM`` after the incremental purge) is, as an escalation,
+started at most once per ``MEMORYAPP_ERASURE_FULL_REWRITE_INTERVAL`` across
+processes; a step that already left a receipt's residue is not run again for it
+automatically (:mod:`memoryapp.compliance.escalation`).
 """
 
 from __future__ import annotations
@@ -50,6 +56,10 @@ class Step:
     """The ``MEMORYAPP_ERASURE_PURGE_METHOD`` the vendor purge runs with."""
     whole_tables: bool = False
     """PostgreSQL: every partition of the erased tables, not only those that held rows."""
+    everything: bool = False
+    """It rewrites every tenant's rows (the whole tables, SQLite's whole file): as an
+    escalation, at most one per ``MEMORYAPP_ERASURE_FULL_REWRITE_INTERVAL``
+    (:mod:`memoryapp.compliance.escalation`)."""
 
     def repeats(self, previous: PurgeOutcome) -> bool:
         """True when ``previous`` already did what this step would, so it is skipped: a
@@ -67,9 +77,10 @@ class Step:
 def ladder(vendor: str, method: str) -> list[Step]:
     """The purges to try in turn on ``vendor`` under the configured ``method``."""
     if vendor == "sqlite":
+        full = Step("full rewrite (VACUUM)", "rewrite", everything=True)
         if method == "rewrite":
-            return [Step("full rewrite (VACUUM)", "rewrite")]
-        return [Step("incremental purge", method), Step("full rewrite (VACUUM)", "rewrite")]
+            return [full]
+        return [Step("incremental purge", method), full]
     if vendor == "postgresql":
         first = {
             "auto": "rewrite of the erased partitions (pg_repack, VACUUM FULL without it)",
@@ -79,13 +90,23 @@ def ladder(vendor: str, method: str) -> list[Step]:
         if method == "online":
             return [
                 Step(first, "online"),
-                Step("rewrite of the whole tables (pg_repack)", "online", whole_tables=True),
+                Step(
+                    "rewrite of the whole tables (pg_repack)",
+                    "online",
+                    whole_tables=True,
+                    everything=True,
+                ),
             ]
         steps = [Step(first, method)]
         if method != "rewrite":
             steps.append(Step("rewrite of the erased partitions (VACUUM FULL)", "rewrite"))
         steps.append(
-            Step("rewrite of the whole tables (VACUUM FULL)", "rewrite", whole_tables=True)
+            Step(
+                "rewrite of the whole tables (VACUUM FULL)",
+                "rewrite",
+                whole_tables=True,
+                everything=True,
+            )
         )
         return steps
     return [Step("purge", method)]

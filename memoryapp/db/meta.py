@@ -57,3 +57,35 @@ def read_slice_counters(
         cursor.execute(sql, params)
         found = {(ns, scope): int(value) for ns, scope, value in cursor.fetchall()}
     return {pair: found.get(pair, 0) for pair in wanted}
+
+
+FULL_REWRITE_KEY = "erasure_full_rewrite_at"
+"""The ``schema_meta`` row holding when (POSIX seconds) an erasure last began a rewrite of
+every tenant's rows (:func:`claim_interval`)."""
+
+
+def claim_interval(key: str, at: float, interval: float, using: str = DEFAULT_DB_ALIAS) -> float:
+    """Take the once-per-``interval`` slot named ``key`` at ``at`` (POSIX seconds).
+
+    Answers 0.0 when taken — no claim was recorded within ``interval`` seconds
+    before ``at``, and ``at`` now is — else when the slot opens again. One
+    statement (an upsert whose update is conditional), so two processes, or two
+    servers sharing the database, never both take it: it is the database, not a
+    process's memory, that remembers the last claim.
+    """
+    sql = (
+        "INSERT INTO schema_meta (key, value) VALUES (%s, %s) "
+        "ON CONFLICT (key) DO UPDATE SET value = excluded.value "
+        "WHERE CAST(schema_meta.value AS DOUBLE PRECISION) <= %s"
+    )
+    with connections[using].cursor() as cursor:
+        cursor.execute(sql, [key, repr(float(at)), float(at) - interval])
+        if cursor.rowcount:
+            return 0.0
+        cursor.execute("SELECT value FROM schema_meta WHERE key = %s", [key])
+        row = cursor.fetchone()
+    try:
+        last = float(row[0]) if row else at
+    except (TypeError, ValueError):
+        last = at
+    return max(last + interval, at)
