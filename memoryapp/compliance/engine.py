@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, connections, transaction
 
 from memoryapp import conf
-from memoryapp.compliance import attention, phases, probes, sealed
+from memoryapp.compliance import attention, merging, phases, probes, sealed
 from memoryapp.compliance.deletion import Work, apply
 from memoryapp.compliance.leases import ReceiptInProgress, drop_lease, take_lease, worker_name
 from memoryapp.compliance.purging import caveats, finish, finish_after_commit, unfinished
@@ -25,7 +25,6 @@ from memoryapp.compliance.receipts import append_ledger, key_id, keyed_hmac, saf
 from memoryapp.compliance.selection import (
     ADMIN_LOG,
     CONTENT_TABLES,
-    ROW_MODELS,
     Target,
     purge_all_tables,
 )
@@ -42,7 +41,6 @@ from memoryapp.models import (
 
 logger = logging.getLogger(__name__)
 
-MAX_RECORDED_IDS = 100_000  # per table; beyond it replay relies on the target's filters
 
 PENDING_COMMIT = "pending: runs after the surrounding transaction commits"
 DEFERRED = (
@@ -88,7 +86,11 @@ def execute(
 
     The receipt is saved first, in state ``requested`` (committed on its own
     unless the caller holds a transaction), so that a process killed before the
-    deletion commits still leaves the request for :func:`resume` to complete.
+    deletion commits still leaves the request for :func:`resume` to complete. It is
+    leased to this process in the same insert: the worker does not take it while
+    this process lives and the lease holds (renewed as the deletion goes on), so
+    it never deletes a second time beside this deletion. With ``purge=False`` the
+    lease is handed to the worker once the deletion has committed.
     ``purge=False`` stops after the deletion: the worker (``memory worker``) or
     ``memory erase --retry`` purges later, one vendor purge for many receipts.
     ``receipt_id`` records the receipt under an id the caller chose beforehand (the
@@ -99,6 +101,7 @@ def execute(
     """
     primary = aliases[0]
     stamp = now()
+    holder = worker_name()
     receipt = ErasureReceipt(
         **({"id": receipt_id} if receipt_id else {}),
         actor=safe_actor(actor, subject),
@@ -118,6 +121,9 @@ def execute(
         },
         created_at=stamp,
         updated_at=stamp,
+        # Leased from the moment it exists: no worker takes it while this process lives.
+        claimed_by=holder,
+        claimed_until=stamp + dt.timedelta(seconds=conf.erasure_worker_lease()),
     )
     vendors = {a: for_connection(connections[a]) for a in aliases}
     receipt.purge_method = "; ".join(dict.fromkeys(v.method for v in vendors.values()))
@@ -130,8 +136,25 @@ def execute(
             raise ReceiptTaken(receipt_id) from None
         raise
     phases.report("deleting")
-    per_target = delete(receipt, targets)
-    return after_delete(receipt, purge=purge), per_target
+    try:
+        per_target = delete(receipt, targets)
+    except BaseException:
+        # The deletion failed (recorded on the receipt): the worker takes it at once.
+        drop_lease([receipt], using=primary, holder=holder)
+        raise
+    receipt = after_delete(receipt, purge=purge, holder=holder)
+    if not purge:
+        hand_off(receipt, holder)
+    return receipt, per_target
+
+
+def hand_off(receipt: ErasureReceipt, holder: str) -> None:
+    """Give the receipt (deleted, its purge deferred) to the worker: ``holder`` drops its
+    lease in one update, so the worker may claim it from then on — never before (both
+    would own it), and never left leased to a process that will not finish it."""
+    drop_lease([receipt], using=receipt.databases[0], holder=holder)
+    if receipt.claimed_by == holder:
+        receipt.claimed_by, receipt.claimed_until = "", None
 
 
 def resume(receipt: ErasureReceipt, *, purge: bool = True) -> ErasureReceipt:
@@ -151,8 +174,9 @@ def resume(receipt: ErasureReceipt, *, purge: bool = True) -> ErasureReceipt:
         receipt.save(using=receipt.databases[0])
         append_ledger(receipt)
         return receipt
+    holder = receipt.claimed_by  # the lease this process took to resume it
     delete(receipt, opened[0])
-    return after_delete(receipt, purge=purge)
+    return after_delete(receipt, purge=purge, holder=holder)
 
 
 def retry(
@@ -237,40 +261,39 @@ def delete(receipt: ErasureReceipt, targets: Sequence[Target]) -> list[dict[str,
     """The deletion phase: one transaction per database, the receipt updated in each.
 
     Moves the receipt to ``deleted`` once every database's deletion has
-    committed, with the byte-scan fragments sealed into it. Returns the counts
-    removed per target.
+    committed, with the byte-scan fragments sealed into it. Each database's
+    removals are added to the receipt as stored (:mod:`.merging`), never written
+    over it: a database another process deleted from meanwhile is skipped. The
+    holder's lease is renewed before each database. Returns the counts removed
+    per target by this call.
     """
     run = _Deletion.of(receipt, targets)
     for alias in run.aliases:
-        if run.done.get(alias, {}).get("deleted_at"):
+        if merging.done(receipt, alias):
             continue  # committed before the process that erased died
+        merging.renew(receipt, run.holder)
         try:
             with transaction.atomic(using=alias):
                 _delete_on(run, alias)
         except Exception as exc:
             _record_failure(run, alias, exc)
             raise
-        if alias != run.primary:
-            receipt.save(using=run.primary)  # this database's part is committed: say so
-    probes.remember(receipt.id, run.pieces)
+    opened = sealed.unseal(receipt.sealed)
+    probes.remember(receipt.id, opened[1] if opened else {})
     return [dict(c) for c in run.per_target]
 
 
 @dataclass
 class _Deletion:
-    """One receipt's deletion across its databases: what is done, what it removed so far."""
+    """One receipt's deletion across its databases, by the process holding its lease."""
 
     receipt: ErasureReceipt
     targets: Sequence[Target]
     aliases: list[str]
     truncate: bool
-    done: dict
     vendors: dict
-    totals: Counter[str]
     per_target: list[Counter[str]]
-    erased: dict[str, list[str]]
-    authored: list[str]
-    pieces: dict[str, list[bytes]]
+    holder: str
 
     @property
     def primary(self) -> str:
@@ -281,59 +304,50 @@ class _Deletion:
     def of(cls, receipt: ErasureReceipt, targets: Sequence[Target]) -> _Deletion:
         """The deletion of ``receipt``, resumed from what it recorded (after a crash)."""
         aliases = list(receipt.databases)
-        totals: Counter[str] = Counter(dict.fromkeys(CONTENT_TABLES, 0))
-        totals.update(receipt.counts or {})
-        opened = sealed.unseal(receipt.sealed)
         return cls(
             receipt=receipt,
             targets=targets,
             aliases=aliases,
             truncate=bool((receipt.details or {}).get("truncate")),
-            done=receipt.details.setdefault("aliases", {}),
             vendors={a: for_connection(connections[a]) for a in aliases},
-            totals=totals,
             per_target=[Counter() for _ in targets],
-            erased={t: list((receipt.erased_ids or {}).get(t, [])) for t in ROW_MODELS},
-            authored=list((receipt.authored or {}).get("ids", [])),
-            pieces=dict(opened[1]) if opened else {},
+            holder=receipt.claimed_by or "",
         )
-
-    def add(self, works: list[Work]) -> Counter[str]:
-        """Count one database's works in; returns that database's counts."""
-        alias_counts: Counter[str] = Counter()
-        for i, work in enumerate(works):
-            self.per_target[i].update(work.counts)
-            alias_counts.update(work.counts)
-            for table, ids in work.ids.items():
-                self.erased[table].extend(ids)
-            self.authored.extend(work.authored)
-        self.totals.update(alias_counts)
-        return alias_counts
 
 
 def _delete_on(run: _Deletion, alias: str) -> None:
-    """One database's deletion, inside its transaction; the receipt records it."""
+    """One database's deletion, inside its transaction; added to the receipt as stored."""
     receipt, vendor, connection = run.receipt, run.vendors[alias], connections[alias]
     # Before selecting: a write of these namespaces or subjects commits
     # wholly before this erasure or waits for it (docs/behaviour.md §9).
     _lock_targets(alias, run.targets, truncate=run.truncate)
+    # Another pass of this receipt (its creator, or one that resumed it) deleting here
+    # held these locks until it committed: if it did, there is nothing left to do.
+    # On the receipt's own database its row is locked too, after the targets (the
+    # order every pass takes them in), until this deletion commits.
+    current = merging.stored(receipt, lock=alias == run.primary)
+    if merging.done(current, alias):
+        merging.adopt(receipt, current)
+        return
     vendor.prepare(connection)
     with vendor.by_index(connection):
         works = [apply(alias, t, delete=True, truncate=run.truncate) for t in run.targets]
-    token = vendor.delete_token(connection)
-    info = _alias_info(run, alias, works, token, run.add(works))
-    run.done[alias] = info
-    run.pieces[alias] = probes.pieces_of(v for w in works for v in w.values)
-    info["probe_fragments"] = len(run.pieces[alias])
-    details = receipt.details
-    _fill(receipt, run.totals, run.erased, run.authored, details, receipt.include_authored)
-    if all(run.done.get(a, {}).get("deleted_at") for a in run.aliases):
-        receipt.state = ReceiptState.DELETED
-        details.setdefault("phases", {})["deleted"] = now().isoformat()
-    receipt.sealed = sealed.seal(list(run.targets), run.pieces)
-    receipt.updated_at = now()
-    if alias == run.primary:
-        receipt.save(using=run.primary)
+    removed = _removed(run, alias, works, vendor.delete_token(connection))
+    merging.add(receipt, alias, removed, targets=run.targets, holder=run.holder)
+
+
+def _removed(run: _Deletion, alias: str, works: list[Work], token: dict) -> merging.Removed:
+    """What this pass removed from ``alias`` (its works), as the receipt records it."""
+    removed = merging.Removed()
+    for i, work in enumerate(works):
+        run.per_target[i].update(work.counts)
+        removed.counts.update(work.counts)
+        for table, ids in work.ids.items():
+            removed.ids.setdefault(table, []).extend(ids)
+        removed.authored.extend(work.authored)
+    removed.pieces = probes.pieces_of(v for w in works for v in w.values)
+    removed.info = _alias_info(run, alias, works, token, removed.counts)
+    return removed
 
 
 def _alias_info(run: _Deletion, alias: str, works, token: dict, alias_counts) -> dict:
@@ -352,15 +366,18 @@ def _alias_info(run: _Deletion, alias: str, works, token: dict, alias_counts) ->
 
 
 def _record_failure(run: _Deletion, alias: str, exc: Exception) -> None:
-    """A database's deletion failed (rolled back): the receipt says so and stays requested."""
+    """A database's deletion failed (rolled back): the receipt says so and stays requested.
+
+    Recorded on the receipt as stored, never by saving this process's copy over it.
+    """
     receipt = run.receipt
-    run.done.pop(alias, None)
-    receipt.purge_status = f"not purged: erasure on database {alias!r} failed: {first_line(exc)}"[
+    current = merging.stored(receipt, lock=False)
+    current.purge_status = f"not purged: erasure on database {alias!r} failed: {first_line(exc)}"[
         :255
     ]
-    receipt.attempts += 1
-    receipt.state = ReceiptState.REQUESTED
-    receipt.save(using=run.primary)
+    current.attempts += 1
+    current.save(using=run.primary, update_fields=["purge_status", "attempts"])
+    merging.adopt(receipt, current)
     append_ledger(receipt)
 
 
@@ -392,40 +409,34 @@ def _lock_targets(alias: str, targets: Sequence[Target], *, truncate: bool) -> N
     locks.for_erasure(alias, namespaces=namespaces, subjects=subjects, everything=everything)
 
 
-def after_delete(receipt: ErasureReceipt, *, purge: bool) -> ErasureReceipt:
-    """Purge and verify now, after the caller's commit, or leave it to the worker."""
+def after_delete(receipt: ErasureReceipt, *, purge: bool, holder: str) -> ErasureReceipt:
+    """Purge and verify now, after the caller's commit, or leave it to the worker.
+
+    Purging now needs the lease of whoever ran the deletion (``holder``): renewed
+    here, it keeps a polling worker off while this process purges (two purges at once
+    would race to record their outcome), and is dropped when the
+    outcome is recorded. Lost meanwhile (it ran out and another process took the
+    receipt over), the purge is left to that process.
+    """
     primary = receipt.databases[0]
     if not purge:
         receipt.purge_status = DEFERRED
         receipt.save(using=primary, update_fields=["purge_status"])
         append_ledger(receipt)
         return receipt
-    # This process purges it: a worker polling meanwhile must not purge it too (two
-    # purges at once would race to record their outcome). The lease is dropped when
-    # the outcome is recorded, or runs out if this process dies first.
-    receipt.claimed_by = worker_name()
-    receipt.claimed_until = now() + dt.timedelta(seconds=conf.erasure_worker_lease())
-    receipt.save(using=primary, update_fields=["claimed_by", "claimed_until"])
+    if not merging.renew(receipt, holder):
+        merging.adopt(receipt, merging.stored(receipt, lock=False))
+        return receipt
     if any(connections[a].in_atomic_block for a in receipt.databases):
         receipt.purge_status = PENDING_COMMIT
         receipt.save(using=primary, update_fields=["purge_status"])
         rid = receipt.id
         transaction.on_commit(lambda: finish_after_commit(rid, primary), using=primary)
         return receipt
-    finish([receipt], using=primary)
+    try:
+        finish([receipt], using=primary)
+    except BaseException:
+        # Nothing recorded: the worker takes it over at once rather than when the lease ends.
+        drop_lease([receipt], using=primary, holder=holder)
+        raise
     return receipt
-
-
-def _fill(receipt, totals, erased, authored, details, include_authored) -> None:
-    receipt.counts = {t: int(n) for t, n in totals.items()}
-    truncated = [t for t, ids in erased.items() if len(ids) > MAX_RECORDED_IDS]
-    receipt.erased_ids = {t: ids[:MAX_RECORDED_IDS] for t, ids in erased.items() if ids}
-    if truncated:
-        details["ids_truncated"] = truncated
-    if receipt.target_kind == ErasureTarget.SUBJECT:
-        receipt.authored = (
-            {"project_memories": "erased (include_authored)"}
-            if include_authored
-            else {"project_memories_kept": len(authored), "ids": authored[:MAX_RECORDED_IDS]}
-        )
-    receipt.details = details
