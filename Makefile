@@ -5,10 +5,15 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 TEST_POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/memoryapp
 PYTEST_ARGS ?=
+# pytest-xdist workers per pass (`make test PYTEST_WORKERS=0` runs in one process). The
+# tests that need the PostgreSQL cluster to themselves share one xdist_group (tests/conftest.py),
+# which --dist loadgroup keeps on one worker, one after the other.
+PYTEST_WORKERS ?= auto
+PYTEST_XDIST = -n $(PYTEST_WORKERS) --dist loadgroup
 # Where `make run` serves (`make run RUN_ADDR=127.0.0.1:8011`); the printed login URL follows.
 RUN_ADDR ?= 127.0.0.1:8000
 
-.PHONY: run serve demo test test-sqlite test-postgres lint typecheck install system-deps bench bench-api bench-linear bench-tenants bench-erasure bench-escalation bench-retrieval clean
+.PHONY: run serve demo shell manage test test-sqlite test-postgres lint typecheck install system-deps bench bench-api bench-linear bench-tenants bench-erasure bench-escalation bench-retrieval clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -34,6 +39,15 @@ demo: $(STAMP)
 	DEBUG=$${DEBUG:-true} $(PY) manage.py migrate --noinput
 	DEBUG=$${DEBUG:-true} $(PY) manage.py memory demo
 
+## A Django shell (or any manage.py command) in the project's virtualenv (.venv), e.g.
+## `make manage ARGS="memory list --project acme/web"`; the same as `.venv/bin/python manage.py …`.
+ARGS ?=
+shell: $(STAMP)
+	$(PY) manage.py shell
+
+manage: $(STAMP)
+	$(PY) manage.py $(ARGS)
+
 ## As in production: gunicorn (WEB_CONCURRENCY workers, default 2 x cores) + WhiteNoise,
 ## DEBUG off, an erasure worker beside it; settings from the environment (README, Deploying).
 serve: $(STAMP)
@@ -58,14 +72,20 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
+## Each pass prints how long it took; exit status 5 (no test selected by PYTEST_ARGS) is success.
 test-sqlite: $(STAMP)
 	@echo "=== test suite on SQLite ==="
-	env -u DATABASE_URL $(PY) -m pytest $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 5 ] && rc=0; exit $$rc
+	start=$$(date +%s); \
+	env -u DATABASE_URL $(PY) -m pytest $(PYTEST_XDIST) $(PYTEST_ARGS); rc=$$?; \
+	echo "=== SQLite pass took $$(( $$(date +%s) - start )) s ==="; \
+	[ $$rc -eq 5 ] && rc=0; exit $$rc
 
 test-postgres: $(STAMP)
 	@if $(PY) scripts/pg_ready.py "$(TEST_POSTGRES_URL)"; then \
 		echo "=== test suite on PostgreSQL ($(TEST_POSTGRES_URL)) ==="; \
-		DATABASE_URL="$(TEST_POSTGRES_URL)" $(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
+		start=$$(date +%s); \
+		DATABASE_URL="$(TEST_POSTGRES_URL)" $(PY) -m pytest $(PYTEST_XDIST) $(PYTEST_ARGS); rc=$$?; \
+		echo "=== PostgreSQL pass took $$(( $$(date +%s) - start )) s ==="; \
 		[ $$rc -eq 5 ] && rc=0; exit $$rc; \
 	elif [ "$$CI" = "true" ]; then \
 		echo "!!! PostgreSQL is unreachable at $(TEST_POSTGRES_URL): failing (CI=true)."; exit 1; \

@@ -134,7 +134,10 @@ DATABASES = {
     "memoryapp_ephemeral": {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": "file:memoryapp_ephemeral?mode=memory&cache=shared",
-        "TEST": {"NAME": "file:memoryapp_ephemeral_test?mode=memory&cache=shared"},
+        # No TEST NAME: Django then tests on its own in-memory one for the alias
+        # (file:memorydb_memoryapp_ephemeral?mode=memory&cache=shared), one per process,
+        # which pytest-django leaves alone under pytest-xdist; a name given here would get
+        # the worker's suffix appended to its URI ("cache=shared_gw0": no such cache mode).
     },
 }
 # DATABASE_REPLICA_URLS: read-only streaming replicas of DATABASE_URL, comma-separated,
@@ -179,6 +182,12 @@ CACHES = {"default": _cache}
 
 STATIC_URL = "static/"
 STATIC_ROOT = env.path("STATIC_ROOT", default=VAR_DIR / "static")
+if "STATIC_ROOT" not in os.environ:
+    # The checkout's own var/static, filled by `make serve`'s collectstatic: made here so
+    # that WhiteNoise, finding no directory, does not warn at each start of its middleware
+    # (`make run`, and every test client: hundreds of identical warnings per test pass).
+    # A STATIC_ROOT set by the environment is the deployment's to create.
+    Path(STATIC_ROOT).mkdir(parents=True, exist_ok=True)
 # STATIC_HASHED=true (set by `make serve`, after its collectstatic): pages name the
 # hashed, compressed copies, which WhiteNoise serves with far-future caching. Off
 # (development, tests), pages name the plain files, found where they live — a

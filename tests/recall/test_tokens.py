@@ -77,7 +77,8 @@ class TestTokenize:
     def test_expand_keeps_every_given_token(self):
         assert expand(["the", "x", ""]) == {"the", "x", ""}
 
-    def test_cjk_latin_boundaries(self):
+    def test_cjk_latin_boundaries(self, monkeypatch):
+        monkeypatch.setattr(tokens, "_segment", None)  # the cut alone, as without jieba
         assert tokenize("Python版本管理") == ["python", "版本管理"]
         assert tokenize("用2个GPU训练") == ["gpu", "训练"]  # 用, 2 and 个 are one character
         assert tokenize("中文abc中文") == ["中文", "abc", "中文"]
@@ -85,6 +86,18 @@ class TestTokenize:
         assert tokenize("café咖啡") == ["café", "咖啡"]  # a Latin letter beyond ASCII
         assert tokenize("データベースv2") == ["データベース", "v2"]
         assert tokenize("한국어abc") == ["한국어", "abc"]
+
+    def test_cjk_latin_boundaries_with_jieba(self, monkeypatch):
+        pytest.importorskip("jieba")  # installed by the dev extra
+        monkeypatch.setattr(tokens, "_segment", tokens._UNSET)
+        # The same cut; each whole run is then followed by the words jieba finds in it.
+        assert tokenize("Python版本管理") == ["python", "版本管理", "版本", "管理"]
+        assert tokenize("用2个GPU训练") == ["gpu", "训练"]
+        assert tokenize("我们决定使用Docker部署服务") == [
+            *("我们决定使用", "我们", "决定", "使用"),
+            "docker",
+            *("部署服务", "部署", "服务"),
+        ]
 
     def test_cjk_without_jieba_keeps_runs_whole_and_warns_once(self, monkeypatch, caplog):
         monkeypatch.setattr(tokens, "_segment", tokens._UNSET)
