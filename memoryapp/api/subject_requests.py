@@ -280,7 +280,7 @@ class SubjectRequestViewSet(
         # Where a person's data lies is for who may export or erase it, as the admin shows
         # it on the erase page only; the user-scope namespace (the key itself) is named.
         user = request.user
-        if user.has_perm(perms.EXPORT_MEMORY) or user.has_perm(perms.ERASE_MEMORY):
+        if desk.may_see_holdings(user):
             body["holdings"] = without_key(holdings(data["subject"]), data["subject"])
             body["kept"] = without_key(kept(data["subject"]), data["subject"])
         response = Response(body)

@@ -235,6 +235,14 @@ def open_request(
     return request
 
 
+# ------------------------------------------------------------------ who sees what
+def may_see_holdings(user) -> bool:
+    """Whether ``user`` may see what is held about a person (rows per namespace, user
+    keys with their counts): whoever may export or erase it. The desk's erase page, the
+    API's lookup and the admin overview's per-user figures ask this."""
+    return bool(user.has_perm(perms.EXPORT_MEMORY) or user.has_perm(perms.ERASE_MEMORY))
+
+
 # ------------------------------------------------------------------ actions
 def may_handle(user) -> bool:
     """Whether ``user`` may be given requests: active staff with the desk's change permission."""
