@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.http import HttpResponseNotAllowed
 from django.urls import reverse
@@ -240,6 +240,19 @@ class SubjectRequestAdmin(StyledAdmin):
             raise forms.ValidationError(str(e)) from e
         obj.pk = made.pk
         obj.__dict__.update(made.__dict__)
+        sealed = desk.Sealed(data["subject"], tuple(data["namespaces"]))
+        if not actions.holds_anything(sealed):
+            # Recorded all the same (a request for data we do not hold is still answered),
+            # but a mistyped key is the likeliest cause: say so while the key is at hand.
+            self.message_user(
+                request,
+                "Nothing is held for this key"
+                + (" in these namespaces" if sealed.namespaces else "")
+                + ": check it was typed exactly as stored (case, spaces, the namespace). "
+                "The request is recorded; if the key was wrong, refuse this one and open "
+                "a new request.",
+                messages.WARNING,
+            )
 
     def save_related(self, request, form, formsets, change) -> None:
         """Nothing: the service wrote the request and its history."""

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from memoryapp.compliance.receipts import SUBJECT_PLACEHOLDER
 from memoryapp.rules.errors import MemoryValidationError
 from memoryapp.rules.secret_scan import find_secret_family
-from memoryapp.rules.validation import check_stored_key, check_text
+from memoryapp.rules.validation import check_namespace, check_text
 
 MAX_TEXT_CHARS = 10_000  # a note, a reason, an outcome (the API's serializers say the same)
 MAX_NAMESPACES = 50
@@ -27,24 +27,30 @@ class RequestError(ValueError):
 
 
 def check_subject(subject: object) -> str:
-    """The subject key as given (never stripped: keys are exact), when export and
-    erasure can take it: a non-blank string of at most 255 storable characters."""
+    """The subject key as given (never stripped: keys are exact), when a writer could
+    have stored it: the shared key rules of every write
+    (:func:`~memoryapp.rules.validation.check_namespace`: at most 255 characters, no
+    surrounding blanks, no control characters, no empty, ``.`` or ``..`` segment).
+
+    A key no write accepts (`` acme/bob``, ``acme//bob``) holds nothing: recorded, the
+    request would be served by empty exports and erasures.
+    """
     text = str(subject or "")
     if not text.strip():
         raise RequestError("A subject key is needed.")
     try:
-        return check_stored_key(text, "The subject key")
+        return check_namespace(text, "The subject key")
     except MemoryValidationError as e:
         raise RequestError(f"{e}.") from None
 
 
 def check_namespaces(namespaces: Iterable[object]) -> tuple[str, ...]:
     """The namespaces a request covers, each once, in order (at most
-    :data:`MAX_NAMESPACES`, each a namespace export and erasure can name)."""
+    :data:`MAX_NAMESPACES`, each one the shared key rules let a write name)."""
     spaces: dict[str, None] = {}
     for value in namespaces:
         try:
-            spaces[check_stored_key(str(value), "A namespace")] = None
+            spaces[check_namespace(str(value), "A namespace")] = None
         except MemoryValidationError as e:
             raise RequestError(f"{e}.") from None
     if len(spaces) > MAX_NAMESPACES:
