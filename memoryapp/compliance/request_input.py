@@ -10,11 +10,11 @@ no action can serve, and text holding a NUL fails on PostgreSQL only, as a 500.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 from memoryapp.compliance.receipts import SUBJECT_PLACEHOLDER
 from memoryapp.rules.errors import MemoryValidationError
+from memoryapp.rules.key_scrub import scrub_key
 from memoryapp.rules.secret_scan import find_secret_family
 from memoryapp.rules.validation import check_namespace, check_text
 
@@ -62,8 +62,8 @@ def clean_text(
     text: object, subject: str | None, what: str, limit: int | None = MAX_TEXT_CHARS
 ) -> str:
     """``text`` as stored: stripped, refused when longer than ``limit``, unstorable or
-    holding a secret, and the subject key (without surrounding blanks, in any case)
-    replaced by a placeholder.
+    holding a secret, and the subject key (without surrounding blanks, in any form
+    :func:`~memoryapp.rules.key_scrub.scrub_key` recognises) replaced by a placeholder.
 
     Raises:
         RequestError: the reason, naming ``what`` ("Notes", "The reason" …) and
@@ -79,8 +79,6 @@ def clean_text(
     family = find_secret_family(text) if text else None
     if family is not None:
         raise RequestError(f"{what} look like they hold a secret ({family}); not saved.")
-    key = (subject or "").strip()
-    if key:
-        # In any case ("ACME/Alice" for acme/alice): a note names the person however typed.
-        text = re.sub(re.escape(key), SUBJECT_PLACEHOLDER, text, flags=re.IGNORECASE)
-    return text
+    # However typed (another case, URL-encoded, full-width, a zero-width or no-break
+    # space inside, spaced around its "/"): a note names the person as it came.
+    return scrub_key(text, (subject or "").strip(), SUBJECT_PLACEHOLDER)
