@@ -30,6 +30,7 @@ from memoryapp.admin.labels import TABLE_LABELS, namespace_label
 from memoryapp.admin.responses import forbidden, json_download, worker_note
 from memoryapp.compliance import purge_now
 from memoryapp.compliance import requests as desk
+from memoryapp.compliance.desk_scope import visible_requests
 from memoryapp.compliance.holdings import (
     KEPT_AUTHORED,
     KEPT_CONTRIBUTED,
@@ -211,7 +212,7 @@ def action_view(modeladmin, request, object_id: str, name: str) -> HttpResponse:
             return forbidden(modeladmin, request, perm, action.label)
     if request.method != "POST":
         return HttpResponseNotAllowed(["POST"])
-    made = find_request(object_id)
+    made = find_request(object_id, request.user)
     if made is None:
         raise Http404("No such request.")
     change = reverse("admin:memoryapp_subjectrequest_change", args=[made.pk])
@@ -226,12 +227,13 @@ def action_view(modeladmin, request, object_id: str, name: str) -> HttpResponse:
     return HttpResponseRedirect(change)
 
 
-def find_request(object_id: str) -> SubjectRequest | None:
-    """The request with this id; None for an id no request can have (a NUL character,
-    which PostgreSQL refuses with an error, or longer than the column) or an unknown one."""
+def find_request(object_id: str, user=None) -> SubjectRequest | None:
+    """The request with this id, among those of ``user``'s tenants; None for an id no
+    request can have (a NUL character, which PostgreSQL refuses with an error, or longer
+    than the column), an unknown one or another tenant's (all three a 404)."""
     if len(object_id) > MAX_ID_CHARS or "\x00" in object_id:
         return None
-    return SubjectRequest.objects.filter(pk=object_id).first()
+    return visible_requests(user).filter(pk=object_id).first()
 
 
 def _confirm_page(modeladmin, request, made: SubjectRequest, *, step: str, action: str, **extra):
@@ -261,10 +263,11 @@ def urls(modeladmin) -> list:
 
 
 # ------------------------------------------------------------------ the change page
-def assignable_users():
-    """Active staff who may handle requests (superusers included), by name."""
+def assignable_users(made: SubjectRequest | None = None):
+    """Active staff who may handle requests (``made``: this one, by their desk grants;
+    superusers included), by name."""
     users = get_user_model().objects.filter(is_active=True, is_staff=True).order_by("username")
-    return [u for u in users if desk.may_handle(u)]
+    return [u for u in users if desk.may_handle(u, made)]
 
 
 def panel(request, made: SubjectRequest) -> dict:
@@ -276,7 +279,7 @@ def panel(request, made: SubjectRequest) -> dict:
         "desk_can_act": may_change and made.is_open,
         "desk_can_export": may_change and made.is_open and user.has_perm(EXPORT_PERM),
         "desk_can_erase": may_change and made.is_open and user.has_perm(ERASE_PERM),
-        "desk_users": assignable_users() if may_change and made.is_open else [],
+        "desk_users": assignable_users(made) if may_change and made.is_open else [],
         "desk_months": range(1, desk.MAX_EXTENSION_MONTHS - made.extension_months + 1),
         "desk_urgency": desk.urgency(made),
         # The record changes only through the actions: no Save buttons.

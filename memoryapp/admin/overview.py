@@ -16,7 +16,7 @@ from django.utils.text import Truncator
 from memoryapp import permissions as perms
 from memoryapp.admin.base import db_for
 from memoryapp.admin.labels import namespace_label
-from memoryapp.compliance.requests import may_see_holdings
+from memoryapp.compliance.desk_scope import may_see_holdings
 from memoryapp.db.meta import read_change_counter
 from memoryapp.facade import MemoryManager
 from memoryapp.models import (
