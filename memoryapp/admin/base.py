@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from django.contrib import admin
 from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
 from django.db import router
 
@@ -20,6 +21,21 @@ def actor(request) -> str:
 def db_for(model) -> str:
     """The database alias the admin writes ``model`` to."""
     return router.db_for_write(model)
+
+
+FILTER_TEMPLATE = "memoryapp/admin/filter.html"
+
+
+class CountedChangeList(ChangeList):
+    """Django's change list, its plain filters rendered with thousands separators in
+    their facet counts (:data:`FILTER_TEMPLATE`)."""
+
+    def get_filters(self, request, *args, **kwargs):
+        found = super().get_filters(request, *args, **kwargs)
+        for spec in found[0]:
+            if getattr(spec, "template", "") == "admin/filter.html":
+                spec.template = FILTER_TEMPLATE
+        return found
 
 
 class StyledAdmin(admin.ModelAdmin):
@@ -61,6 +77,9 @@ class StyledAdmin(admin.ModelAdmin):
     def history_view(self, request, object_id, extra_context=None):
         parent = super().history_view
         return self._styled_403(request, "view", parent, object_id, extra_context)
+
+    def get_changelist(self, request, **kwargs):
+        return CountedChangeList
 
     def get_changelist_instance(self, request):
         # A NUL in a query parameter (``?id=%00``, ``?status=%00``) reached PostgreSQL as

@@ -20,6 +20,7 @@ from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.http import Http404, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.urls import path, reverse
+from django.utils.formats import date_format
 from django.utils.html import format_html, format_html_join
 
 from memoryapp import permissions as perms
@@ -39,9 +40,11 @@ from memoryapp.compliance.holdings import (
     kept,
 )
 from memoryapp.fields import now
-from memoryapp.models import ExportVia, SubjectRequest
+from memoryapp.models import ExportVia, SubjectRequest, SubjectRight
 
 CONFIRM_TEMPLATE = "memoryapp/admin/request_confirm.html"
+ERASABLE_RIGHTS = (SubjectRight.ERASURE,)
+NOT_ERASABLE = "Erasure answers an erasure request; this one is for {right}."
 MAX_ID_CHARS = SubjectRequest._meta.get_field("id").max_length or 32
 
 
@@ -79,7 +82,7 @@ def _extend(modeladmin, request, made: SubjectRequest) -> str:
     except ValueError:
         raise desk.RequestError("Choose 1 or 2 months.") from None
     desk.extend(made, months, request.POST.get("reason", ""), actor=actor(request))
-    return f"The deadline is now {made.due_on:%d %b %Y}."
+    return f"The deadline is now {date_format(made.due_on, 'DATE_FORMAT')}."
 
 
 def _note(modeladmin, request, made: SubjectRequest) -> str:
@@ -145,6 +148,8 @@ def _rows(sealed: desk.Sealed, found: dict[str, dict[str, int]], labels: dict) -
 
 def _erase(modeladmin, request, made: SubjectRequest) -> HttpResponse | str:
     """The holdings and a confirmation; confirmed, the erasure and its receipts, linked."""
+    if made.right not in ERASABLE_RIGHTS:
+        raise desk.RequestError(NOT_ERASABLE.format(right=made.get_right_display()))
     sealed = desk.require_open(made)
     if not confirmed(request):
         rows = holdings_rows(sealed)
@@ -278,7 +283,12 @@ def panel(request, made: SubjectRequest) -> dict:
         "desk_open": made.is_open,
         "desk_can_act": may_change and made.is_open,
         "desk_can_export": may_change and made.is_open and user.has_perm(EXPORT_PERM),
-        "desk_can_erase": may_change and made.is_open and user.has_perm(ERASE_PERM),
+        # Erasure answers an erasure request only: an access request offering "Erase…"
+        # invited the one click that cannot be undone.
+        "desk_can_erase": may_change
+        and made.is_open
+        and made.right in ERASABLE_RIGHTS
+        and user.has_perm(ERASE_PERM),
         "desk_users": assignable_users(made) if may_change and made.is_open else [],
         "desk_months": range(1, desk.MAX_EXTENSION_MONTHS - made.extension_months + 1),
         "desk_urgency": desk.urgency(made),
