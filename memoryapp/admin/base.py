@@ -42,7 +42,7 @@ class StyledAdmin(admin.ModelAdmin):
     """A model admin with the app's stylesheet (badges, chips, confirmation pages)."""
 
     class Media:
-        css = {"all": ("memoryapp/admin.css",)}
+        css = {"all": ("memoryapp/admin.css", "memoryapp/narrow.css")}
         js = ("memoryapp/admin.js",)
 
     def _styled_403(self, request, action: str, view, *args, **kwargs):
