@@ -195,6 +195,31 @@ def _linked(href: str | None, inner: SafeString) -> SafeString:
     return format_html('<a href="{}">{}</a>', href, inner) if href else inner
 
 
+def _type_bars(row: dict, y: int, max_total: int) -> list[tuple[SafeString, float]]:
+    """A row's stacked bars, one per memory type it holds, each with its width."""
+    bars = []
+    x = float(LABEL_W)
+    for mem_type in MemoryType.values:
+        n = row["types"].get(mem_type, 0)
+        if not n:
+            continue
+        w = BAR_W * n / max_total
+        bar = format_html(
+            '<rect x="{}" y="{}" width="{}" height="{}" fill="{}"><title>{}: {} {}</title></rect>',
+            f"{x:.1f}",
+            y,
+            f"{max(w, 1):.1f}",
+            BAR_H,
+            TYPE_COLORS[mem_type],
+            row["label"],
+            f"{n:,}",
+            mem_type.replace("_", " "),
+        )
+        bars.append((bar, w))
+        x += w
+    return bars
+
+
 def render_chart(rows: list[dict], *, memories: bool = True, review: bool = True) -> SafeString:
     """A horizontal stacked bar per namespace (memories by type) and its pending review bar.
 
@@ -231,25 +256,8 @@ def render_chart(rows: list[dict], *, memories: bool = True, review: bool = True
         )
         parts.append(_linked(link if memories and named else None, label))
         x = float(LABEL_W)
-        for mem_type in MemoryType.values:
-            n = row["types"].get(mem_type, 0)
-            if not n:
-                continue
-            w = BAR_W * n / max_total
-            parts.append(
-                format_html(
-                    '<rect x="{}" y="{}" width="{}" height="{}" fill="{}">'
-                    "<title>{}: {} {}</title></rect>",
-                    f"{x:.1f}",
-                    y,
-                    f"{max(w, 1):.1f}",
-                    BAR_H,
-                    TYPE_COLORS[mem_type],
-                    row["label"],
-                    f"{n:,}",
-                    mem_type.replace("_", " "),
-                )
-            )
+        for bar, w in _type_bars(row, y, max_total):
+            parts.append(bar)
             x += w
         parts.append(
             format_html(
