@@ -261,6 +261,15 @@ class SubjectRequestAdmin(StyledAdmin):
         }
         return super().change_view(request, object_id, form_url, extra)
 
+    def history_view(self, request, object_id, extra_context=None):
+        """Django's History page; another tenant's request (or an unknown id) is a 404 here
+        too, rather than the admin's redirect saying it does not exist."""
+        if self.has_view_or_change_permission(request) and (
+            actions.find_request(object_id, request.user) is None
+        ):
+            raise Http404("No such request.")
+        return super().history_view(request, object_id, extra_context)
+
     def get_changeform_initial_data(self, request):
         """Intake starts from today's date (most requests are entered the day they arrive)."""
         return {"received_on": desk.today(), **super().get_changeform_initial_data(request)}

@@ -68,6 +68,8 @@ def test_another_tenants_request_is_a_404_in_the_admin(two_tenants):
     _, globex = two_tenants
     client = client_for(officer("dpo", "acme/"))
     assert client.get(f"{ADMIN}{globex.pk}/change/").status_code == 404
+    assert client.get(f"{ADMIN}{globex.pk}/history/").status_code == 404
+    assert client.get(f"{ADMIN}{two_tenants[0].pk}/history/").status_code == 200
     for action in ("start", "note", "export", "erase", "answer"):
         r = client.post(f"{ADMIN}{globex.pk}/act/{action}/", {"text": "x", "confirm": "yes"})
         assert r.status_code == 404, action
