@@ -37,6 +37,7 @@ from memoryapp.compliance.holdings import (
     KEPT_CONTRIBUTED,
     OWN_NAMESPACE,
     holdings,
+    holds_any,
     kept,
 )
 from memoryapp.fields import now
@@ -94,9 +95,7 @@ def _note(modeladmin, request, made: SubjectRequest) -> str:
 def holds_anything(sealed: desk.Sealed) -> bool:
     """True when an export for the request would list at least one stored row."""
     # Project memories it wrote or contributed to are exported too, though an erasure keeps them.
-    return bool(
-        holdings(sealed.subject, sealed.namespaces) or kept(sealed.subject, sealed.namespaces)
-    )
+    return holds_any(sealed.subject, sealed.namespaces)
 
 
 def _export(modeladmin, request, made: SubjectRequest) -> HttpResponse | str:

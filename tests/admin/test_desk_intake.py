@@ -79,3 +79,13 @@ def test_a_key_held_elsewhere_than_the_namespaces_named_is_warned_about(officer)
     seed_tenant()
     r = officer.post(URL + "add/", _form(namespaces="globex/web"), follow=True)
     assert any("Nothing is held for this key in these namespaces" in m for m in messages_of(r))
+
+
+def test_holds_any_agrees_with_the_counted_holdings():
+    from memoryapp.compliance.holdings import holdings, holds_any, kept
+
+    seed_tenant()
+    for key in ("acme/alice", "acme/bob", "acme/alicia", "ACME/alice", "acme/web"):
+        for spaces in ((), ("acme/web",), ("acme/alice",), ("globex/x",)):
+            counted = bool(holdings(key, spaces) or kept(key, spaces))
+            assert holds_any(key, spaces) == counted, (key, spaces)
