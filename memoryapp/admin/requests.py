@@ -261,6 +261,11 @@ class SubjectRequestAdmin(StyledAdmin):
         }
         return super().change_view(request, object_id, form_url, extra)
 
+    def changelist_view(self, request, extra_context=None):
+        """Titled "Subject requests": a request is opened here, never changed."""
+        extra = {"title": "Subject requests", **(extra_context or {})}
+        return super().changelist_view(request, extra)
+
     def history_view(self, request, object_id, extra_context=None):
         """Django's History page; another tenant's request (or an unknown id) is a 404 here
         too, rather than the admin's redirect saying it does not exist."""

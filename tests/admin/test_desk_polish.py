@@ -32,6 +32,8 @@ def test_a_request_page_is_titled_as_what_it_is(officer):
     html = officer.get(f"{URL}{made.pk}/change/").content.decode()
     assert f"Subject request {made.pk[:8]}" in html
     assert "Change subject request" not in html
+    listed = officer.get(URL).content.decode()
+    assert "<h1>Subject requests</h1>" in listed and "to change" not in listed
 
 
 @pytest.mark.parametrize("right", ["access", "portability", "rectification", "objection"])
