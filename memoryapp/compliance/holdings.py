@@ -114,7 +114,8 @@ def holds_any(
     For the warnings before work starts (intake of a key nobody holds data for, an
     export that would be empty): the first row found answers, nothing is counted.
     """
-    for ns in list(namespaces) or [None]:
+    spaces: list[str | None] = list(namespaces) or [None]
+    for ns in spaces:
         target = build_target(subject=subject, namespace=ns)
         wanted = [(model, row_filter(table, target)) for table, model in ROW_MODELS.items()]
         wanted += [(Memory, authored_filter(target)), (Memory, contributed_filter(target))]
