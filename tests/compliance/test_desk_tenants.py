@@ -140,3 +140,19 @@ def test_an_officer_without_grants_sees_every_tenant_in_the_api(two_tenants):
     listed = client.get(API).json()
     assert {r["id"] for r in listed.get("results", listed)} == {r.pk for r in two_tenants}
     assert client.get(f"{API}{two_tenants[1].pk}/").json()["tenant"] == "globex/"
+
+
+def test_the_grant_admin_takes_tenants_and_staff_only():
+    root = client_for(make_staff("root", superuser=True))
+    dpo = officer("dpo")
+    url = "/admin/memoryapp/deskgrant/add/"
+    for bad in ("acme//", "/acme/", "acme/../x/"):
+        r = root.post(url, {"user": dpo.pk, "namespace": bad})
+        assert r.status_code == 200 and b"The tenant must not" in r.content, bad
+    assert root.post(url, {"user": dpo.pk, "namespace": "acme/"}).status_code == 302
+    assert list(DeskGrant.objects.values_list("namespace", flat=True)) == ["acme/"]
+    client_user = token_client("bot", ["acme/"]).user  # an API client: not staff
+    r = root.post(url, {"user": client_user.pk, "namespace": "acme/"})
+    assert r.status_code == 200 and DeskGrant.objects.count() == 1
+    # An officer cannot widen their own desk.
+    assert client_for(dpo).get(url).status_code == 403
