@@ -27,7 +27,12 @@ from memoryapp.api.throttles import ERASE as ERASE_SCOPE
 from memoryapp.api.throttles import WRITE as WRITE_SCOPE
 from memoryapp.api.views.base import MAX_LOOKUP_CHARS, MemoryAPIMixin, Pagination, validated
 from memoryapp.compliance import requests as desk
-from memoryapp.compliance.desk_scope import may_see_holdings, visible_requests
+from memoryapp.compliance.desk_scope import (
+    may_handle_tenant,
+    may_see_holdings,
+    tenant_of,
+    visible_requests,
+)
 from memoryapp.compliance.holdings import holdings, kept, without_key
 from memoryapp.compliance.service import purge_now
 from memoryapp.models import ExportVia, RequestStatus, SubjectRequest, SubjectRight
@@ -291,7 +296,8 @@ class SubjectRequestViewSet(
         # Where a person's data lies is for who may export or erase it, as the admin shows
         # it on the erase page only; the user-scope namespace (the key itself) is named.
         user = request.user
-        if may_see_holdings(user):
+        # A tenant-scoped officer sees the holdings of their tenants' keys only.
+        if may_see_holdings(user) and may_handle_tenant(user, tenant_of(data["subject"])):
             body["holdings"] = without_key(holdings(data["subject"]), data["subject"])
             body["kept"] = without_key(kept(data["subject"]), data["subject"])
         response = Response(body)

@@ -12,7 +12,7 @@ from memoryapp import permissions as perms
 from memoryapp.api.testing import token_client
 from memoryapp.compliance import requests as desk
 from memoryapp.compliance.desk_scope import tenant_of, visible_requests
-from memoryapp.models import DeskGrant, SubjectRequest
+from memoryapp.models import DeskGrant, Memory, SubjectRequest
 from tests._admin_support import client_for, make_staff
 
 pytestmark = pytest.mark.django_db
@@ -125,8 +125,15 @@ def test_another_tenants_request_is_a_404_in_the_api(two_tenants):
         assert client.post(f"{API}{globex.pk}/{verb}/", format="json").status_code == 404
     act = client.post(f"{API}{globex.pk}/act/", {"action": "start"}, format="json")
     assert act.status_code == 404
+    Memory.objects.create(namespace=GLOBEX_KEY, scope="user", key_normalized="k", content="c")
     found = client.post(API + "lookup/", {"subject": GLOBEX_KEY}, format="json")
     assert found.status_code == 200 and found.json()["requests"] == []
+    assert found.json()["holdings"] == {}  # where another tenant's person's data lies
+    assert (
+        _api("chief")
+        .post(API + "lookup/", {"subject": GLOBEX_KEY}, format="json")
+        .json()["holdings"]
+    )
     erasures = client.post("/api/erasures/lookup/", {"subject": GLOBEX_KEY}, format="json")
     assert erasures.status_code == 200 and erasures.json()["requests"] == []
     opened = client.post(API, {"subject": GLOBEX_KEY, "right": "access"}, format="json")
