@@ -20,6 +20,7 @@ from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.http import Http404, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.urls import path, reverse
+from django.utils.formats import date_format
 from django.utils.html import format_html, format_html_join
 
 from memoryapp import permissions as perms
@@ -30,17 +31,21 @@ from memoryapp.admin.labels import TABLE_LABELS, namespace_label
 from memoryapp.admin.responses import forbidden, json_download, worker_note
 from memoryapp.compliance import purge_now
 from memoryapp.compliance import requests as desk
+from memoryapp.compliance.desk_scope import visible_requests
 from memoryapp.compliance.holdings import (
     KEPT_AUTHORED,
     KEPT_CONTRIBUTED,
     OWN_NAMESPACE,
     holdings,
+    holds_any,
     kept,
 )
 from memoryapp.fields import now
-from memoryapp.models import ExportVia, SubjectRequest
+from memoryapp.models import ExportVia, SubjectRequest, SubjectRight
 
 CONFIRM_TEMPLATE = "memoryapp/admin/request_confirm.html"
+ERASABLE_RIGHTS = (SubjectRight.ERASURE,)
+NOT_ERASABLE = "Erasure answers an erasure request; this one is for {right}."
 MAX_ID_CHARS = SubjectRequest._meta.get_field("id").max_length or 32
 
 
@@ -78,7 +83,7 @@ def _extend(modeladmin, request, made: SubjectRequest) -> str:
     except ValueError:
         raise desk.RequestError("Choose 1 or 2 months.") from None
     desk.extend(made, months, request.POST.get("reason", ""), actor=actor(request))
-    return f"The deadline is now {made.due_on:%d %b %Y}."
+    return f"The deadline is now {date_format(made.due_on, 'DATE_FORMAT')}."
 
 
 def _note(modeladmin, request, made: SubjectRequest) -> str:
@@ -90,9 +95,7 @@ def _note(modeladmin, request, made: SubjectRequest) -> str:
 def holds_anything(sealed: desk.Sealed) -> bool:
     """True when an export for the request would list at least one stored row."""
     # Project memories it wrote or contributed to are exported too, though an erasure keeps them.
-    return bool(
-        holdings(sealed.subject, sealed.namespaces) or kept(sealed.subject, sealed.namespaces)
-    )
+    return holds_any(sealed.subject, sealed.namespaces)
 
 
 def _export(modeladmin, request, made: SubjectRequest) -> HttpResponse | str:
@@ -144,6 +147,8 @@ def _rows(sealed: desk.Sealed, found: dict[str, dict[str, int]], labels: dict) -
 
 def _erase(modeladmin, request, made: SubjectRequest) -> HttpResponse | str:
     """The holdings and a confirmation; confirmed, the erasure and its receipts, linked."""
+    if made.right not in ERASABLE_RIGHTS:
+        raise desk.RequestError(NOT_ERASABLE.format(right=made.get_right_display()))
     sealed = desk.require_open(made)
     if not confirmed(request):
         rows = holdings_rows(sealed)
@@ -211,7 +216,7 @@ def action_view(modeladmin, request, object_id: str, name: str) -> HttpResponse:
             return forbidden(modeladmin, request, perm, action.label)
     if request.method != "POST":
         return HttpResponseNotAllowed(["POST"])
-    made = find_request(object_id)
+    made = find_request(object_id, request.user)
     if made is None:
         raise Http404("No such request.")
     change = reverse("admin:memoryapp_subjectrequest_change", args=[made.pk])
@@ -226,12 +231,13 @@ def action_view(modeladmin, request, object_id: str, name: str) -> HttpResponse:
     return HttpResponseRedirect(change)
 
 
-def find_request(object_id: str) -> SubjectRequest | None:
-    """The request with this id; None for an id no request can have (a NUL character,
-    which PostgreSQL refuses with an error, or longer than the column) or an unknown one."""
+def find_request(object_id: str, user=None) -> SubjectRequest | None:
+    """The request with this id, among those of ``user``'s tenants; None for an id no
+    request can have (a NUL character, which PostgreSQL refuses with an error, or longer
+    than the column), an unknown one or another tenant's (all three a 404)."""
     if len(object_id) > MAX_ID_CHARS or "\x00" in object_id:
         return None
-    return SubjectRequest.objects.filter(pk=object_id).first()
+    return visible_requests(user).filter(pk=object_id).first()
 
 
 def _confirm_page(modeladmin, request, made: SubjectRequest, *, step: str, action: str, **extra):
@@ -261,10 +267,11 @@ def urls(modeladmin) -> list:
 
 
 # ------------------------------------------------------------------ the change page
-def assignable_users():
-    """Active staff who may handle requests (superusers included), by name."""
+def assignable_users(made: SubjectRequest | None = None):
+    """Active staff who may handle requests (``made``: this one, by their desk grants;
+    superusers included), by name."""
     users = get_user_model().objects.filter(is_active=True, is_staff=True).order_by("username")
-    return [u for u in users if desk.may_handle(u)]
+    return [u for u in users if desk.may_handle(u, made)]
 
 
 def panel(request, made: SubjectRequest) -> dict:
@@ -275,8 +282,13 @@ def panel(request, made: SubjectRequest) -> dict:
         "desk_open": made.is_open,
         "desk_can_act": may_change and made.is_open,
         "desk_can_export": may_change and made.is_open and user.has_perm(EXPORT_PERM),
-        "desk_can_erase": may_change and made.is_open and user.has_perm(ERASE_PERM),
-        "desk_users": assignable_users() if may_change and made.is_open else [],
+        # Erasure answers an erasure request only: an access request offering "Erase…"
+        # invited the one click that cannot be undone.
+        "desk_can_erase": may_change
+        and made.is_open
+        and made.right in ERASABLE_RIGHTS
+        and user.has_perm(ERASE_PERM),
+        "desk_users": assignable_users(made) if may_change and made.is_open else [],
         "desk_months": range(1, desk.MAX_EXTENSION_MONTHS - made.extension_months + 1),
         "desk_urgency": desk.urgency(made),
         # The record changes only through the actions: no Save buttons.

@@ -49,7 +49,7 @@ class MemoryForm(forms.ModelForm):
     content = forms.CharField(
         label="Content",
         widget=forms.Textarea(attrs={"rows": 6, "cols": 80}),
-        help_text=f"At most {MAX_CONTENT_CHARS} characters. Credentials are refused.",
+        help_text=f"At most {MAX_CONTENT_CHARS:,} characters. Credentials are refused.",
     )
     tags = forms.CharField(
         label="Tags",

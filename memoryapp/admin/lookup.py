@@ -8,6 +8,7 @@ from memoryapp import permissions as perms
 from memoryapp.admin.compliance import can_lookup, can_see_exports, page
 from memoryapp.admin.responses import forbidden
 from memoryapp.compliance import receipt_as_dict
+from memoryapp.compliance.desk_scope import visible_requests
 from memoryapp.compliance.lookup import lookup
 from memoryapp.compliance.requests import urgency
 from memoryapp.models import SubjectRequest
@@ -67,7 +68,9 @@ def lookup_view(modeladmin, request):
         user = request.user
         found = lookup(
             form.cleaned_data["subject"],
-            requests=None if can_see_requests(user) else SubjectRequest.objects.none(),
+            requests=visible_requests(user)
+            if can_see_requests(user)
+            else SubjectRequest.objects.none(),
         )
         context.update(
             searched=True,

@@ -13,11 +13,20 @@ from django.utils.http import urlencode
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import Truncator
 
+from memoryapp import permissions as perms
 from memoryapp.admin.base import db_for
 from memoryapp.admin.labels import namespace_label
+from memoryapp.compliance.desk_scope import may_see_holdings
 from memoryapp.db.meta import read_change_counter
 from memoryapp.facade import MemoryManager
-from memoryapp.models import ErasureReceipt, Memory, MemoryType, ReviewItem, SessionSummary
+from memoryapp.models import (
+    ErasureReceipt,
+    Memory,
+    MemoryType,
+    ReviewItem,
+    Scope,
+    SessionSummary,
+)
 from memoryapp.rules.wording import plural
 
 logger = logging.getLogger(__name__)
@@ -58,8 +67,9 @@ def overview(user) -> dict:
         logger.warning("admin overview: store probe failed", exc_info=True)
         problems = [f"The stores could not be probed: {type(exc).__name__}"]
     data: dict = {"problems": problems, "chart": None, "namespaces": [], "totals": {}}
+    data.update(opens(user))
     try:
-        data.update(_counts())
+        data.update(_counts(data, per_user=may_see_holdings(user)))
     except DatabaseError as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         problems.append(f"The overview could not be counted: {first}")
@@ -82,7 +92,43 @@ def overview(user) -> dict:
     return data
 
 
-def _counts() -> dict:
+def opens(user) -> dict:
+    """Which of the overview's links ``user`` may open: a tile or a bar without the
+    permission is shown as plain text, not as a link to a 403."""
+    return {
+        "can_memories": user.has_perm(perms.VIEW_MEMORY) or user.has_perm(perms.CHANGE_MEMORY),
+        "can_review": user.has_perm(perms.VIEW_REVIEWITEM)
+        or user.has_perm(perms.CHANGE_REVIEWITEM),
+        "can_summaries": user.has_perm(perms.VIEW_SESSIONSUMMARY),
+        "can_add_request": user.has_perm(perms.ADD_SUBJECTREQUEST),
+    }
+
+
+def _fold_users(rows: list[dict], user_namespaces: set[str]) -> list[dict]:
+    """``rows`` with every user namespace (a user key) folded into one unnamed row.
+
+    A user key with its memory count is what is held about a person: shown only to
+    those who may see holdings (:func:`~memoryapp.compliance.requests.may_see_holdings`),
+    as the desk shows them only on its erase page.
+    """
+    users = [r for r in rows if r["namespace"] in user_namespaces]
+    if not users:
+        return rows
+    types: dict[str, int] = defaultdict(int)
+    for row in users:
+        for mem_type, n in row["types"].items():
+            types[mem_type] += n
+    folded = {
+        "namespace": None,
+        "label": f"user namespaces ({plural(len(users), 'user', 'users')})",
+        "types": dict(types),
+        "memories": sum(r["memories"] for r in users),
+        "pending": sum(r["pending"] for r in users),
+    }
+    return [r for r in rows if r["namespace"] not in user_namespaces] + [folded]
+
+
+def _counts(links: dict, *, per_user: bool) -> dict:
     using = db_for(Memory)
     by_type: dict[str, dict[str, int]] = defaultdict(dict)
     for ns, mem_type, n in (
@@ -110,26 +156,77 @@ def _counts() -> dict:
         }
         for ns in set(by_type) | set(pending)
     ]
-    rows.sort(key=lambda r: (-(r["memories"] + r["pending"]), r["namespace"]))
+    namespaces = len(rows)
+    if not per_user:
+        user_namespaces = set(
+            Memory.objects.using(using)
+            .filter(scope=Scope.USER)
+            .order_by()
+            .values_list("namespace", flat=True)
+            .distinct()
+        )
+        rows = _fold_users(rows, user_namespaces)
+    rows.sort(key=lambda r: (-(r["memories"] + r["pending"]), r["label"]))
     shown = rows[:TOP_NAMESPACES]
+    chart = (
+        render_chart(shown, memories=links["can_memories"], review=links["can_review"])
+        if shown
+        else None
+    )
     return {
         "namespaces": shown,
         "more_namespaces": max(len(rows) - TOP_NAMESPACES, 0),
-        "chart": render_chart(shown) if shown else None,
+        "chart": chart,
+        "users_folded": any(r["namespace"] is None for r in rows),
         "totals": {
             "live": sum(r["memories"] for r in rows),
             "deleted": Memory.objects.using(using).deleted().count(),
             "pending": sum(pending.values()),
             "summaries": SessionSummary.objects.using(using).count(),
             "receipts": ErasureReceipt.objects.using(using).count(),
-            "namespaces": len(rows),
+            "namespaces": namespaces,
             "change_counter": read_change_counter(using),
         },
     }
 
 
-def render_chart(rows: list[dict]) -> SafeString:
-    """A horizontal stacked bar per namespace (memories by type) and its pending review bar."""
+def _linked(href: str | None, inner: SafeString) -> SafeString:
+    """``inner`` inside a link to ``href``; alone when there is nowhere (allowed) to go."""
+    return format_html('<a href="{}">{}</a>', href, inner) if href else inner
+
+
+def _type_bars(row: dict, y: int, max_total: int) -> list[tuple[SafeString, float]]:
+    """A row's stacked bars, one per memory type it holds, each with its width."""
+    bars = []
+    x = float(LABEL_W)
+    for mem_type in MemoryType.values:
+        n = row["types"].get(mem_type, 0)
+        if not n:
+            continue
+        w = BAR_W * n / max_total
+        bar = format_html(
+            '<rect x="{}" y="{}" width="{}" height="{}" fill="{}"><title>{}: {} {}</title></rect>',
+            f"{x:.1f}",
+            y,
+            f"{max(w, 1):.1f}",
+            BAR_H,
+            TYPE_COLORS[mem_type],
+            row["label"],
+            f"{n:,}",
+            mem_type.replace("_", " "),
+        )
+        bars.append((bar, w))
+        x += w
+    return bars
+
+
+def render_chart(rows: list[dict], *, memories: bool = True, review: bool = True) -> SafeString:
+    """A horizontal stacked bar per namespace (memories by type) and its pending review bar.
+
+    ``memories`` and ``review``: whether the viewer may open the memories' and the
+    review queue's lists, which the labels and the pending bars link to; a row
+    without a namespace (the folded user namespaces) links nowhere.
+    """
     max_total = max((r["memories"] for r in rows), default=0) or 1
     max_pending = max((r["pending"] for r in rows), default=0) or 1
     height = TOP + ROW_H * len(rows) + 8
@@ -147,38 +244,20 @@ def render_chart(rows: list[dict]) -> SafeString:
     for i, row in enumerate(rows):
         y = TOP + i * ROW_H
         mid = y + BAR_H / 2 + 4
-        link = memories_url + "?" + urlencode({"namespace": row["namespace"]})
-        parts.append(
-            format_html(
-                '<a href="{}"><text x="{}" y="{}" text-anchor="end" class="mem-chart-label">'
-                "<title>{}</title>{}</text></a>",
-                link,
-                LABEL_W - 10,
-                mid,
-                row["label"],
-                Truncator(row["label"]).chars(26),
-            )
+        named = row["namespace"] is not None
+        link = memories_url + "?" + urlencode({"namespace": row["namespace"] or ""})
+        label = format_html(
+            '<text x="{}" y="{}" text-anchor="end" class="mem-chart-label">'
+            "<title>{}</title>{}</text>",
+            LABEL_W - 10,
+            mid,
+            row["label"],
+            Truncator(row["label"]).chars(26),
         )
+        parts.append(_linked(link if memories and named else None, label))
         x = float(LABEL_W)
-        for mem_type in MemoryType.values:
-            n = row["types"].get(mem_type, 0)
-            if not n:
-                continue
-            w = BAR_W * n / max_total
-            parts.append(
-                format_html(
-                    '<rect x="{}" y="{}" width="{}" height="{}" fill="{}">'
-                    "<title>{}: {} {}</title></rect>",
-                    f"{x:.1f}",
-                    y,
-                    f"{max(w, 1):.1f}",
-                    BAR_H,
-                    TYPE_COLORS[mem_type],
-                    row["label"],
-                    f"{n:,}",
-                    mem_type.replace("_", " "),
-                )
-            )
+        for bar, w in _type_bars(row, y, max_total):
+            parts.append(bar)
             x += w
         parts.append(
             format_html(
@@ -190,26 +269,24 @@ def render_chart(rows: list[dict]) -> SafeString:
         )
         pw = PENDING_W * row["pending"] / max_pending
         review_link = (
-            review_url + "?" + urlencode({"namespace": row["namespace"], "status": "pending"})
+            review_url + "?" + urlencode({"namespace": row["namespace"] or "", "status": "pending"})
         )
-        parts.append(
-            format_html(
-                '<a href="{}"><rect x="{}" y="{}" width="{}" height="{}" fill="{}" rx="2">'
-                "<title>{}: {} pending review</title></rect>"
-                '<text x="{}" y="{}" class="mem-chart-num">{}</text></a>',
-                review_link,
-                pending_x,
-                y,
-                f"{max(pw, 1 if row['pending'] else 0):.1f}",
-                BAR_H,
-                PENDING_COLOR,
-                row["label"],
-                f"{row['pending']:,}",
-                f"{pending_x + pw + 6:.1f}",
-                mid,
-                f"{row['pending']:,}",
-            )
+        bar = format_html(
+            '<rect x="{}" y="{}" width="{}" height="{}" fill="{}" rx="2">'
+            "<title>{}: {} pending review</title></rect>"
+            '<text x="{}" y="{}" class="mem-chart-num">{}</text>',
+            pending_x,
+            y,
+            f"{max(pw, 1 if row['pending'] else 0):.1f}",
+            BAR_H,
+            PENDING_COLOR,
+            row["label"],
+            f"{row['pending']:,}",
+            f"{pending_x + pw + 6:.1f}",
+            mid,
+            f"{row['pending']:,}",
         )
+        parts.append(_linked(review_link if review and named else None, bar))
     summary = "; ".join(
         f"{r['label']}: {plural(r['memories'], 'memory', 'memories')}, "
         f"{r['pending']:,} pending review"

@@ -13,28 +13,33 @@ from __future__ import annotations
 import datetime as dt
 
 from django import forms
-from django.contrib import admin
-from django.core.exceptions import PermissionDenied
-from django.http import HttpResponseNotAllowed
+from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
+from django.http import Http404, HttpResponseNotAllowed
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
 from memoryapp import permissions as perms
 from memoryapp.admin import desk as actions
 from memoryapp.admin.base import StyledAdmin
+from memoryapp.admin.responses import forbidden
 from memoryapp.compliance import requests as desk
+from memoryapp.compliance.desk_scope import may_handle_tenant, tenant_of, visible_requests
 from memoryapp.compliance.request_input import (
     RequestError,
     check_namespaces,
     check_subject,
     clean_text,
 )
-from memoryapp.models import OPEN_STATUSES, SubjectRequest, SubjectRequestEvent
+from memoryapp.models import OPEN_STATUSES, DeskGrant, SubjectRequest, SubjectRequestEvent
+from memoryapp.rules.errors import MemoryValidationError
+from memoryapp.rules.validation import check_namespace
 
 URGENCY_STYLE = {
     "overdue": "background:#ba2121;color:#fff;padding:1px 6px;border-radius:3px",
     "due_soon": "background:#e07b39;color:#fff;padding:1px 6px;border-radius:3px",
 }
+TENANT_REFUSED = desk.TENANT_REFUSED
 URGENCY_TEXT = {"overdue": "overdue", "due_soon": "due this week"}
 
 
@@ -57,11 +62,21 @@ class OpenRequestForm(forms.ModelForm):
 
     class Meta:
         model = SubjectRequest
-        fields = ("right", "received_on", "notes")
+        fields = ("reference", "right", "received_on", "notes")
+        help_texts = {
+            "reference": "Your own label to tell requests apart without the key: a ticket "
+            "number, the person's name. Shown in the list and searchable; the key is "
+            "replaced in it.",
+        }
+
+    desk_user = None  # the officer recording it (set by the admin's get_form)
 
     def clean_subject(self) -> str:
-        """A non-blank key that export and erasure can take."""
-        return _checked(check_subject, self.cleaned_data["subject"])
+        """A key a writer could have stored, of a tenant the officer's desk handles."""
+        subject = _checked(check_subject, self.cleaned_data["subject"])
+        if self.desk_user is not None and not may_handle_tenant(self.desk_user, tenant_of(subject)):
+            raise forms.ValidationError(TENANT_REFUSED)
+        return subject
 
     def clean_namespaces(self) -> list[str]:
         """One namespace a line (blank lines and surrounding blanks dropped), each one
@@ -77,11 +92,34 @@ class OpenRequestForm(forms.ModelForm):
             raise forms.ValidationError("The received date is in the future.")
         return value
 
+    def clean_reference(self) -> str:
+        """Refused when it looks like it holds a secret (the service replaces the key)."""
+        value = self.cleaned_data.get("reference", "")
+        _checked(clean_text, value, None, "The reference", desk.REFERENCE_CHARS)
+        return value
+
     def clean_notes(self) -> str:
         """Refused when too long or when they look like they hold a secret (the guard's
         patterns); the service replaces the key in them."""
         value = self.cleaned_data.get("notes", "")
         _checked(clean_text, value, None, "The notes")
+        return value
+
+
+class DeskGrantForm(forms.ModelForm):
+    """A tenant as a request derives it: a namespace the shared key rules accept, with
+    a trailing ``/`` for a prefix (``acme/``), or empty for keys without a tenant."""
+
+    class Meta:
+        model = DeskGrant
+        fields = ("user", "namespace")
+
+    def clean_namespace(self) -> str:
+        value = self.cleaned_data.get("namespace") or ""
+        try:
+            check_namespace(value.removesuffix("/"), "The tenant")
+        except MemoryValidationError as e:
+            raise forms.ValidationError(f"{e}.") from None
         return value
 
 
@@ -101,7 +139,7 @@ def deadlines_line(user) -> dict | None:
     """
     if not user.has_perm(perms.VIEW_SUBJECTREQUEST):
         return None
-    counts = desk.deadlines()
+    counts = desk.deadlines(user=user)
     url = reverse("admin:memoryapp_subjectrequest_changelist")
     return {
         **counts,
@@ -167,12 +205,17 @@ class HistoryInline(admin.TabularInline):
 class SubjectRequestAdmin(StyledAdmin):
     """Requests soonest due first; overdue and due-this-week flagged."""
 
-    list_display = ("short_id", "right", "status", "received_on", "due", "assignee")
+    list_display = ("short_id", "reference", "right", "status", "received_on", "due", "assignee")
+    list_display_links = ("short_id", "reference")
     list_filter = (UrgencyFilter, "status", "right")
+    search_fields = ("reference", "tenant")
+    search_help_text = "Search by reference or tenant (never by key: use Look up a user key)."
     ordering = ("due_on", "created_at")
     change_form_template = "admin/memoryapp/subjectrequest/change_form.html"
     inlines = [HistoryInline]
     readonly_fields = (
+        "reference",
+        "tenant",
         "right",
         "status",
         "received_on",
@@ -193,15 +236,44 @@ class SubjectRequestAdmin(StyledAdmin):
     def get_urls(self):
         return actions.urls(self) + super().get_urls()
 
+    def get_queryset(self, request):
+        """The requests of the tenants the user's desk grants cover (no grant: all)."""
+        return visible_requests(request.user, super().get_queryset(request))
+
     def change_view(self, request, object_id, form_url="", extra_context=None):
         """The record, its history and the desk's actions; it is never saved from here."""
+        if not self.has_view_or_change_permission(request):
+            # 403 as on every other desk URL, before saying 404 or 405.
+            return forbidden(self, request, perms.VIEW_SUBJECTREQUEST, "Subject requests")
         if request.method == "POST":
-            if not self.has_view_or_change_permission(request):
-                raise PermissionDenied  # 403 as on every other desk URL, before saying 405
             return HttpResponseNotAllowed(["GET"])  # every change is an action (admin/desk.py)
         made = self.get_object(request, object_id)
-        extra = {**(actions.panel(request, made) if made else {}), **(extra_context or {})}
+        if made is None:
+            # Unknown, or another tenant's: "not found" either way (the admin's default,
+            # a redirect saying the id does not exist, would confirm nothing but differs
+            # from the actions' and the API's 404).
+            raise Http404("No such request.")
+        extra = {
+            **actions.panel(request, made),
+            # The record cannot be changed here: not "Change subject request".
+            "title": f"Subject request {made.pk[:8]}",
+            **(extra_context or {}),
+        }
         return super().change_view(request, object_id, form_url, extra)
+
+    def changelist_view(self, request, extra_context=None):
+        """Titled "Subject requests": a request is opened here, never changed."""
+        extra = {"title": "Subject requests", **(extra_context or {})}
+        return super().changelist_view(request, extra)
+
+    def history_view(self, request, object_id, extra_context=None):
+        """Django's History page; another tenant's request (or an unknown id) is a 404 here
+        too, rather than the admin's redirect saying it does not exist."""
+        if self.has_view_or_change_permission(request) and (
+            actions.find_request(object_id, request.user) is None
+        ):
+            raise Http404("No such request.")
+        return super().history_view(request, object_id, extra_context)
 
     def get_changeform_initial_data(self, request):
         """Intake starts from today's date (most requests are entered the day they arrive)."""
@@ -209,12 +281,14 @@ class SubjectRequestAdmin(StyledAdmin):
 
     def get_form(self, request, obj=None, change=False, **kwargs):
         if obj is None:
-            kwargs["form"] = OpenRequestForm
+            kwargs["form"] = type(
+                "OpenRequestForm", (OpenRequestForm,), {"desk_user": request.user}
+            )
         return super().get_form(request, obj, change=change, **kwargs)
 
     def get_fields(self, request, obj=None):
         if obj is None:
-            return ("subject", "right", "received_on", "namespaces", "notes")
+            return ("subject", "reference", "right", "received_on", "namespaces", "notes")
         return self.readonly_fields
 
     def get_readonly_fields(self, request, obj=None):
@@ -234,12 +308,27 @@ class SubjectRequestAdmin(StyledAdmin):
                 received_on=data["received_on"],
                 namespaces=data["namespaces"],
                 notes=data.get("notes", ""),
+                reference=data.get("reference", ""),
                 actor=request.user.get_username(),
+                user=request.user,
             )
         except desk.RequestError as e:
             raise forms.ValidationError(str(e)) from e
         obj.pk = made.pk
         obj.__dict__.update(made.__dict__)
+        sealed = desk.Sealed(data["subject"], tuple(data["namespaces"]))
+        if not actions.holds_anything(sealed):
+            # Recorded all the same (a request for data we do not hold is still answered),
+            # but a mistyped key is the likeliest cause: say so while the key is at hand.
+            self.message_user(
+                request,
+                "Nothing is held for this key"
+                + (" in these namespaces" if sealed.namespaces else "")
+                + ": check it was typed exactly as stored (case, spaces, the namespace). "
+                "The request is recorded; if the key was wrong, refuse this one and open "
+                "a new request.",
+                messages.WARNING,
+            )
 
     def save_related(self, request, form, formsets, change) -> None:
         """Nothing: the service wrote the request and its history."""
@@ -282,3 +371,22 @@ def _links(ids, model: str) -> str:
         '<a href="{}">{}</a>',
         ((reverse(f"admin:memoryapp_{model}_change", args=[pk]), pk) for pk in ids),
     )
+
+
+@admin.register(DeskGrant)
+class DeskGrantAdmin(StyledAdmin):
+    """Which tenants' requests a staff user handles (none listed: every tenant's).
+
+    Managed by whoever holds the model's permissions (an administrator): an officer
+    cannot widen their own desk.
+    """
+
+    form = DeskGrantForm
+    list_display = ("user", "namespace", "created_at")
+    search_fields = ("namespace", "user__username")
+    fields = ("user", "namespace")
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name == "user":  # the desk is staff's; API clients have their own grants
+            kwargs["queryset"] = get_user_model().objects.filter(is_staff=True)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)

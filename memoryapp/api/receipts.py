@@ -22,6 +22,7 @@ from memoryapp.api.patterns import NON_BLANK_PATTERN
 from memoryapp.api.permissions import READ, Access, Rule
 from memoryapp.api.serializers.erasures import ReceiptSerializer
 from memoryapp.api.serializers.fields import NAMESPACE_MAX, StrictCharField
+from memoryapp.compliance import desk_scope
 from memoryapp.compliance.lookup import lookup
 from memoryapp.compliance.requests import urgency
 from memoryapp.models import (
@@ -106,10 +107,11 @@ def visible_exports(access: Access):
 
 
 def visible_requests(access: Access):
-    """The data-subject requests a client may read: all for staff holding the request
-    view permission, none for anyone else (a request has no namespace to grant on)."""
+    """The data-subject requests a client may read: for staff holding the request view
+    permission, those of the tenants their desk grants cover (no grant: all); none for
+    anyone else (API clients' namespace grants do not reach the desk)."""
     if access.is_global(REQUEST_READ):
-        return SubjectRequest.objects.all()
+        return desk_scope.visible_requests(access.user)
     return SubjectRequest.objects.none()
 
 

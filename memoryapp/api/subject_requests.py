@@ -27,6 +27,12 @@ from memoryapp.api.throttles import ERASE as ERASE_SCOPE
 from memoryapp.api.throttles import WRITE as WRITE_SCOPE
 from memoryapp.api.views.base import MAX_LOOKUP_CHARS, MemoryAPIMixin, Pagination, validated
 from memoryapp.compliance import requests as desk
+from memoryapp.compliance.desk_scope import (
+    may_handle_tenant,
+    may_see_holdings,
+    tenant_of,
+    visible_requests,
+)
 from memoryapp.compliance.holdings import holdings, kept, without_key
 from memoryapp.compliance.service import purge_now
 from memoryapp.models import ExportVia, RequestStatus, SubjectRequest, SubjectRight
@@ -78,6 +84,8 @@ class SubjectRequestSerializer(RequestFoundSerializer):
             "outcome",
             "assignee",
             "notes",
+            "reference",
+            "tenant",
             "namespace_count",
             "exports",
             "receipts",
@@ -99,6 +107,12 @@ class OpenRequestSerializer(LookupInputSerializer):
         child=serializers.CharField(max_length=255, allow_blank=True), required=False, max_length=50
     )
     notes = serializers.CharField(required=False, allow_blank=True, max_length=10_000)
+    reference = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=200,
+        help_text="The officer's label (a ticket, a name); the key is replaced in it.",
+    )
 
 
 class ActSerializer(serializers.Serializer):
@@ -176,8 +190,10 @@ class SubjectRequestViewSet(
         return super().get_object()
 
     def get_queryset(self):
+        # A request of a tenant the user's desk grants do not cover is a 404, as if absent.
         return (
-            SubjectRequest.objects.select_related("assignee")
+            visible_requests(self.request.user)
+            .select_related("assignee")
             .prefetch_related("history", "exports", "receipts")
             .order_by("due_on", "created_at", "id")
         )
@@ -193,7 +209,7 @@ class SubjectRequestViewSet(
     def create(self, request, *args, **kwargs):
         data = validated(OpenRequestSerializer, request.data)
         try:
-            made = desk.open_request(actor=self._actor(), **data)
+            made = desk.open_request(actor=self._actor(), user=request.user, **data)
         except desk.RequestError as e:
             raise ValidationError({"detail": str(e)}) from e
         return Response(SubjectRequestSerializer(made).data, status=status.HTTP_201_CREATED)
@@ -271,7 +287,7 @@ class SubjectRequestViewSet(
     @action(detail=False, methods=["post"])
     def lookup(self, request, *args, **kwargs):
         data = validated(LookupInputSerializer, request.data)
-        found = desk.requests_for(data["subject"]).prefetch_related("history")
+        found = desk.requests_for(data["subject"], request.user).prefetch_related("history")
         body = {
             "requests": SubjectRequestSerializer(found, many=True).data,
             "holdings": {},
@@ -280,7 +296,8 @@ class SubjectRequestViewSet(
         # Where a person's data lies is for who may export or erase it, as the admin shows
         # it on the erase page only; the user-scope namespace (the key itself) is named.
         user = request.user
-        if user.has_perm(perms.EXPORT_MEMORY) or user.has_perm(perms.ERASE_MEMORY):
+        # A tenant-scoped officer sees the holdings of their tenants' keys only.
+        if may_see_holdings(user) and may_handle_tenant(user, tenant_of(data["subject"])):
             body["holdings"] = without_key(holdings(data["subject"]), data["subject"])
             body["kept"] = without_key(kept(data["subject"]), data["subject"])
         response = Response(body)

@@ -20,6 +20,7 @@ from memoryapp.compliance.selection import (
     authored_filter,
     batches,
     contributed_filter,
+    row_filter,
 )
 from memoryapp.compliance.targets import build_target
 from memoryapp.models import Memory, MemoryEvent
@@ -102,6 +103,27 @@ def kept(
                 for row in rows.values("namespace").annotate(n=Count("pk")):
                     _add(found, kind, row["namespace"], row["n"])
     return found
+
+
+def holds_any(
+    subject: str, namespaces: Iterable[str] = (), using: str | Sequence[str] | None = None
+) -> bool:
+    """Whether anything at all is held about ``subject`` (in ``namespaces`` if given):
+    a row :func:`holdings` or :func:`kept` would count, found with ``exists()``.
+
+    For the warnings before work starts (intake of a key nobody holds data for, an
+    export that would be empty): the first row found answers, nothing is counted.
+    """
+    spaces: list[str | None] = list(namespaces) or [None]
+    for ns in spaces:
+        target = build_target(subject=subject, namespace=ns)
+        wanted = [(model, row_filter(table, target)) for table, model in ROW_MODELS.items()]
+        wanted += [(Memory, authored_filter(target)), (Memory, contributed_filter(target))]
+        for alias in engine.aliases_for(using):
+            for model, q in wanted:
+                if q is not None and model.objects.using(alias).filter(q).exists():
+                    return True
+    return False
 
 
 OWN_NAMESPACE = "(the person's own namespace)"

@@ -25,6 +25,11 @@ from django.db import transaction
 
 from memoryapp import conf
 from memoryapp import permissions as perms
+from memoryapp.compliance.desk_scope import (
+    may_handle_tenant,
+    tenant_of,
+    visible_requests,
+)
 from memoryapp.compliance.export import export
 from memoryapp.compliance.lookup import hmacs_of, lookup
 from memoryapp.compliance.receipts import key_id, keyed_hmac, safe_actor
@@ -52,7 +57,9 @@ from memoryapp.models import (
 _INFO = b"memoryapp.compliance.subject-request"
 MAX_EXTENSION_MONTHS = 2  # GDPR Art. 12(3)
 DUE_SOON_DAYS = 7
+REFERENCE_CHARS = SubjectRequest._meta.get_field("reference").max_length or 200
 EXPORT_TAG = "subject-request:"
+TENANT_REFUSED = "The key's tenant is not one your desk handles."
 CLOSED_MEANWHILE = "The request was closed meanwhile; nothing was changed."
 CHANGED_MEANWHILE = "The request was changed meanwhile; reload it and try again."
 UNREADABLE = (
@@ -204,14 +211,24 @@ def open_request(
     namespaces: Iterable[str] = (),
     assignee=None,
     notes: str = "",
+    reference: str = "",
+    user=None,
 ) -> SubjectRequest:
     """Record a new request; its due date is one month after ``received_on`` (default today).
 
+    The request's tenant is the key's (:func:`tenant_of`); ``user``, the staff user
+    recording it, must handle that tenant (their desk grants), or they could not see
+    the request they made. ``reference`` is the officer's own label for it (a ticket,
+    a name), the key replaced in it as in notes.
+
     Raises:
-        RequestError: an empty key, an unknown right, a date in the future, or notes
-            holding a secret.
+        RequestError: an empty key, an unknown right, a date in the future, notes
+            holding a secret, or a tenant ``user`` does not handle.
     """
     subject = check_subject(subject)
+    tenant = tenant_of(subject)
+    if user is not None and not may_handle_tenant(user, tenant):
+        raise RequestError(TENANT_REFUSED)
     if right not in SubjectRight.values:
         raise RequestError(f"Unknown right {right!r}.")
     received_on = received_on or today()
@@ -225,6 +242,8 @@ def open_request(
             due_on=due_date(received_on),
             assignee=assignee,
             notes=clean_text(notes, subject, "Notes"),
+            reference=clean_text(reference, subject, "The reference", limit=REFERENCE_CHARS),
+            tenant=tenant,
             subject_hmac=keyed_hmac(subject),
             key_id=key_id(),
             namespace_count=len(spaces),
@@ -236,9 +255,12 @@ def open_request(
 
 
 # ------------------------------------------------------------------ actions
-def may_handle(user) -> bool:
-    """Whether ``user`` may be given requests: active staff with the desk's change permission."""
-    return bool(user.is_active and user.is_staff and user.has_perm(perms.CHANGE_SUBJECTREQUEST))
+def may_handle(user, request: SubjectRequest | None = None) -> bool:
+    """Whether ``user`` may be given requests (``request``: this one): active staff with
+    the desk's change permission, whose desk grants cover the request's tenant."""
+    if not (user.is_active and user.is_staff and user.has_perm(perms.CHANGE_SUBJECTREQUEST)):
+        return False
+    return request is None or may_handle_tenant(user, request.tenant)
 
 
 def assign(request: SubjectRequest, user, *, actor: str) -> SubjectRequest:
@@ -249,7 +271,7 @@ def assign(request: SubjectRequest, user, *, actor: str) -> SubjectRequest:
             (see :func:`may_handle`): a request must sit with someone who can act on it.
     """
     sealed = require_open(request)
-    if user is not None and not may_handle(user):
+    if user is not None and not may_handle(user, request):
         raise RequestError(f"{user.get_username()} may not handle data-subject requests.")
     with transaction.atomic():
         _save_open(request, {"assignee": user})
@@ -419,15 +441,17 @@ def close(request: SubjectRequest, *, refused: bool, outcome: str, actor: str) -
 
 
 # ------------------------------------------------------------------ reading
-def open_requests():
-    """Open and in-progress requests, soonest due first."""
-    return SubjectRequest.objects.filter(status__in=OPEN_STATUSES).order_by("due_on", "created_at")
+def open_requests(user=None):
+    """Open and in-progress requests (of the tenants ``user`` handles), soonest due first."""
+    pending = visible_requests(user).filter(status__in=OPEN_STATUSES)
+    return pending.order_by("due_on", "created_at")
 
 
-def deadlines(at: dt.date | None = None) -> dict[str, int]:
-    """How many open requests are overdue, due within a week, and open in all."""
+def deadlines(at: dt.date | None = None, user=None) -> dict[str, int]:
+    """How many open requests (of ``user``'s tenants) are overdue, due within a week, and
+    open in all."""
     at = at or today()
-    pending = open_requests()
+    pending = open_requests(user)
     return {
         "overdue": pending.filter(due_on__lt=at).count(),
         "due_soon": pending.filter(
@@ -449,7 +473,7 @@ def urgency(request: SubjectRequest, at: dt.date | None = None) -> str:
     return ""
 
 
-def requests_for(subject: str):
-    """Every request naming ``subject``: the lookup's (by HMAC under the current and
-    fallback keys), by received date."""
-    return lookup(subject).requests
+def requests_for(subject: str, user=None):
+    """Every request naming ``subject`` (of the tenants ``user`` handles): the lookup's
+    (by HMAC under the current and fallback keys), by received date."""
+    return lookup(subject, requests=visible_requests(user)).requests

@@ -32,6 +32,7 @@ from memoryapp.models.meta import RecallSnapshot, SchemaMeta, SliceChange
 from memoryapp.models.requests import (
     CLOSED_STATUSES,
     OPEN_STATUSES,
+    DeskGrant,
     RequestAction,
     RequestStatus,
     SubjectRequest,
@@ -47,6 +48,7 @@ __all__ = [
     "RETRIED_STATES",
     "UNFINISHED_STATES",
     "Confidence",
+    "DeskGrant",
     "ErasureReceipt",
     "ErasureTarget",
     "ExportRecord",

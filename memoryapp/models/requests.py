@@ -65,6 +65,13 @@ class SubjectRequest(models.Model):
         related_name="+",
     )
     notes = models.TextField(default="", blank=True)
+    # Chosen by the officer to tell requests apart without the key (a ticket number, the
+    # person's name): searchable in the list; the key is replaced in it, as in notes.
+    reference = models.CharField(max_length=200, default="", blank=True)
+    # The tenant of the subject key: its namespace up to its last "/" ("acme/" for
+    # acme/alice, "" for a key without one). Kept once closed: it names the tenant, not
+    # the person, and tenant-scoped officers (DeskGrant) see requests by it.
+    tenant = models.CharField(max_length=255, default="", blank=True)
     subject_hmac = models.CharField(max_length=64)
     key_id = models.CharField(max_length=16, default="", blank=True)
     namespace_count = models.PositiveIntegerField(default=0)
@@ -84,6 +91,7 @@ class SubjectRequest(models.Model):
         indexes = [
             models.Index(fields=["subject_hmac"], name="ix_requests_subject"),
             models.Index(fields=["status", "due_on"], name="ix_requests_due"),
+            models.Index(fields=["tenant", "due_on"], name="ix_requests_tenant"),
         ]
 
     def __str__(self) -> str:
@@ -126,3 +134,42 @@ class SubjectRequestEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_action_display()} by {self.actor or '?'}"
+
+
+class DeskGrant(models.Model):
+    """A tenant whose data-subject requests one staff user handles.
+
+    The notion of the API clients' namespace grants, for staff at the desk: ``namespace``
+    is an exact tenant or a prefix ending in ``/`` (``acme/`` covers ``acme/`` and
+    ``acme/eu/``). A user with no grant row handles every tenant's requests; one with
+    grants sees and acts on the requests of the tenants they cover only
+    (:func:`memoryapp.compliance.requests.visible_requests`).
+    """
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="desk_grants"
+    )
+    namespace = models.CharField(
+        max_length=255,
+        blank=True,
+        help_text="A tenant prefix ending in '/' (acme/), or an exact tenant; "
+        "'' is keys without a tenant.",
+    )
+    created_at = IsoDateTimeField(default=now)
+
+    class Meta:
+        db_table = "memory_desk_grants"
+        ordering = ("user", "namespace")
+        verbose_name = "desk tenant grant"
+        verbose_name_plural = "desk tenant grants"
+        constraints = [
+            models.UniqueConstraint(fields=["user", "namespace"], name="uix_desk_grant_user_ns")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} → {self.namespace or '(no tenant)'}"
+
+    @property
+    def is_prefix(self) -> bool:
+        """True when the grant covers every tenant starting with it."""
+        return self.namespace.endswith("/")

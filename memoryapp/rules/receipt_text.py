@@ -272,9 +272,10 @@ def _kept_sentences(receipt: Mapping[str, object]) -> list[str]:
             )
     matches = _kept_matches(receipt.get("details"))
     if matches:
+        # For the person: no count of byte-scan fragments (the technical proof has it).
         sentences.append(
-            "Some words of the erased text also appear in other records that were kept "
-            f"on purpose ({plural(matches, 'passage', 'passages')}, for example the same "
-            "words in a record about someone else); none of them is an erased record."
+            "The same words can also appear in records kept on purpose, such as a sentence "
+            "someone else wrote; those records are not yours and were not erased. The "
+            "technical proof gives the details."
         )
     return sentences

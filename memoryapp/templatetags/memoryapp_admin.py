@@ -11,6 +11,7 @@ The app's own index (``/admin/memoryapp/``) shows it without any override.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +31,20 @@ def thousands(value):
     if isinstance(value, bool) or not isinstance(value, int):
         return value
     return f"{value:,}"
+
+
+_FACET = re.compile(r"\((\d{4,})\)$")
+
+
+@register.filter
+def facet_count(value):
+    """A filter choice's facet count with thousands separators: Django writes
+    ``"erasure (12345)"``; the pages write counts as ``12,345`` everywhere else."""
+    text = str(value)
+    found = _FACET.search(text)
+    if found is None:
+        return value
+    return f"{text[: found.start()]}({int(found.group(1)):,})"
 
 
 @register.inclusion_tag("memoryapp/admin/overview.html", takes_context=True)

@@ -1,22 +1,27 @@
-"""Every changelist of the admin at 1,280 px, with Django's navigation sidebar and the
-filter sidebar open: the results table fits its container and no cell is clipped or
-squeezed into a tall column (issue #31: Session summaries, Memory events, Namespace grants)."""
+"""Every changelist of the admin at 1,280 px and at 1,024 px, with Django's navigation
+sidebar and the filters open (beside the list at 1,280, under it below that): the results
+table fits its container and no cell is clipped or squeezed into a tall column (issue #31:
+Session summaries, Memory events, Namespace grants; issue #39: 1,024 px)."""
 
 from __future__ import annotations
 
 import pytest
 from django.contrib import admin
+from django.contrib.auth import get_user_model
 from django.urls import NoReverseMatch, reverse
 
 from memoryapp import MemoryManager
 from memoryapp.api.testing import token_client
 from memoryapp.compliance import export
-from memoryapp.models import ErasureReceipt, ReviewItem
+from memoryapp.compliance.requests import assign, open_request
+from memoryapp.models import DeskGrant, ErasureReceipt, ReviewItem
 from tests._admin_support import ALICE, PASSWORD, PROJECT, make_staff, seed_tenant
 
 pytestmark = pytest.mark.django_db(transaction=True)
+User = get_user_model()
 
 WIDTH = 1280
+NARROW = 1024  # a small laptop, or a window beside another (issue #39)
 MAX_LINES = 5  # a cell taller than this many lines is a column squeezed too narrow
 # Realistic long values (not one unbroken word: those are cut with an ellipsis by design).
 LONG_NAMESPACE = "acme-corporation/customer-support-europe"
@@ -94,6 +99,14 @@ def _seed() -> None:
         purge_status="not purged: the database was busy (another transaction held a lock)",
     )
     export(subject=ALICE, actor="compliance-officer@example.com", via="admin")  # an export record
+    made = open_request(
+        subject=ALICE,
+        right="objection",
+        actor="compliance-officer@example.com",
+        reference="Ticket SUP-20931, Alice Example (letter of 3 December, forwarded by legal)",
+    )
+    assign(made, User.objects.get(username="root"), actor="compliance-officer@example.com")
+    DeskGrant.objects.create(user=User.objects.get(username="root"), namespace=LONG_NAMESPACE + "/")
 
 
 def _changelists() -> list[tuple[str, str]]:
@@ -108,9 +121,10 @@ def _changelists() -> list[tuple[str, str]]:
     return sorted(urls)
 
 
-def test_every_changelist_fits_at_1280_px_with_both_sidebars(page, root, log_in, shot):
+@pytest.mark.parametrize("width", [WIDTH, NARROW])
+def test_every_changelist_fits_with_both_sidebars(page, root, log_in, shot, width):
     _seed()
-    page.set_viewport_size({"width": WIDTH, "height": 900})
+    page.set_viewport_size({"width": width, "height": 900})
     log_in("root", PASSWORD)
     found: dict[str, list[str]] = {}
     measured = 0
@@ -122,7 +136,7 @@ def test_every_changelist_fits_at_1280_px_with_both_sidebars(page, root, log_in,
         measured += 1
         assert result["sidebar"], f"{name}: the navigation sidebar is not open"
         if result["problems"]:
-            shot(name.replace(".", "-"))
+            shot(f"{name.replace('.', '-')}-{width}")
             found[name] = result["problems"]
     assert measured >= 8, measured
     assert not found, "\n".join(f"{n}: {'; '.join(p)}" for n, p in found.items())
