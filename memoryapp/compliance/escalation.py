@@ -153,7 +153,7 @@ def _slot(pending: list[ErasureReceipt], alias: str, run_id: str, level: int, st
         return True
     until = dt.datetime.fromtimestamp(opens, dt.UTC)
     said = (
-        f"deferred until {until:%Y-%m-%d %H:%M:%S} UTC: another erasure started a rewrite "
+        f"deferred until {until:%Y-%m-%d %H:%M:%S} UTC: an erasure started a rewrite "
         f"of every tenant's rows less than {interval:g} s ago "
         "(MEMORYAPP_ERASURE_FULL_REWRITE_INTERVAL); retried then"
     )

@@ -12,7 +12,8 @@ failed such an erasure at every attempt and climbed to whole-table rewrites).
 The check costs what was found and what the byte scan read, never the database:
 
 1. *Indexed lookups*: a fragment equal to a whole value of an indexed text
-   column (ids, namespace, subject, memory ids of events…) is looked up by
+   column of the memory's tables (ids, namespace, subject, memory ids of
+   events…; :data:`KEYED_TABLES`) is looked up by
    that index, all fragments of a batch in one ``IN`` query per column, in
    every partition. Keys are short, so they are probed whole: this is how the
    false residue of issue #38 is explained.
@@ -47,13 +48,17 @@ from django.apps import apps
 from django.db import connections, router
 from django.db.models import Model
 
-from memoryapp.compliance.selection import ROW_MODELS, SNAPSHOTS, batches
+from memoryapp.compliance.selection import ROW_MODELS, SLICES, SNAPSHOTS, batches
 from memoryapp.db import partitioning
 from memoryapp.db.vendor import for_connection
 
 CHUNK_ROWS = 500  # rows per query: bounded memory, no transaction held open between chunks
 SNAPSHOT_CHUNK_ROWS = 16  # a snapshot is ~165 KB per 1,000 memories (20 MB at 100,000)
 LOOKUP_MAX_BYTES = 255  # longer fragments cannot equal a whole key (CharField(255))
+
+KEYED_TABLES = frozenset({*partitioning.TABLES, SLICES})
+"""The tables whose indexed keys are looked up (step 1): those of the memory, where other
+people's keys, namespaces and session ids are. Other tables are read by the pass only."""
 
 TEXT_TYPES = frozenset({"CharField", "TextField", "JSONField", "SlugField", "EmailField"})
 """The column types whose stored bytes are text a fragment may be found in."""
@@ -105,6 +110,8 @@ def _by_index(alias: str, models: list[type[Model]], pieces: dict[int, bytes]) -
             continue
     hits: set[int] = set()
     for model in models:
+        if model._meta.db_table not in KEYED_TABLES:
+            continue
         for column in _indexed_columns(model, alias):
             if not wanted:
                 return hits

@@ -45,6 +45,14 @@ ALICE = "acme/alice"
 BOB = "acme/bob"
 
 
+@pytest.fixture(autouse=True)
+def _patient(settings, purge_settings):
+    """A purge waits for transactions of *any* database older than the erasure
+    (PostgreSQL's VACUUM FULL keeps what they may see): on a server shared with other
+    test runs, 10 s is too short to be sure none is open."""
+    settings.MEMORYAPP_ERASURE_PURGE_TIMEOUT = 120
+
+
 def _steps(receipt: ErasureReceipt) -> list[dict]:
     return receipt.details["aliases"]["default"]["purge_steps"]
 
