@@ -108,6 +108,9 @@ def _assert_unscanned_everywhere(out: str, receipt: ErasureReceipt, reason: str,
         assert "byte scan not possible here" in text and plain in text, (name, text)
         assert not CLAIMS.search(text), (name, CLAIMS.search(text), text)
     assert "Erased — byte scan not possible here" in pages["summary"]
+    # The receipt list's "verified" column: no tick, the outcome in words.
+    listing = client_for(make_staff("lister", superuser=True)).get(RECEIPTS).content.decode()
+    assert ">not scanned</span>" in listing and "byte scan not possible here" in listing
     # The technical proof's badge names the outcome too (no "verified" tick).
     assert 'id="receipt-outcome">rows deleted and files rewritten' in pages["change"]
     body = _api(receipt)
