@@ -125,6 +125,13 @@ def scrape(settings):
     settings.MEMORYAPP_METRICS_TOKEN = TOKEN
 
 
+@pytest.fixture(autouse=True)
+def _patient_purge(purge_settings, settings):
+    """PostgreSQL: a purge waits for transactions older than the erasure on the whole
+    server (other test runs' included); on a shared, loaded server 10 s is not enough."""
+    settings.MEMORYAPP_ERASURE_PURGE_TIMEOUT = 120
+
+
 def test_an_erasure_whose_files_are_scanned_is_verified_by_byte_scan(scrape, monkeypatch):
     seed(ALICE)
     out, receipt = _erase_by_cli(monkeypatch)
