@@ -211,8 +211,7 @@ def of_receipt(receipt: Mapping[str, object]) -> tuple[str, str]:
     verified by byte scan only when the scan's counts were recorded, rewritten but not
     scanned when its text says the scan was not possible, :data:`UNKNOWN` otherwise.
     """
-    details = receipt.get("details")
-    details = details if isinstance(details, Mapping) else {}
+    details = _mapping(receipt.get("details"))
     stored = details.get("outcome")
     if stored in _RANK and stored != UNKNOWN:
         return str(stored), str(details.get("scan_unavailable") or "")
@@ -221,19 +220,29 @@ def of_receipt(receipt: Mapping[str, object]) -> tuple[str, str]:
         return Outcome.NOT_CHECKED.value, ""
     if not receipt.get("verified"):
         return Outcome.NOT_VERIFIED.value, ""
-    listed = receipt.get("databases")
-    databases = [str(a) for a in listed if a] if isinstance(listed, list | tuple) else []
-    databases = databases or [""]
+    return _derived(receipt.get("databases"), _mapping(details.get("aliases")), text)
+
+
+def _mapping(value: object) -> Mapping:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _names(listed: object) -> list[str]:
+    """The receipt's database aliases (``[""]`` when it lists none)."""
+    names = [str(a) for a in listed if a] if isinstance(listed, list | tuple) else []
+    return names or [""]
+
+
+def _derived(listed: object, aliases: Mapping, text: str) -> tuple[str, str]:
+    """A verified earlier receipt's outcome: its weakest database's, with their reasons."""
+    databases = _names(listed)
     multi = len(databases) > 1
-    aliases = details.get("aliases")
-    aliases = aliases if isinstance(aliases, Mapping) else {}
     results: list[tuple[str, str]] = []
     for alias in databases:
         part = text
         if multi:
             part = next((p for p in text.split(" | ") if p.startswith(f"{alias}: ")), "")
-        info = aliases.get(alias)
-        outcome, reason = _legacy(info if isinstance(info, Mapping) else {}, part)
+        outcome, reason = _legacy(_mapping(aliases.get(alias)), part)
         results.append((outcome, f"{alias}: {reason}" if multi and reason else reason))
     outcome = max((o for o, _ in results), key=_RANK.__getitem__)
     reasons = [r for o, r in results if o == Outcome.UNSCANNED and r]
