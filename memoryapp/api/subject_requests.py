@@ -23,9 +23,16 @@ from memoryapp.api.filters import StrictChoiceFilter
 from memoryapp.api.permissions import ERASE, READ, WRITE, Rule, declared_rule
 from memoryapp.api.receipts import REQUEST_READ, LookupInputSerializer, RequestFoundSerializer
 from memoryapp.api.serializers.fields import StrictChoiceField
+from memoryapp.api.serializers.strict import StrictInput
 from memoryapp.api.throttles import ERASE as ERASE_SCOPE
 from memoryapp.api.throttles import WRITE as WRITE_SCOPE
-from memoryapp.api.views.base import MAX_LOOKUP_CHARS, MemoryAPIMixin, Pagination, validated
+from memoryapp.api.views.base import (
+    MAX_LOOKUP_CHARS,
+    MemoryAPIMixin,
+    Pagination,
+    no_body,
+    validated,
+)
 from memoryapp.compliance import requests as desk
 from memoryapp.compliance.holdings import holdings, kept, without_key
 from memoryapp.compliance.service import purge_now
@@ -101,7 +108,7 @@ class OpenRequestSerializer(LookupInputSerializer):
     notes = serializers.CharField(required=False, allow_blank=True, max_length=10_000)
 
 
-class ActSerializer(serializers.Serializer):
+class ActSerializer(StrictInput):
     """``POST /api/subject-requests/{id}/act/``: one step of the request's life."""
 
     action = StrictChoiceField(choices=ACTIONS)
@@ -220,6 +227,7 @@ class SubjectRequestViewSet(
     )
     @action(detail=True, methods=["post"])
     def export(self, request, *args, **kwargs):
+        no_body(request)
         made = self.get_object()
         try:
             documents = desk.export_for(
@@ -238,6 +246,7 @@ class SubjectRequestViewSet(
     )
     @action(detail=True, methods=["post"])
     def erase(self, request, *args, **kwargs):
+        no_body(request)
         made = self.get_object()
         try:
             # As the other erasure endpoints: with the erasure worker on, the request

@@ -11,6 +11,7 @@ from memoryapp.api.serializers.fields import (
     StrictCharField,
     namespace_field,
 )
+from memoryapp.api.serializers.strict import StrictInput
 from memoryapp.compliance.targets import ErasureRequestError, check_request_shape
 from memoryapp.models import ErasureReceipt
 
@@ -27,7 +28,7 @@ class WipeOutputSerializer(serializers.Serializer):
 
 
 # ---------------------------------------------------------------- erasure
-class ErasureInputSerializer(serializers.Serializer):
+class ErasureInputSerializer(StrictInput):
     """``POST /api/erasures/`` (``memoryapp.compliance.erase``).
 
     One target: a ``subject``, ``ids``, a ``namespace``, or ``everything``;
@@ -157,7 +158,8 @@ class ExportQuerySerializer(serializers.Serializer):
     query parameters that names at least one of the two, and nothing else. A parameter
     of another name is refused before this runs, as on every operation
     (:mod:`memoryapp.api.query_params`): a misspelt ``namespace`` must not widen the
-    export of a subject to every namespace.
+    export of a subject to every namespace. (Not a ``StrictInput``: the query string also
+    carries DRF's ``format``, which that refusal lets through.)
     """
 
     subject = StrictCharField(
