@@ -2,15 +2,11 @@
 
 from django.urls import path, re_path
 from drf_spectacular.utils import extend_schema
-from drf_spectacular.views import (
-    SpectacularAPIView,
-    SpectacularRedocView,
-    SpectacularSwaggerView,
-)
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
 from memoryapp.api import subject_requests
-from memoryapp.api.root import api_root
+from memoryapp.api.root import OfflineRedocView, api_root
 from memoryapp.api.views.audit import MemoryEventViewSet, StoreProblemsView
 from memoryapp.api.views.base import not_found
 from memoryapp.api.views.erasures import ErasureViewSet, ExportView, WipeAllView
@@ -47,15 +43,9 @@ urlpatterns = [
     path("store-problems/", StoreProblemsView.as_view(), name="store-problems"),
     path("schema/", SchemaView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="memoryapp_api:schema"), name="docs"),
-    # ReDoc's script comes from drf-spectacular-sidecar (REDOC_DIST = "SIDECAR"), and the
-    # page names no font CDN (memoryapp/templates/memoryapp/api/redoc.html).
-    path(
-        "redoc/",
-        SpectacularRedocView.as_view(
-            url_name="memoryapp_api:schema", template_name="memoryapp/api/redoc.html"
-        ),
-        name="redoc",
-    ),
+    # ReDoc's script comes from drf-spectacular-sidecar (REDOC_DIST = "SIDECAR"); the page
+    # names no CDN and its policy lets the browser ask no other host (api/root.py).
+    path("redoc/", OfflineRedocView.as_view(url_name="memoryapp_api:schema"), name="redoc"),
     # Anything else under /api/ is a JSON 404, never an HTML page.
     re_path(r"^.*$", not_found),
 ]

@@ -128,3 +128,7 @@ def test_redoc_is_served_with_its_script_from_this_server():
     (script,) = [u for u in urls if u.endswith(".js")]
     assert "/drf_spectacular_sidecar/redoc/" in script
     assert finders.find(script.removeprefix("/static/")) is not None  # a packaged file
+    # ReDoc's bundle draws a logo from cdn.redoc.ly: the policy keeps the browser home.
+    policy = dict(part.strip().split(" ", 1) for part in r["Content-Security-Policy"].split(";"))
+    assert policy["default-src"] == "'self'" and policy["img-src"] == "'self' data:"
+    assert policy["connect-src"] == "'self'"
