@@ -52,10 +52,7 @@ def do_client(cmd, options) -> None:
     if options.get("user") is not None:
         _staff(cmd, options)
         return
-    if options.get("revoke"):
-        raise CommandError("--revoke goes with --user (a client's tokens: --rotate)")
-    if not options.get("name") or not options["grant"]:
-        raise CommandError("give NAME --grant NAMESPACE (a client), or --user USERNAME (staff)")
+    _require_client_arguments(options)
     from memoryapp.api.grants import ClientError, provision_client
 
     try:
@@ -86,6 +83,14 @@ def do_client(cmd, options) -> None:
         return
     cmd.stdout.write("Token (shown once, only its hash is stored):")
     cmd.stdout.write(client.token)
+
+
+def _require_client_arguments(options) -> None:
+    """A client needs NAME and --grant; --revoke is for staff accounts only."""
+    if options.get("revoke"):
+        raise CommandError("--revoke goes with --user (a client's tokens: --rotate)")
+    if not options.get("name") or not options["grant"]:
+        raise CommandError("give NAME --grant NAMESPACE (a client), or --user USERNAME (staff)")
 
 
 def _staff(cmd, options) -> None:
