@@ -152,3 +152,11 @@ def test_many_unknown_fields_are_named_up_to_a_bound(operator):
     assert errors["non_field_errors"] == ["30 unknown fields in all."]
     named = [k for k in errors if k.startswith("f0")]
     assert len(named) == 20 and all(len(k) == 101 and k.endswith("…") for k in named)
+
+
+def test_query_serializers_let_drfs_format_through(operator):
+    MemoryManager(project="acme/web").upsert("plan", "kept")
+    r = operator.get("/api/store-problems/", {"namespace": "acme/web", "format": "json"})
+    assert r.status_code == 200, r.content
+    r = operator.get("/api/exports/", {"namespace": "acme/web", "format": "json"})
+    assert r.status_code == 200, r.content

@@ -151,15 +151,14 @@ class ReceiptSerializer(serializers.ModelSerializer):
 
 
 # ------------------------------------------------------------------- export
-class ExportQuerySerializer(serializers.Serializer):
+class ExportQuerySerializer(StrictInput):
     """``GET /api/exports/``: a ``subject``, a ``namespace``, or both (its rows there).
 
     Its schema is :data:`memoryapp.api.erasures.EXPORT_TARGET_PARAMETER`: one object of
     query parameters that names at least one of the two, and nothing else. A parameter
     of another name is refused before this runs, as on every operation
     (:mod:`memoryapp.api.query_params`): a misspelt ``namespace`` must not widen the
-    export of a subject to every namespace. (Not a ``StrictInput``: the query string also
-    carries DRF's ``format``, which that refusal lets through.)
+    export of a subject to every namespace.
     """
 
     subject = StrictCharField(

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from django.http import QueryDict
 from rest_framework import serializers
+from rest_framework.settings import api_settings
 
 MAX_NAMED = 20  # unknown fields named in one answer
 MAX_NAME_CHARS = 100  # of each name: the answer never grows with a hostile body
@@ -41,7 +43,11 @@ def unknown_field_errors(given, accepted) -> dict[str, list[str]]:
 
 
 class StrictInput(serializers.Serializer):
-    """A request body (or query) serializer that refuses fields it does not declare."""
+    """A request body (or query) serializer that refuses fields it does not declare.
+
+    Given a query string, it lets DRF's ``format`` through, as the query parameter check
+    (:mod:`memoryapp.api.query_params`) does on every operation.
+    """
 
     def to_internal_value(self, data):
         """The fields' values; a 400 naming the unknown fields beside the fields' own errors
@@ -49,7 +55,10 @@ class StrictInput(serializers.Serializer):
         if not isinstance(data, Mapping):
             return super().to_internal_value(data)
         accepted = {name for name, field in self.fields.items() if not field.read_only}
-        errors = unknown_field_errors(data.keys(), accepted)
+        given = set(data.keys())
+        if isinstance(data, QueryDict):  # a query serializer: DRF's ?format= is everyone's
+            given.discard(api_settings.URL_FORMAT_OVERRIDE)
+        errors = unknown_field_errors(given, accepted)
         try:
             value = super().to_internal_value(data)
         except serializers.ValidationError as exc:
