@@ -8,12 +8,12 @@ PostgreSQL: one ``INSERT … SELECT … ON CONFLICT DO NOTHING RETURNING id`` pe
 ``PG_BATCH`` rows, whose rows come from one of two sources: a few rows (a single save)
 from arrays bound once and ``unnest``-ed (one round trip); many rows (an import, a bulk
 approval) from a temporary table filled by ``COPY`` (psycopg formats the rows in C, the
-server parses no arrays). ``unnest`` of eleven text arrays cost the import 29 % of its
-rows/s against the ``COPY`` it replaced (bench/IMPORT.md); a multi-row ``VALUES`` list
-with thousands of placeholders costs more to parse in psycopg's Python than everything
-else. The change counter's triggers are row-level on SQLite and statement-level on
-PostgreSQL, where one statement per batch moves the counter as
-``bulk_create``/``bulk_update`` did.
+server parses no arrays). Bound as eleven text arrays (psycopg dumps lists in Python),
+an import's rows cost about a third more CPU each than through ``COPY``
+(bench/IMPORT.md); a multi-row ``VALUES`` list with thousands of placeholders costs more
+to parse in psycopg's Python than everything else. The change counter's triggers are
+row-level on SQLite and statement-level on PostgreSQL, where one statement per batch
+moves the counter as ``bulk_create``/``bulk_update`` did.
 
 Inserts say ``ON CONFLICT DO NOTHING``: losing a race to a concurrent insert of the
 same key is no error, so the server never logs a unique violation (PostgreSQL's
