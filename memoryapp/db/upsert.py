@@ -156,6 +156,7 @@ def insert(cursor, postgresql: bool, rows: list[tuple], call: tuple) -> set[str]
         if staged:
             _stage(cursor, rows)
         for start in range(0, len(rows), PG_BATCH):
+            values: list  # the batch's bounds in the staged rows, or its columns as arrays
             if staged:
                 source, values = _PG_STAGED, [start, start + PG_BATCH]
             else:
