@@ -17,7 +17,10 @@ class MemoryAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from memoryapp.ops import logs
+        from memoryapp.ops import (
+            checks,  # noqa: F401  (importing the module registers the system checks)
+            logs,
+        )
         from memoryapp.services import queryset_methods as entry_points
 
         # Django's SQL log carries the values of every statement: memory text.

@@ -34,6 +34,11 @@ from memoryapp.db import vendor
 
 __all__ = ["TokenAuthentication", "PREFETCHED_GRANTS"]
 
+WRONG_SCHEME = (
+    "This API takes `Authorization: Token <key>`; the header names another scheme "
+    "(e.g. Bearer or Basic)."
+)
+
 PREFETCHED_GRANTS = "_memoryapp_grants"
 """The attribute of an authenticated user that holds its grants (a list), when read here."""
 
@@ -102,6 +107,18 @@ class TokenAuthentication(authentication.TokenAuthentication):
     """
 
     model = ApiToken
+
+    def authenticate(self, request):
+        """DRF's reading of ``Authorization``, refusing another scheme by name.
+
+        DRF's class ignores ``Authorization: Bearer …`` and the request then fails with
+        "credentials were not provided", which sends a client looking for a missing
+        header; the answer says which scheme this API takes instead.
+        """
+        words = authentication.get_authorization_header(request).split()
+        if words and words[0].lower() != self.keyword.lower().encode():
+            raise exceptions.AuthenticationFailed(WRONG_SCHEME)
+        return super().authenticate(request)
 
     def authenticate_credentials(self, key):
         model = self.get_model()

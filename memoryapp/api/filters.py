@@ -10,6 +10,7 @@ may not see answers 404, like every other route to another tenant).
 from __future__ import annotations
 
 import django_filters
+from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 
 from memoryapp.models import (
@@ -24,7 +25,13 @@ from memoryapp.models import (
 )
 from memoryapp.querysets import MemoryQuerySet
 from memoryapp.recall import search
-from memoryapp.rules.validation import MAX_KEY_CHARS, MAX_NAMESPACE_CHARS, MAX_QUERY_CHARS
+from memoryapp.rules.errors import MemoryValidationError
+from memoryapp.rules.validation import (
+    MAX_KEY_CHARS,
+    MAX_NAMESPACE_CHARS,
+    MAX_QUERY_CHARS,
+    check_namespace,
+)
 from memoryapp.services import subjects
 
 
@@ -54,6 +61,18 @@ class StrictChoiceFilter(django_filters.ChoiceFilter):
         super().__init__(*args, **kwargs)
 
 
+def namespace_rules(value: str) -> None:
+    """The namespace rules of every write (:func:`~memoryapp.rules.validation.check_namespace`).
+
+    A filter that no write could have stored (``acme//web``, a trailing space) is a 400
+    naming the rule, not an empty list that reads as "nothing there".
+    """
+    try:
+        check_namespace(value)
+    except MemoryValidationError as exc:
+        raise ValidationError(str(exc)) from None
+
+
 class NamespacedFilterSet(django_filters.FilterSet):
     """A filter set with an exact ``namespace`` filter (``''`` included)."""
 
@@ -61,6 +80,7 @@ class NamespacedFilterSet(django_filters.FilterSet):
         method="filter_namespace",
         strip=False,
         max_length=255,
+        validators=[namespace_rules],
         label="Exact namespace ('' = the single-tenant namespace).",
     )
 

@@ -89,3 +89,49 @@ def provision_client(
         if not ApiToken.objects.filter(user=user).exists():
             _token, key = ApiToken.issue(user)
     return ProvisionedClient(user, key, created, tuple(grants), removed)
+
+
+@dataclass(frozen=True)
+class StaffToken:
+    """The outcome of :func:`staff_token`: the clear token when one was issued (shown once),
+    and the prefixes of the user's tokens after the call."""
+
+    user: AbstractBaseUser
+    token: str | None
+    prefixes: tuple[str, ...]
+    revoked: int
+
+
+def staff_token(username: str, *, rotate: bool = False, revoke: bool = False) -> StaffToken:
+    """A token for an existing, active staff account (the compliance officer, an operator).
+
+    Such a token carries no namespace grants: the API gives a staff user what their
+    model permissions allow (``Access.is_global``), as the admin does, so the desk's
+    endpoints (``/api/subject-requests/``, lookups, exports) answer them as they would in
+    the admin. A user who has a token keeps it unless ``rotate`` (revoke every token,
+    issue a new one); ``revoke`` removes every token and issues none.
+
+    Raises:
+        ClientError: no such user, an inactive one, or one that is not staff (a
+            non-staff account is an API client: :func:`provision_client`).
+    """
+    User = get_user_model()
+    user = User.objects.filter(**{User.USERNAME_FIELD: (username or "").strip()}).first()
+    if user is None:
+        raise ClientError(f"No user {username!r}: create the staff account first (admin).")
+    if not user.is_active:
+        raise ClientError(f"{username!r} is inactive: no token is issued for it.")
+    if not (user.is_staff or user.is_superuser):
+        raise ClientError(
+            f"{username!r} is not a staff account; a non-staff API client gets its token "
+            "with `memory client NAME --grant NAMESPACE`."
+        )
+    with transaction.atomic():
+        revoked = 0
+        if rotate or revoke:
+            revoked, _ = ApiToken.objects.filter(user=user).delete()
+        key = None
+        if not revoke and not ApiToken.objects.filter(user=user).exists():
+            _token, key = ApiToken.issue(user)
+        prefixes = tuple(ApiToken.objects.filter(user=user).values_list("prefix", flat=True))
+    return StaffToken(user, key, prefixes, revoked)

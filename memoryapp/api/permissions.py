@@ -71,6 +71,15 @@ EVENTS_READ = Rule(READ, (perms.VIEW_MEMORYEVENT,))
 RECEIPT_READ = Rule(ERASE, (perms.VIEW_ERASURERECEIPT,))
 
 
+# The 404 of a namespace the client may not name. Visibility is decided by the grants
+# alone, never by what a namespace holds, so the answer is the same for a namespace
+# that exists and one that does not; the hint only says where to look.
+OUTSIDE_GRANTS = (
+    "Not found: the namespace is outside your client's grants. Namespace grants, given by "
+    "an administrator, decide which namespaces a client may name."
+)
+
+
 class Access:
     """The namespaces one user may act in, evaluated once per request."""
 
@@ -125,7 +134,7 @@ class Access:
         """
         wanted = [ns for ns in namespaces if ns is not None]
         if any(not self.visible(ns, rule) for ns in wanted):
-            raise NotFound()
+            raise NotFound(OUTSIDE_GRANTS)
         if any(not self.allows(ns, rule) for ns in wanted):
             raise PermissionDenied()
 

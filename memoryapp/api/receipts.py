@@ -22,6 +22,7 @@ from memoryapp.api.patterns import NON_BLANK_PATTERN
 from memoryapp.api.permissions import READ, Access, Rule
 from memoryapp.api.serializers.erasures import ReceiptSerializer
 from memoryapp.api.serializers.fields import NAMESPACE_MAX, StrictCharField
+from memoryapp.api.serializers.strict import StrictInput
 from memoryapp.compliance import desk_scope
 from memoryapp.compliance.lookup import lookup
 from memoryapp.compliance.requests import urgency
@@ -115,7 +116,7 @@ def visible_requests(access: Access):
     return SubjectRequest.objects.none()
 
 
-class LookupInputSerializer(serializers.Serializer):
+class LookupInputSerializer(StrictInput):
     """``POST /api/erasures/lookup/``: the subject key, in the body (never in a URL)."""
 
     subject = StrictCharField(

@@ -23,9 +23,16 @@ from memoryapp.api.filters import StrictChoiceFilter
 from memoryapp.api.permissions import ERASE, READ, WRITE, Rule, declared_rule
 from memoryapp.api.receipts import REQUEST_READ, LookupInputSerializer, RequestFoundSerializer
 from memoryapp.api.serializers.fields import StrictChoiceField
+from memoryapp.api.serializers.strict import StrictInput
 from memoryapp.api.throttles import ERASE as ERASE_SCOPE
 from memoryapp.api.throttles import WRITE as WRITE_SCOPE
-from memoryapp.api.views.base import MAX_LOOKUP_CHARS, MemoryAPIMixin, Pagination, validated
+from memoryapp.api.views.base import (
+    MAX_LOOKUP_CHARS,
+    MemoryAPIMixin,
+    Pagination,
+    no_body,
+    validated,
+)
 from memoryapp.compliance import requests as desk
 from memoryapp.compliance.desk_scope import (
     may_handle_tenant,
@@ -115,7 +122,7 @@ class OpenRequestSerializer(LookupInputSerializer):
     )
 
 
-class ActSerializer(serializers.Serializer):
+class ActSerializer(StrictInput):
     """``POST /api/subject-requests/{id}/act/``: one step of the request's life."""
 
     action = StrictChoiceField(choices=ACTIONS)
@@ -236,6 +243,7 @@ class SubjectRequestViewSet(
     )
     @action(detail=True, methods=["post"])
     def export(self, request, *args, **kwargs):
+        no_body(request)
         made = self.get_object()
         try:
             documents = desk.export_for(
@@ -254,6 +262,7 @@ class SubjectRequestViewSet(
     )
     @action(detail=True, methods=["post"])
     def erase(self, request, *args, **kwargs):
+        no_body(request)
         made = self.get_object()
         try:
             # As the other erasure endpoints: with the erasure worker on, the request

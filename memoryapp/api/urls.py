@@ -6,6 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
 from memoryapp.api import subject_requests
+from memoryapp.api.root import OfflineRedocView, api_root
 from memoryapp.api.views.audit import MemoryEventViewSet, StoreProblemsView
 from memoryapp.api.views.base import not_found
 from memoryapp.api.views.erasures import ErasureViewSet, ExportView, WipeAllView
@@ -33,6 +34,7 @@ class SchemaView(SpectacularAPIView):
 
 
 urlpatterns = [
+    path("", api_root, {"router": router}, name="root"),
     *router.urls,
     path("recall/", RecallView.as_view(), name="recall"),
     path("crystallize/", CrystallizeView.as_view(), name="crystallize"),
@@ -41,6 +43,9 @@ urlpatterns = [
     path("store-problems/", StoreProblemsView.as_view(), name="store-problems"),
     path("schema/", SchemaView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="memoryapp_api:schema"), name="docs"),
+    # ReDoc's script comes from drf-spectacular-sidecar (REDOC_DIST = "SIDECAR"); the page
+    # names no CDN and its policy lets the browser ask no other host (api/root.py).
+    path("redoc/", OfflineRedocView.as_view(url_name="memoryapp_api:schema"), name="redoc"),
     # Anything else under /api/ is a JSON 404, never an HTML page.
     re_path(r"^.*$", not_found),
 ]

@@ -311,7 +311,8 @@ def _erase_target(cmd, options, using) -> None:
         "include_authored": options["include_authored"],
     }
     plan = compliance.preview(**request, using=using)
-    described = _describe(request)
+    # A key read from standard input was kept out of argv and history: not printed either.
+    described = _describe(request, key_hidden=bool(options.get("subject_stdin")))
     kept = plan["project_memories_kept"]
     note = (
         f" ({plural(kept, 'project-scope memory', 'project-scope memories')} it authored kept)"
@@ -335,11 +336,13 @@ def _erase_target(cmd, options, using) -> None:
         fail_unless_purged([receipt])
 
 
-def _describe(request: dict) -> str:
+def _describe(request: dict, *, key_hidden: bool = False) -> str:
     if request["everything"]:
         return "EVERYTHING (all namespaces)"
     if request["subject"] is not None:
         where = f" in namespace {request['namespace']!r}" if request["namespace"] else ""
+        if key_hidden:
+            return f"the subject read from standard input{where}"
         return f"subject {request['subject']!r}{where}"
     if request["ids"]:
         return plural(len(request["ids"]), "id", "ids")

@@ -7,9 +7,11 @@ database (``backup``).
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import json
 import os
+import tempfile
 from pathlib import Path
 
 from django.core.management.base import CommandError
@@ -66,6 +68,27 @@ def _require_writable(path: Path) -> None:
         raise CommandError(f"cannot write {path}: permission denied")
 
 
+def _write_private(path: Path, text: str) -> None:
+    """Write ``path`` readable by its owner only (0600), whatever the umask or an older file.
+
+    The export is personal data. The text goes to a new file beside ``path`` created with
+    mode 0600 (``mkstemp`` opens it so: the mode is set at creation, there is no moment
+    when another user could open it), which then replaces ``path`` in one rename.
+    """
+    try:
+        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise CommandError(f"cannot write {path}: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(temporary, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise CommandError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
 def do_export(cmd, options) -> None:
     """Write everything about a subject or namespace as one JSON document."""
     subject_from_stdin(options)
@@ -85,10 +108,7 @@ def do_export(cmd, options) -> None:
         )
     text = json.dumps(document, indent=2, ensure_ascii=False)
     if out:
-        try:
-            Path(out).write_text(text + "\n", encoding="utf-8")
-        except OSError as exc:
-            raise CommandError(f"cannot write {out}: {exc.strerror}") from None
+        _write_private(Path(out), text + "\n")
         counts = ", ".join(f"{k} {v}" for k, v in document["counts"].items())
         cmd.stdout.write(f"Wrote {out}: {counts}.")
     else:

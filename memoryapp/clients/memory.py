@@ -354,6 +354,23 @@ class MemoryClient:
         """The context block for this turn's query."""
         return self.recall_turn(query, messages).context_block
 
+    def export(self, subject: str | None = None, *, namespace: str | None = None) -> dict:
+        """Everything stored about a subject (user key), a namespace, or the subject's rows
+        in that namespace: the JSON document of ``GET /api/exports/`` (GDPR access).
+
+        The token needs the export right (staff holding ``export_memory``, or a client whose
+        grant gives read in the namespaces); the server records the export. The subject
+        travels in the query string, as the endpoint takes it: keep the server's access
+        log free of query strings. Raises :class:`NotFound` for a namespace outside the
+        token's grants, :class:`PermissionDenied` without the right.
+        """
+        if subject is None and namespace is None:
+            raise ValueError("export needs a subject, a namespace, or both")
+        params = {"subject": subject, "namespace": namespace}
+        return self._request(
+            "GET", "exports/", params={k: v for k, v in params.items() if v is not None}
+        )
+
     def list_memories(
         self, *, scope: str | None = None, q: str | None = None
     ) -> list[RemoteMemory]:

@@ -19,6 +19,8 @@ class VendorSQL(Operation):
         forwards: vendor → statements to run on migrate (one statement per item).
         backwards: vendor → statements that undo them (idempotent: ``IF EXISTS``).
         description: shown by ``migrate --plan`` and ``sqlmigrate``.
+        hints: passed to the routers' ``allow_migrate`` (``model_name``: the table the SQL
+            needs, so that a database without that model skips it), as ``RunSQL``'s are.
     """
 
     reduces_to_sql = True
@@ -29,22 +31,23 @@ class VendorSQL(Operation):
         forwards: dict[str, list[str]],
         backwards: dict[str, list[str]],
         description: str = "Vendor-specific SQL",
+        hints: dict[str, str] | None = None,
     ) -> None:
         self.forwards = forwards
         self.backwards = backwards
         self.description = description
+        self.hints = hints or {}
 
     def deconstruct(self):
         """Serialise the operation for the migration autodetector."""
-        return (
-            self.__class__.__qualname__,
-            [],
-            {
-                "forwards": self.forwards,
-                "backwards": self.backwards,
-                "description": self.description,
-            },
-        )
+        kwargs = {
+            "forwards": self.forwards,
+            "backwards": self.backwards,
+            "description": self.description,
+        }
+        if self.hints:
+            kwargs["hints"] = self.hints
+        return (self.__class__.__qualname__, [], kwargs)
 
     def state_forwards(self, app_label, state) -> None:
         """Raw SQL changes no model state."""
@@ -63,7 +66,7 @@ class VendorSQL(Operation):
 
     def _run(self, app_label, schema_editor, sql_by_vendor: dict[str, list[str]]) -> None:
         connection = schema_editor.connection
-        if not router.allow_migrate(connection.alias, app_label):
+        if not router.allow_migrate(connection.alias, app_label, **self.hints):
             return
         vendor = connection.vendor
         if vendor not in sql_by_vendor:

@@ -1,4 +1,4 @@
-"""Database routers: the ephemeral in-memory store's migrations, and the read replicas."""
+"""Database routers: the ephemeral store takes only the memory tables; reads may go to replicas."""
 
 from __future__ import annotations
 
@@ -7,15 +7,35 @@ from django.db import DEFAULT_DB_ALIAS
 from memoryapp.conf import ephemeral_database, replica_databases
 from memoryapp.db.replicas import read_alias
 
+# The models of the throw-away store (lower-case model names, as migrations name them):
+# the rows of ephemeral managers and sub-agents, and what their writes' triggers update.
+# Nothing that points at another app (receipts, export records, subject requests name
+# auth_user, which stays out) and nothing an in-memory store never uses (recall snapshots).
+# facade/ephemeral.py creates these same tables when no migration ran.
+EPHEMERAL_MODELS: tuple[str, ...] = (
+    "schemameta",
+    "memory",
+    "memoryevent",
+    "reviewitem",
+    "sessionsummary",
+    "slicechange",
+)
+
 
 class EphemeralRouter:
-    """Keep other apps' migrations out of the ephemeral database; decide nothing else."""
+    """Keep everything but the memory tables out of the ephemeral database; decide nothing else."""
 
     def allow_migrate(self, db, app_label, model_name=None, **hints):
-        """Only memoryapp migrates into the ephemeral alias."""
-        if db == ephemeral_database():
-            return app_label == "memoryapp"
-        return None
+        """Only memoryapp's memory tables migrate into the ephemeral alias.
+
+        An operation that names no model (the trigger SQL of the memory tables) follows its
+        app; one that touches another table names it in its hints (``model_name``).
+        """
+        if db != ephemeral_database():
+            return None
+        if app_label != "memoryapp":
+            return False
+        return model_name is None or model_name.lower() in EPHEMERAL_MODELS
 
 
 class ReplicaRouter:

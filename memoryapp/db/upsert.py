@@ -4,11 +4,16 @@ One lookup, one insert and one update statement per vendor, whatever the number 
 rows: a single write sends one row through them, an import thousands.
 
 SQLite: ``executemany`` of one-row statements (the loop runs in the driver's C code).
-PostgreSQL: arrays bound once and ``unnest`` into rows, one statement per
-``PG_BATCH`` rows (a multi-row ``VALUES`` list with thousands of placeholders costs
-more to parse in psycopg's Python than everything else). The change counter's
-triggers are row-level on SQLite and statement-level on PostgreSQL, where one
-statement per batch moves the counter as ``bulk_create``/``bulk_update`` did.
+PostgreSQL: one ``INSERT … SELECT … ON CONFLICT DO NOTHING RETURNING id`` per
+``PG_BATCH`` rows, whose rows come from one of two sources: a few rows (a single save)
+from arrays bound once and ``unnest``-ed (one round trip); many rows (an import, a bulk
+approval) from a temporary table filled by ``COPY`` (psycopg formats the rows in C, the
+server parses no arrays). Bound as eleven text arrays (psycopg dumps lists in Python),
+an import's rows cost about a third more CPU each than through ``COPY``
+(bench/IMPORT.md); a multi-row ``VALUES`` list with thousands of placeholders costs more
+to parse in psycopg's Python than everything else. The change counter's triggers are
+row-level on SQLite and statement-level on PostgreSQL, where one statement per batch
+moves the counter as ``bulk_create``/``bulk_update`` did.
 
 Inserts say ``ON CONFLICT DO NOTHING``: losing a race to a concurrent insert of the
 same key is no error, so the server never logs a unique violation (PostgreSQL's
@@ -57,11 +62,29 @@ _SQLITE_UPDATE = (
     + ", sensitivity = COALESCE(%s, sensitivity), subject = COALESCE(%s, subject), "
     "updated_at = %s WHERE namespace = %s AND id = %s"  # the namespace: one partition
 )
+# The one insert of PostgreSQL; ``{rows}`` is where its rows come from (_PG_ARRAYS or
+# _PG_STAGED: the same columns in the same order), never a value.
 _PG_INSERT = (
     f"INSERT INTO memories ({_COLUMNS}) "
-    f"SELECT v.*, %s::text, %s::text, %s::timestamptz FROM unnest("
-    f"{', '.join(['%s::text[]'] * (len(INSERT_ROW_COLUMNS) - 1))}, %s::timestamptz[]) AS v "
+    "SELECT v.*, %s::text, %s::text, %s::timestamptz FROM {rows} "
     "ON CONFLICT DO NOTHING RETURNING id"
+)
+_PG_ARRAYS = (
+    f"unnest({', '.join(['%s::text[]'] * (len(INSERT_ROW_COLUMNS) - 1))}, %s::timestamptz[]) AS v"
+)
+# Many rows: COPY into a temporary table that goes at the end of the transaction (the
+# rows are the memories' own text, on their way into the table), then one insert per batch.
+PG_STAGE_MIN = 64  # rows from which COPY + a staged insert beat one round trip of arrays
+_STAGE = "memoryapp_staged_rows"
+_PG_STAGE_TABLE = (
+    f"CREATE TEMPORARY TABLE IF NOT EXISTS {_STAGE} (n integer, "
+    + ", ".join(f"{c} text" for c in INSERT_ROW_COLUMNS[:-1])
+    + ", created_at timestamptz) ON COMMIT DROP"
+)
+_PG_STAGE_COPY = f"COPY {_STAGE} (n, {', '.join(INSERT_ROW_COLUMNS)}) FROM STDIN"
+_PG_STAGED = (
+    f"(SELECT {', '.join(INSERT_ROW_COLUMNS)} FROM {_STAGE} "
+    "WHERE n >= %s AND n < %s ORDER BY n) AS v"
 )
 _PG_UPDATE = (
     "UPDATE memories AS m SET "
@@ -129,10 +152,19 @@ def insert(cursor, postgresql: bool, rows: list[tuple], call: tuple) -> set[str]
     """
     if postgresql:
         inserted: set[str] = set()
+        staged = len(rows) >= PG_STAGE_MIN
+        if staged:
+            _stage(cursor, rows)
         for start in range(0, len(rows), PG_BATCH):
-            batch = rows[start : start + PG_BATCH]
-            cursor.execute(_PG_INSERT, [*call, *_columns(batch)])
+            values: list  # the batch's bounds in the staged rows, or its columns as arrays
+            if staged:
+                source, values = _PG_STAGED, [start, start + PG_BATCH]
+            else:
+                source, values = _PG_ARRAYS, _columns(rows[start : start + PG_BATCH])
+            cursor.execute(_PG_INSERT.format(rows=source), [*call, *values])
             inserted.update(memory_id for (memory_id,) in cursor.fetchall())
+        if staged:
+            cursor.execute(f"TRUNCATE {_STAGE}")  # the next call of this transaction
         return None if len(inserted) == len(rows) else inserted
     cursor.executemany(_SQLITE_INSERT, [row + call for row in rows])
     if cursor.rowcount == len(rows):
@@ -149,6 +181,14 @@ def insert(cursor, postgresql: bool, rows: list[tuple], call: tuple) -> set[str]
         )
         present.update(memory_id for (memory_id,) in cursor.fetchall())
     return present
+
+
+def _stage(cursor, rows: list[tuple]) -> None:
+    """COPY ``rows`` (numbered from 0) into the transaction's temporary table (PostgreSQL)."""
+    cursor.execute(_PG_STAGE_TABLE)
+    with cursor.db.wrap_database_errors, cursor.cursor.copy(_PG_STAGE_COPY) as copy:
+        for n, row in enumerate(rows):
+            copy.write_row((n, *row))
 
 
 def update(cursor, postgresql: bool, rows: list[tuple], *, namespace: str, subject, stamp) -> None:

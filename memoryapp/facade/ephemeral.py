@@ -16,6 +16,7 @@ from importlib import import_module
 from django.db import connections
 
 from memoryapp.conf import ephemeral_database
+from memoryapp.db.routers import EPHEMERAL_MODELS
 
 logger = logging.getLogger(__name__)
 
@@ -91,19 +92,13 @@ def _settings_for(alias: str) -> dict:
 
 def _ensure_schema(alias: str) -> None:
     """Create the memory tables and the counter triggers unless they exist (no migrations:
-    the database lives only as long as the process)."""
-    from memoryapp.models import (
-        Memory,
-        MemoryEvent,
-        ReviewItem,
-        SchemaMeta,
-        SessionSummary,
-        SliceChange,
-    )
+    the database lives only as long as the process). The tables are the router's
+    (``EPHEMERAL_MODELS``): a test runner that migrates the alias makes the same ones."""
+    from django.apps import apps
 
+    models = [apps.get_model("memoryapp", name) for name in EPHEMERAL_MODELS]
     connection = connections[alias]
     existing = set(connection.introspection.table_names())
-    models = [Memory, SessionSummary, ReviewItem, MemoryEvent, SchemaMeta, SliceChange]
     if all(m._meta.db_table in existing for m in models):
         return
     with connection.schema_editor() as editor:

@@ -48,7 +48,12 @@ class Migration(migrations.Migration):
                 max_length=16,
             ),
         ),
-        migrations.RunPython(states_of_existing_receipts, migrations.RunPython.noop),
+        migrations.RunPython(
+            states_of_existing_receipts,
+            migrations.RunPython.noop,
+            # Where receipts are not migrated (the ephemeral store), nothing to update.
+            hints={"model_name": "erasurereceipt"},
+        ),
         migrations.AddIndex(
             model_name="erasurereceipt",
             index=models.Index(fields=["state", "created_at"], name="ix_receipts_state"),

@@ -34,5 +34,6 @@ class Migration(migrations.Migration):
                 "sqlite": [],
             },
             description="Store recall snapshots uncompressed (PostgreSQL: STORAGE EXTERNAL)",
+            hints={"model_name": "recallsnapshot"},
         ),
     ]

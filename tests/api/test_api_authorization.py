@@ -167,7 +167,8 @@ DETAIL_ROWS = {
     "erasure": "erasures",
     "subject-request": "subject-requests",
 }
-PUBLIC = {"schema", "docs"}  # the OpenAPI document and its docs page: public on purpose
+# The OpenAPI document, its docs pages and the API root (links only): public on purpose.
+PUBLIC = {"schema", "docs", "redoc", "root"}
 
 
 def api_routes():
@@ -175,8 +176,8 @@ def api_routes():
     for pattern in get_resolver("memoryapp.api.urls").url_patterns:
         assert isinstance(pattern, URLPattern), pattern  # the API includes nothing
         cls = getattr(pattern.callback, "cls", None)
-        if cls is None:
-            assert pattern.callback is not_found, pattern
+        if cls is None:  # a plain view: the JSON 404, or the public root
+            assert pattern.callback is not_found or pattern.name in PUBLIC, pattern
             continue
         actions = getattr(pattern.callback, "actions", None)
         if actions is None:  # an APIView: the handlers it defines

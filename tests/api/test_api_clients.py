@@ -76,3 +76,82 @@ def test_refuses_staff_accounts_and_missing_grants():
         run("nobody")
     with pytest.raises(CommandError, match="empty"):
         run("  ", "--grant", "acme/")
+
+
+# ------------------------------------------------- memory client --user (staff accounts)
+def _officer(username: str = "dpo"):
+    from django.contrib.auth.models import Group
+
+    from memoryapp import permissions as perms
+    from tests._admin_support import make_staff
+
+    user = make_staff(username)
+    user.groups.add(Group.objects.get(name=perms.COMPLIANCE_GROUP))
+    return user
+
+
+def _as(token: str) -> APIClient:
+    return APIClient(HTTP_AUTHORIZATION=f"Token {token}")
+
+
+def test_a_staff_account_gets_a_token_its_permissions_decide():
+    from tests._admin_support import make_staff
+
+    _officer()
+    lines = run("--user", "dpo")
+    token = lines[-1]
+    assert len(token) == 40 and "staff account 'dpo'" in lines[-2]
+    assert not NamespaceGrant.objects.filter(user__username="dpo").exists()
+    officer = _as(token)
+    made = officer.post(
+        "/api/subject-requests/", {"subject": "acme/alice", "right": "access"}, format="json"
+    )
+    assert made.status_code == 201, made.content
+    assert officer.get("/api/subject-requests/").json()["count"] == 1
+    # The compliance role may not write memories, whatever its token.
+    body = {"namespace": "acme/web", "key": "k", "value": "v"}
+    assert officer.post("/api/memories/", body, format="json").status_code in (403, 404)
+    # Another staff account without the desk's permissions is refused the desk.
+    make_staff("operator", perms=["view_memory"])
+    operator = _as(run("--user", "operator")[-1])
+    assert operator.get("/api/subject-requests/").status_code == 403
+
+
+def test_a_staff_token_is_kept_rotated_or_revoked():
+    _officer()
+    token = run("--user", "dpo")[-1]
+    again = run("--user", "dpo")
+    assert again[-1].startswith(f"Token unchanged ({token[:8]}…)")
+    assert not any(token in line for line in again)
+    rotated = run("--user", "dpo", "--rotate")
+    assert "Revoked 1 token(s)" in rotated[0] and rotated[-1] != token
+    assert _as(token).get("/api/subject-requests/").status_code == 401
+    assert _as(rotated[-1]).get("/api/subject-requests/").status_code == 200
+    revoked = run("--user", "dpo", "--revoke")
+    assert revoked == ["Revoked 1 token(s) of staff account 'dpo'."]
+    assert _as(rotated[-1]).get("/api/subject-requests/").status_code == 401
+    assert not ApiToken.objects.filter(user__username="dpo").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("--user", "nobody"), "No user 'nobody'"),
+        (("--user", "bot"), "not a staff account"),
+        (("--user", "gone"), "inactive"),
+        (("--user", "dpo", "--grant", "acme/"), "--user takes no NAME, --grant"),
+        (("--user", "dpo", "--write"), "--user takes no NAME, --grant"),
+        (("dpo",), "give NAME --grant NAMESPACE"),
+        (("bot", "--grant", "acme/", "--revoke"), "--revoke goes with --user"),
+    ],
+)
+def test_staff_tokens_are_refused_when_asked_wrongly(args, said):
+    _officer()
+    run("bot", "--grant", "acme/")
+    user = _officer("gone")
+    user.is_active = False
+    user.save()
+    before = ApiToken.objects.count()
+    with pytest.raises(CommandError, match=said):
+        run(*args)
+    assert ApiToken.objects.count() == before

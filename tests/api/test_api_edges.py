@@ -38,9 +38,23 @@ def test_a_created_at_out_of_range_is_a_400(acme, path, stamp):
 
 
 @pytest.mark.parametrize("path", RECORD_PATHS)
-def test_a_created_at_in_range_or_unreadable_still_passes(acme, path):
+def test_a_created_at_in_range_passes_and_blank_means_now(acme, path):
     r = acme.post(path, {**RECORD, "created_at": "0002-01-02T00:00:00"}, format="json")
     assert r.status_code == 200, r.content
     assert r.json()["created_at"].startswith("0002-01-02")
-    r = acme.post(path, {**RECORD, "key_normalized": "other", "created_at": "soon"}, format="json")
-    assert r.status_code == 200, r.content  # unreadable: now, as documented
+    r = acme.post(path, {**RECORD, "key_normalized": "other", "created_at": ""}, format="json")
+    assert r.status_code == 200, r.content
+    assert not r.json()["created_at"].startswith("0002")
+
+
+@pytest.mark.parametrize("path", RECORD_PATHS)
+@pytest.mark.parametrize("stamp", ["2024-13-01", "10000-01-01T00:00:00", "soon", "2024-02-30"])
+def test_an_unreadable_created_at_is_a_400_not_now(acme, path, stamp):
+    from memoryapp.models import Memory, ReviewItem
+
+    r = acme.post(path, {**RECORD, "created_at": stamp}, format="json")
+    assert r.status_code == 400, r.content
+    assert list(r.json()) == ["created_at"]
+    assert "Not a readable ISO 8601 timestamp" in r.json()["created_at"][0]
+    assert stamp not in r.content.decode()  # the value is not echoed
+    assert not Memory.objects.exists() and not ReviewItem.objects.exists()

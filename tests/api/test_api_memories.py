@@ -149,7 +149,16 @@ def test_list_is_paginated_and_shows_only_live_rows(acme, seeded):
     assert body["count"] == 5 and len(body["results"]) == 2 and body["next"]
     assert acme.get(body["next"]).json()["previous"]
     assert not Memory.objects.live().filter(key_normalized="old").exists()
-    assert acme.get("/api/memories/", {"page": 99}).status_code == 404
+    past = acme.get("/api/memories/", {"page": 99})
+    assert past.status_code == 400
+    assert past.json() == {"page": ["No such page: this list has pages 1 to 1."]}
+
+
+@pytest.mark.parametrize("page", ["0", "abc", "-1", "1.5", "9" * 30, ""])
+def test_a_malformed_page_is_a_400_naming_it(acme, seeded, page):
+    r = acme.get("/api/memories/", {"page": page})
+    assert r.status_code == 400, r.content
+    assert r.json() == {"page": ["A page number: an integer from 1."]}
 
 
 def test_list_filters(acme, seeded):

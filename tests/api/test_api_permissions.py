@@ -75,7 +75,7 @@ SAMPLES: dict[str, tuple[dict, dict | None]] = {
 # Operations answering with the caller's own rows only: an outsider gets 200 and nothing.
 OWN_ONLY = {"erasures_list", "erasures_lookup_create"}
 # Routes outside the schema on purpose: the schema itself, its docs, the JSON 404.
-UNLISTED = {"schema/", "docs/", "^.*$"}
+UNLISTED = {"", "schema/", "docs/", "redoc/", "^.*$"}  # the root, the docs, the JSON 404
 
 
 def _operations():

@@ -124,3 +124,26 @@ def test_api_docs_and_admin_render_with_debug_off_and_no_network(browser, served
         assert outside == [], f"pages asked for outside resources: {outside}"
     finally:
         context.close()
+
+
+def test_api_redoc_and_root_render_with_debug_off_and_no_network(browser, served):
+    context, tab, outside, statuses = _offline_page(browser, served)
+    try:
+        tab.goto("/api/redoc/")
+        # ReDoc rendered the schema's operations: its script came from this server.
+        tab.wait_for_selector("[data-section-id^='tag/']", timeout=60_000)
+        assert "memoryapp API" in tab.inner_text("h1")
+        scripts = {u: s for u, s in statuses.items() if u.endswith(".js")}
+        assert any("/static/drf_spectacular_sidecar/redoc/" in u for u in scripts), scripts
+        assert all(s == 200 for s in scripts.values()), scripts
+        assert outside == [], f"ReDoc asked for outside resources: {outside}"
+        # ReDoc draws its "by Redocly" logo from cdn.redoc.ly; the page's Content-Security-
+        # Policy stops that request before it leaves the browser, so none is seen above.
+
+        root = tab.goto("/api/")
+        assert root is not None and root.status == 200
+        links = root.json()
+        assert links["redoc"].endswith("/api/redoc/") and links["docs"].endswith("/api/docs/")
+        assert links["resources"]["memories"].endswith("/api/memories/")
+    finally:
+        context.close()

@@ -69,3 +69,56 @@ def test_both_ways_at_once_or_an_empty_line_is_refused_before_any_work(monkeypat
         run(monkeypatch, verb, "--subject-stdin", stdin="\n")
     assert not ErasureReceipt.objects.exists() and not ExportRecord.objects.exists()
     assert Memory.objects.filter(namespace=ALICE).exists()
+
+
+def test_erase_dry_run_with_the_key_from_stdin_does_not_print_it(monkeypatch):
+    seed(ALICE)
+    out, err = run(monkeypatch, "erase", "--subject-stdin", "--dry-run", stdin=ALICE + "\n")
+    assert out.startswith("Would erase ") and "the subject read from standard input" in out
+    assert ALICE not in out and ALICE not in err
+    assert Memory.objects.filter(namespace=ALICE).exists() and not ErasureReceipt.objects.exists()
+
+
+def test_erase_asks_without_naming_the_key_read_from_stdin(monkeypatch, capsys):
+    seed(ALICE)
+    # The key, then the answer to the question, both from standard input.
+    with pytest.raises(CommandError, match="Aborted"):
+        run(monkeypatch, "erase", "--subject-stdin", stdin=ALICE + "\nno\n")
+    asked = capsys.readouterr().out  # input() writes its prompt to the real stdout
+    assert "Permanently erase" in asked and ALICE not in asked
+    assert Memory.objects.filter(namespace=ALICE).exists()
+
+
+def test_erase_with_the_key_in_argv_still_names_it(monkeypatch):
+    seed(ALICE)
+    out, _ = run(monkeypatch, "erase", "--subject", ALICE, "--dry-run", stdin="")
+    assert f"subject {ALICE!r}" in out
+
+
+@pytest.mark.parametrize("existing", [False, True])
+def test_export_writes_its_file_readable_by_its_owner_only(monkeypatch, tmp_path, existing):
+    import os
+    import stat
+
+    seed(ALICE)
+    path = tmp_path / "alice.json"
+    if existing:  # an older, world-readable file of that name is replaced, not reused
+        path.write_text("old\n")
+        path.chmod(0o644)
+    old_umask = os.umask(0o022)
+    try:
+        run(monkeypatch, "export", "--subject-stdin", "-o", str(path), stdin=ALICE + "\n")
+    finally:
+        os.umask(old_umask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert json.loads(path.read_text(encoding="utf-8"))["query"] == {"subject": ALICE}
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".alice")) == []
+
+
+def test_export_to_a_directory_that_does_not_exist_is_a_clean_error(monkeypatch, tmp_path):
+    seed(ALICE)
+    with pytest.raises(CommandError, match="does not exist"):
+        run(
+            monkeypatch, "export", "--subject-stdin", "-o", str(tmp_path / "no" / "f.json"),
+            stdin=ALICE + "\n",
+        )  # fmt: skip

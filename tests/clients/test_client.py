@@ -281,3 +281,28 @@ def test_pages_takes_its_filters_as_params_only():
         next(client.pages("memories/", {"page": 2}))
     with pytest.raises(ValueError, match="in params"):
         next(client.pages("memories/?namespace=acme%2Fweb"))
+
+
+def test_export_returns_the_apis_document_for_a_namespace_or_a_subject(live_server, remote):
+    remote.upsert("deploy day", "Tuesday")
+    remote.upsert("user_tz", "Europe/Paris", scope="user")
+    MemoryManager(project="globex/web").upsert("plan", "not theirs")
+    project = remote.export(namespace=PROJECT)
+    assert project["query"] == {"namespace": PROJECT}
+    assert [m["key_normalized"] for m in project["memories"]] == ["deploy_day"]
+    person = remote.export(USER)
+    assert person["query"] == {"subject": USER}
+    assert [m["key_normalized"] for m in person["memories"]] == ["user_tz"]
+    assert person["counts"]["memories"] == 1
+    # Recorded as an API export, as any call of the endpoint is.
+    from memoryapp.models import ExportRecord
+
+    assert ExportRecord.objects.filter(via="api").count() == 2
+
+
+def test_export_outside_the_grants_or_without_a_target_is_refused(live_server, remote):
+    MemoryManager(project="globex/web").upsert("plan", "not theirs")
+    with pytest.raises(NotFound, match="grants"):
+        remote.export(namespace="globex/web")
+    with pytest.raises(ValueError, match="subject, a namespace, or both"):
+        remote.export()

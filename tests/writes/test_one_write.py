@@ -45,6 +45,11 @@ def test_one_insert_or_update_of_memories_per_vendor_in_the_code():
 
     assert "sqlite" not in upsert._PG_INSERT.lower()
     assert upsert._SQLITE_INSERT.count("INSERT") == upsert._PG_INSERT.count("INSERT") == 1
+    # PostgreSQL's one insert takes its rows from arrays (a few) or a COPY-filled temporary
+    # table (many): two sources of the same columns, one statement and one conflict rule.
+    for source in (upsert._PG_ARRAYS, upsert._PG_STAGED):
+        statement = upsert._PG_INSERT.format(rows=source)
+        assert statement.count("INSERT") == 1 and "ON CONFLICT DO NOTHING RETURNING id" in statement
 
 
 def _record(key, content, **fields):
@@ -125,6 +130,49 @@ def test_a_taken_id_raises_id_taken_and_the_agentao_store_draws_a_fresh_one():
     )
     assert written.pk != taken
     assert Memory.objects.get(pk=written.pk).key_normalized == "b"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("staged", [False, True], ids=["arrays", "copied"])
+def test_both_sources_of_the_insert_write_alike_and_report_the_rows_that_lost(monkeypatch, staged):
+    """Many new rows, two of which lose their key to rows already there (as to a concurrent
+    writer): they are updated instead, on either source of PostgreSQL's insert (SQLite has
+    one); the counter moves once per statement batch on PostgreSQL, once per row on SQLite."""
+    from memoryapp.db import upsert
+
+    monkeypatch.setattr(upsert, "PG_STAGE_MIN", 1 if staged else 10**6)
+    _by_store("key_3", "already here", "acme/alice")
+    _by_store("key_90", "already here too", None)
+    kept = {m.key_normalized: m.pk for m in Memory.objects.all()}
+    rows = [
+        live.Row("project", f"key_{i}", "note", f"key {i}", f"value {i}", '["t"]', "[]",
+                 "explicit", "explicit_user", '{"via": "test"}')
+        for i in range(120)
+    ]  # fmt: skip
+    lost_keys = {"key_3", "key_90"}
+
+    # The lookup finds no live row for the two (a concurrent insert landing after it).
+    real_live = live._live
+
+    def blind_first(call, all_rows, which, lock):
+        found = real_live(call, all_rows, which, lock)
+        return found if lock else {k: v for k, v in found.items() if k[1] not in lost_keys}
+
+    monkeypatch.setattr(live, "_live", blind_first)
+    with connection.cursor() as cursor:
+        written = live.upsert_rows(
+            cursor, using="default", namespace="acme/web", rows=rows, subject=None,
+            actor="t", stamp=now(),
+        )  # fmt: skip
+    assert [w.created for w in written].count(False) == 2
+    by_key = dict(zip((r.key_normalized for r in rows), written, strict=True))
+    assert by_key["key_3"].id == kept["key_3"] and by_key["key_3"].subject == "acme/alice"
+    assert Memory.objects.filter(namespace="acme/web").count() == 120
+    assert Memory.objects.get(pk=kept["key_90"]).content == "value 90"
+    assert Memory.objects.get(key_normalized="key_119").tags == ["t"]
+    events = MemoryEvent.objects.filter(namespace="acme/web", actor="t")
+    assert events.filter(event_type="create").count() == 118
+    assert events.filter(event_type="update").count() == 2
 
 
 def _item(subject, occurrences=1, **fields):

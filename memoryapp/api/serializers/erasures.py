@@ -12,6 +12,7 @@ from memoryapp.api.serializers.fields import (
     StrictCharField,
     namespace_field,
 )
+from memoryapp.api.serializers.strict import StrictInput
 from memoryapp.compliance.receipts import outcome_of
 from memoryapp.compliance.targets import ErasureRequestError, check_request_shape
 from memoryapp.models import ErasureReceipt
@@ -30,7 +31,7 @@ class WipeOutputSerializer(serializers.Serializer):
 
 
 # ---------------------------------------------------------------- erasure
-class ErasureInputSerializer(serializers.Serializer):
+class ErasureInputSerializer(StrictInput):
     """``POST /api/erasures/`` (``memoryapp.compliance.erase``).
 
     One target: a ``subject``, ``ids``, a ``namespace``, or ``everything``;
@@ -181,7 +182,7 @@ class ReceiptSerializer(serializers.ModelSerializer):
 
 
 # ------------------------------------------------------------------- export
-class ExportQuerySerializer(serializers.Serializer):
+class ExportQuerySerializer(StrictInput):
     """``GET /api/exports/``: a ``subject``, a ``namespace``, or both (its rows there).
 
     Its schema is :data:`memoryapp.api.erasures.EXPORT_TARGET_PARAMETER`: one object of

@@ -10,6 +10,7 @@ from rest_framework import serializers
 from rest_framework.fields import empty
 
 from memoryapp.api.patterns import NAMESPACE_PATTERN
+from memoryapp.api.serializers.strict import StrictInput
 from memoryapp.rules.errors import MemoryValidationError
 from memoryapp.rules.validation import check_namespace, check_stored_key
 
@@ -114,7 +115,7 @@ def namespace_field(*, lookup: bool = False, **kwargs) -> serializers.CharField:
 
 
 @extend_schema_serializer(deprecate_fields=["project", "user"])
-class BoundInput(serializers.Serializer):
+class BoundInput(StrictInput):
     """The namespaces a call is bound to: a project ``namespace`` and a ``subject``.
 
     ``project`` and ``user`` are deprecated aliases of ``namespace`` and ``subject``,

@@ -13,6 +13,7 @@ from memoryapp.api.serializers.fields import (
 )
 from memoryapp.api.serializers.memories import MemorySerializer
 from memoryapp.api.serializers.messages import messages_field
+from memoryapp.api.serializers.strict import StrictInput
 from memoryapp.models import MemoryType, ReviewItem, ReviewStatus, Scope
 from memoryapp.rules.validation import MAX_CONTENT_CHARS
 
@@ -84,7 +85,7 @@ class ApproveOutputSerializer(serializers.Serializer):
     memory = MemorySerializer()
 
 
-class PurgeInputSerializer(serializers.Serializer):
+class PurgeInputSerializer(StrictInput):
     """``POST /api/review-items/purge/``: every filter is optional."""
 
     namespace = namespace_field(lookup=True, required=False, allow_null=True, default=None)
@@ -103,7 +104,7 @@ class PurgeOutputSerializer(serializers.Serializer):
     )
 
 
-class ReviewEditInput(serializers.Serializer):
+class ReviewEditInput(StrictInput):
     """``PATCH /api/review-items/{id}/``: a reviewer's corrections (give at least one field).
 
     The service validates the text through the guard (docs/behaviour.md §6).
@@ -120,15 +121,12 @@ class ReviewEditInput(serializers.Serializer):
     scope = StrictChoiceField(choices=Scope.choices, required=False)
 
     def validate(self, attrs):
-        unknown = sorted(set(self.initial_data) - set(self.fields))
-        if unknown:
-            raise serializers.ValidationError({unknown[0]: ["Unknown field."]})
         if not attrs:
             raise serializers.ValidationError("Give at least one of title, content, type, scope.")
         return attrs
 
 
-class ReviewStatusInput(serializers.Serializer):
+class ReviewStatusInput(StrictInput):
     """``POST /api/review-items/{id}/status/``: Agentao's ``update_review_status``."""
 
     status = StrictChoiceField(choices=ReviewStatus.choices)

@@ -21,6 +21,7 @@ from memoryapp.api.serializers.fields import (
     StrictIntegerField,
     namespace_field,
 )
+from memoryapp.api.serializers.strict import StrictInput
 from memoryapp.conf import get_guard
 from memoryapp.models import Confidence, MemoryType, ReviewStatus, Scope, Sensitivity, Source
 from memoryapp.rules import validation
@@ -45,7 +46,7 @@ def _text_list(max_items: int, **kwargs) -> serializers.ListField:
     )
 
 
-class StoreInput(serializers.Serializer):
+class StoreInput(StrictInput):
     """The namespace a store call acts on (one ``HttpMemoryStore`` per namespace)."""
 
     namespace = namespace_field(help_text="The store's namespace ('' = single-tenant).")
@@ -85,15 +86,25 @@ class StoreRecordInput(StoreInput):
         required=False,
         allow_blank=True,
         default="",
-        help_text="ISO 8601 (naive = UTC); '' or an unreadable stamp means now.",
+        help_text="ISO 8601 (naive = UTC), years 2 to 9998; '' means now. An unreadable "
+        "stamp is refused (400), never taken as now.",
     )
 
     def validate_created_at(self, value: str) -> str:
-        """A readable stamp within the years 2–9998 (an unreadable one means now)."""
+        """'' (now), or a readable stamp within the years 2–9998; anything else is a 400.
+
+        An unreadable stamp (``2024-13-01``, year 10000) used to become "now" without a
+        word, so an import of old records silently dated them all today.
+        """
+        if not value.strip():
+            return value
         try:
             stamp = dt.datetime.fromisoformat(value.strip())
         except ValueError:
-            return value
+            raise serializers.ValidationError(
+                "Not a readable ISO 8601 timestamp (e.g. 2024-05-17T09:30:00, naive = UTC, "
+                "years 2 to 9998); give '' for now."
+            ) from None
         try:
             validation.check_stamp(stamp)
         except MemoryValidationError as exc:

@@ -32,6 +32,7 @@ from memoryapp.api.parsers import JSONParser
 from memoryapp.api.patterns import TEXT_PATTERN
 from memoryapp.api.permissions import DeclaredRule, access_for, declared_rule, in_namespaces
 from memoryapp.api.schema import MemoryAutoSchema
+from memoryapp.api.serializers.strict import NoBody
 from memoryapp.api.throttles import MemoryScopedThrottle
 from memoryapp.db import replicas
 from memoryapp.facade import MemoryManager
@@ -52,6 +53,11 @@ def validated(serializer_class, data) -> dict:
     serializer = serializer_class(data=data)
     serializer.is_valid(raise_exception=True)
     return serializer.validated_data
+
+
+def no_body(request) -> None:
+    """An operation that takes no body refuses one that names fields (400 naming them)."""
+    validated(NoBody, request.data)
 
 
 def bound_manager(view, serializer_class, data=None) -> tuple[dict, MemoryManager]:
@@ -99,10 +105,11 @@ IN_NAMESPACE = OpenApiParameter(
 
 
 class Pagination(PageNumberPagination):
-    """``?page=`` (404 past the end) and ``?page_size=`` (1 to 500) on every list.
+    """``?page=`` and ``?page_size=`` (1 to 500) on every list.
 
-    Stricter than DRF's, which ignores a malformed ``page_size`` and accepts
-    ``page=last``: a parameter that is not a positive integer is refused.
+    Stricter than DRF's, which ignores a malformed ``page_size``, accepts ``page=last``
+    and answers a bad page with a 404 (as if the list did not exist): a parameter that
+    is not a positive integer, or a page past the last one, is a 400 naming ``page``.
     """
 
     page_size = 50
@@ -123,8 +130,18 @@ class Pagination(PageNumberPagination):
     def get_page_number(self, request, paginator) -> str:
         raw = request.query_params.get(self.page_query_param, "1")
         if not _POSITIVE_INT.fullmatch(raw):
-            raise NotFound(self.invalid_page_message)
+            raise ValidationError({self.page_query_param: ["A page number: an integer from 1."]})
+        self._pages = paginator
         return raw
+
+    def paginate_queryset(self, queryset, request, view=None):
+        try:
+            return super().paginate_queryset(queryset, request, view)
+        except NotFound:  # past the last page (the paginator counted the rows already)
+            last = self._pages.num_pages
+            raise ValidationError(
+                {self.page_query_param: [f"No such page: this list has pages 1 to {last}."]}
+            ) from None
 
     def get_schema_operation_parameters(self, view) -> list[dict]:
         params = super().get_schema_operation_parameters(view)

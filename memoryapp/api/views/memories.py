@@ -32,6 +32,7 @@ from memoryapp.api.views.base import (
     actor_of,
     bound_manager,
     manager_for,
+    no_body,
 )
 from memoryapp.models import Memory
 
@@ -114,6 +115,7 @@ class MemoryViewSet(
 
     @extend_schema(summary="Soft-delete a memory (404 when it is already deleted)")
     def destroy(self, request, *args, **kwargs):
+        no_body(request)
         memory = self.get_object()
         if not manager_for(memory).delete(memory.id, actor=actor_of(request)):
             raise NotFound()  # deleted by someone else meanwhile
@@ -127,6 +129,7 @@ class MemoryViewSet(
     )
     @action(detail=True, methods=["post"])
     def erase(self, request, *args, **kwargs):
+        no_body(request)
         target: dict = {"ids": [self.kwargs.get("pk", "")]}
 
         def check():

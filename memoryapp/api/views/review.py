@@ -35,6 +35,7 @@ from memoryapp.api.views.base import (
     NamespacedViewSet,
     actor_of,
     bound_manager,
+    no_body,
     validated,
 )
 from memoryapp.compliance import purge_now
@@ -159,6 +160,7 @@ class ReviewItemViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Namesp
     )
     @action(detail=True, methods=["post"])
     def approve(self, request, *args, **kwargs):
+        no_body(request)
         item = self.get_object()
         # A user-scope item becomes a memory in its subject's (user) namespace.
         user_ns = item.subject if item.scope == Scope.USER else None
@@ -182,6 +184,7 @@ class ReviewItemViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Namesp
     )
     @action(detail=True, methods=["post"])
     def reject(self, request, *args, **kwargs):
+        no_body(request)
         item = self.get_object()
         rejected = review.reject(item_id=item.id, namespace=item.namespace, actor=actor_of(request))
         item = _reread(item, decided=ReviewStatus.REJECTED if rejected else None)
