@@ -42,6 +42,7 @@ import numpy as np
 from memoryapp.recall.index import RecallIndex
 from memoryapp.recall.postings import CODE_BITS, CODE_MASK, CODES, CONTENT, KW, TAG, TAIL, TITLE
 from memoryapp.recall.scoring import SECONDS_PER_DAY, STALE_DAYS, Scored, rank_key, reasons
+from memoryapp.recall.stemming import forms, stem
 
 __all__ = ["B", "K1", "RANKINGS", "check_ranking", "query"]
 
@@ -117,14 +118,19 @@ class _Pass:
             self.index._merge(posting)
         return posting.entries, posting.n_kw
 
-    def add_query_token(self, token: str) -> None:
-        found = self.entries(token)
-        if found is None:
+    def holds(self, token: str) -> bool:
+        return self.index._postings.get(token) is not None
+
+    def add_query_term(self, forms: Iterable[str]) -> None:
+        """Score one query term: the postings of all its word forms, read as one."""
+        parts = [found[0] for found in map(self.entries, forms) if found is not None]
+        if not parts:
             return
-        entries = found[0]
-        slots = entries >> CODE_BITS
-        codes = entries & CODE_MASK
-        idf = _idf(self.n, len(entries))
+        if len(parts) == 1:
+            slots, codes = parts[0] >> CODE_BITS, parts[0] & CODE_MASK
+        else:
+            slots, codes = _union(np.concatenate(parts))
+        idf = _idf(self.n, len(slots))
         tf = _WEIGHT_OF_CODE[codes] / ((1.0 - B) + self.length_step * self.lengths[slots])
         gain = idf * tf * (K1 + 1.0) / (tf + K1)
         tagged = (codes & TAG) != 0
@@ -139,6 +145,23 @@ class _Pass:
         found = self.entries(token)
         if found is not None and found[1]:
             self.hinted[found[0][: found[1]] >> CODE_BITS] = True
+
+
+def _union(entries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The slots of several postings' entries, once each, with the OR of their field codes."""
+    slots, inverse = np.unique(entries >> CODE_BITS, return_inverse=True)
+    codes = np.zeros(len(slots), dtype=entries.dtype)
+    np.bitwise_or.at(codes, inverse, entries & CODE_MASK)
+    return slots, codes
+
+
+def _terms(p: _Pass, qtokens: frozenset[str]) -> list[frozenset[str]]:
+    """The query's terms: each token with its held word forms, tokens of one stem merged."""
+    by_stem: dict[str, frozenset[str]] = {}
+    for token in sorted(qtokens):
+        root = stem(token)
+        by_stem[root] = by_stem.get(root, frozenset()) | forms(token, p.holds)
+    return list(by_stem.values())
 
 
 def query(
@@ -169,8 +192,8 @@ def query(
         if not index._slot_of:
             return []
         p = _Pass(index)
-        for token in qtokens:
-            p.add_query_token(token)
+        for term in _terms(p, qtokens):
+            p.add_query_term(term)
         for token in hints:
             p.add_hint(token)
         return _ranked(p, top_k, exclude_ids, now)
