@@ -25,6 +25,11 @@ and the stale penalty::
     score = bm25 + TAG_BONUS · Σ idf(tag hits) + HINT_BONUS · hint
             + RECENCY · 1 / (1 + days / 30) − STALE_PENALTY · stale
 
+A query token stands for every held form of its English stem (``deployments`` reads the
+postings of ``deploy`` and ``deployed`` too, :mod:`memoryapp.recall.stemming`), merged
+into one posting so a memory holding several forms counts once; query tokens of one stem
+are one term. The index's tokens are unchanged: only this ranking stems.
+
 A memory with no query token in any field and no path-hint keyword is never returned:
 recency and staleness only reorder memories that have lexical evidence. ``reasons`` uses
 the vocabulary of the exact formula (:data:`~memoryapp.recall.scoring.REASON_ORDER`).
@@ -118,9 +123,6 @@ class _Pass:
             self.index._merge(posting)
         return posting.entries, posting.n_kw
 
-    def holds(self, token: str) -> bool:
-        return self.index._postings.get(token) is not None
-
     def add_query_term(self, forms: Iterable[str]) -> None:
         """Score one query term: the postings of all its word forms, read as one."""
         parts = [found[0] for found in map(self.entries, forms) if found is not None]
@@ -129,7 +131,7 @@ class _Pass:
         if len(parts) == 1:
             slots, codes = parts[0] >> CODE_BITS, parts[0] & CODE_MASK
         else:
-            slots, codes = _union(np.concatenate(parts))
+            slots, codes = self.union(parts)
         idf = _idf(self.n, len(slots))
         tf = _WEIGHT_OF_CODE[codes] / ((1.0 - B) + self.length_step * self.lengths[slots])
         gain = idf * tf * (K1 + 1.0) / (tf + K1)
@@ -141,18 +143,20 @@ class _Pass:
         self.tags[slots[tagged]] += 1
         self.fired[slots] |= codes
 
+    def union(self, parts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """The slots of several postings, once each, with the OR of their field codes."""
+        # A posting holds each slot once, so OR-ing posting by posting into a per-slot
+        # scratch is exact, and cheaper than sorting the concatenation (np.unique).
+        acc = np.zeros(self.size, dtype=np.int64)
+        for entries in parts:
+            acc[entries >> CODE_BITS] |= entries & CODE_MASK
+        slots = np.flatnonzero(acc)  # every entry has a field bit: nonzero where held
+        return slots, acc[slots]
+
     def add_hint(self, token: str) -> None:
         found = self.entries(token)
         if found is not None and found[1]:
             self.hinted[found[0][: found[1]] >> CODE_BITS] = True
-
-
-def _union(entries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The slots of several postings' entries, once each, with the OR of their field codes."""
-    slots, inverse = np.unique(entries >> CODE_BITS, return_inverse=True)
-    codes = np.zeros(len(slots), dtype=entries.dtype)
-    np.bitwise_or.at(codes, inverse, entries & CODE_MASK)
-    return slots, codes
 
 
 def _terms(p: _Pass, qtokens: frozenset[str]) -> list[frozenset[str]]:
@@ -160,7 +164,7 @@ def _terms(p: _Pass, qtokens: frozenset[str]) -> list[frozenset[str]]:
     by_stem: dict[str, frozenset[str]] = {}
     for token in sorted(qtokens):
         root = stem(token)
-        by_stem[root] = by_stem.get(root, frozenset()) | forms(token, p.holds)
+        by_stem[root] = by_stem.get(root, frozenset()) | forms(token, p.index._postings.get)
     return list(by_stem.values())
 
 

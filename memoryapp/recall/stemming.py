@@ -20,6 +20,7 @@ import re
 import threading
 from collections.abc import Callable
 from functools import lru_cache
+from typing import Any
 
 import snowballstemmer
 
@@ -97,12 +98,12 @@ def _candidates(root: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
-def forms(token: str, holds: Callable[[str], bool]) -> frozenset[str]:
-    """``token`` and the forms of its stem that ``holds`` (the index has postings for).
+def forms(token: str, posting: Callable[[str], Any]) -> frozenset[str]:
+    """``token`` and the forms of its stem that the index holds a posting of.
 
     Args:
         token: A query token.
-        holds: Whether the index has a posting for a token.
+        posting: A token's posting in the index, or None (the postings' ``get``).
 
     Returns:
         ``token`` itself, plus every held form whose stem equals ``token``'s stem.
@@ -112,6 +113,6 @@ def forms(token: str, holds: Callable[[str], bool]) -> frozenset[str]:
         return frozenset((token,))
     found = {token}
     for form in _candidates(root):
-        if form != token and holds(form) and stem(form) == root:
+        if form != token and posting(form) is not None and stem(form) == root:
             found.add(form)
     return frozenset(found)
