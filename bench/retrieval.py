@@ -1,7 +1,8 @@
 """Retrieval benchmark: does recall find the turn that answers a question?
 
 Usage: .venv/bin/python bench/retrieval.py [--data PATH] [--keyings ids,summary]
-       [--rankings agentao,hybrid,bm25] [--latency-sizes 1000,100000] [--quick] [--json PATH]
+       [--rankings agentao,hybrid,bm25,bm25-stem] [--latency-sizes 1000,100000] [--quick]
+       [--json PATH]
 
 Data layout (JSON, UTF-8)::
 
@@ -31,7 +32,8 @@ recall of every entry point runs on; the database only adds the reading of the h
 columns). Each question is recalled with ``top_k=10`` under ``agentao`` (the exact
 formula) and ``hybrid`` (:mod:`memoryapp.recall.hybrid`); ``bm25`` is plain Okapi BM25
 (k1 1.5, b 0.75, idf ``ln(1 + (N − df + 0.5) / (df + 0.5))``) computed here over the
-same contents, lower-cased ``\\w+`` words minus the recall stop words. A question is
+same contents, lower-cased ``\\w+`` words minus the recall stop words; ``bm25-stem`` is
+the same over the words' English Snowball stems. A question is
 found at k when one of its evidence turns is among the first k hits.
 
 Latency: recall p50/p95 of ``agentao`` and ``hybrid`` over the queries of
@@ -58,6 +60,7 @@ sys.path.insert(0, str(ROOT))
 from memoryapp.recall import hybrid  # noqa: E402
 from memoryapp.recall.index import RecallIndex  # noqa: E402
 from memoryapp.recall.scoring import IndexRecord  # noqa: E402
+from memoryapp.recall.stemming import stem  # noqa: E402
 from memoryapp.recall.tokens import STOP_WORDS, path_hints, query_tokens  # noqa: E402
 from memoryapp.rules.classify import extract_keywords  # noqa: E402
 from memoryapp.rules.guard import MemoryGuard  # noqa: E402
@@ -67,6 +70,8 @@ KS = (5, 10)
 SUMMARY_WORDS = 8
 _GUARD = MemoryGuard()
 _WORD = re.compile(r"\w+")
+# The harness's own baselines (not recall rankings): plain BM25, and BM25 over Snowball stems.
+BASELINES = ("bm25", "bm25-stem")
 
 
 # ----------------------------------------------------------------------------- the data
@@ -137,7 +142,8 @@ class BM25:
 
     K1, B = 1.5, 0.75
 
-    def __init__(self, docs: dict[str, str]) -> None:
+    def __init__(self, docs: dict[str, str], stemmed: bool = False) -> None:
+        self.stemmed = stemmed
         self.ids = list(docs)
         self.tf = [Counter(self.words(docs[i])) for i in self.ids]
         self.len = [sum(c.values()) for c in self.tf]
@@ -148,10 +154,10 @@ class BM25:
         n = len(self.ids)
         self.idf = {w: math.log(1 + (n - d + 0.5) / (d + 0.5)) for w, d in df.items()}
 
-    @staticmethod
-    def words(text: str) -> list[str]:
-        """Lower-cased ``\\w+`` words without the recall stop words."""
-        return [w for w in _WORD.findall(text.lower()) if w not in STOP_WORDS]
+    def words(self, text: str) -> list[str]:
+        """Lower-cased ``\\w+`` words without the recall stop words (stemmed for bm25-stem)."""
+        words = [w for w in _WORD.findall(text.lower()) if w not in STOP_WORDS]
+        return [stem(w) for w in words] if self.stemmed else words
 
     def top(self, query: str, k: int) -> list[str]:
         """The ids of the ``k`` best texts with at least one query word."""
@@ -179,8 +185,9 @@ def run_quality(convs: list[dict], keyings: list[str], rankings: list[str]) -> d
             hits: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # n, @5, @10
             for conv in convs:
                 turns = conv["turns"]
-                if ranking == "bm25":
-                    bm25 = BM25({t["id"]: f"{t['speaker']}: {t['text']}" for t in turns})
+                if ranking in BASELINES:
+                    texts = {t["id"]: f"{t['speaker']}: {t['text']}" for t in turns}
+                    bm25 = BM25(texts, stemmed=ranking == "bm25-stem")
                     rank = lambda q, bm25=bm25: bm25.top(q, max(KS))  # noqa: E731
                 else:
                     index = RecallIndex(
@@ -203,10 +210,10 @@ def run_quality(convs: list[dict], keyings: list[str], rankings: list[str]) -> d
                 for cat, row in hits.items()
                 for n in (row[0],)
             }
-            if ranking == "bm25":  # the same for every keying
+            if ranking in BASELINES:  # the same for every keying
                 for other in keyings:
                     results[(other, ranking)] = results[(keying, ranking)]
-                rankings = [r for r in rankings if r != "bm25"]
+        rankings = [r for r in rankings if r not in BASELINES]
     return results
 
 
@@ -246,7 +253,7 @@ def run_latency(sizes: list[int], rankings: list[str]) -> list[dict]:
         )
         prepared = [(query_tokens(q), path_hints(_messages(h))) for q, h in queries]
         for ranking in rankings:
-            if ranking == "bm25":
+            if ranking in BASELINES:
                 continue
             run = _timed(index, ranking, now)
             for qt, hints in prepared:  # warm: every posting merged, every layout built
@@ -319,7 +326,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--keyings", default="ids,summary")
-    parser.add_argument("--rankings", default="agentao,hybrid,bm25")
+    parser.add_argument("--rankings", default="agentao,hybrid,bm25,bm25-stem")
     parser.add_argument("--latency-sizes", default="1000,100000")
     parser.add_argument("--quick", action="store_true", help="latency at 1,000 only")
     parser.add_argument("--json", type=Path, help="also write the raw figures here")

@@ -25,6 +25,11 @@ and the stale penalty::
     score = bm25 + TAG_BONUS · Σ idf(tag hits) + HINT_BONUS · hint
             + RECENCY · 1 / (1 + days / 30) − STALE_PENALTY · stale
 
+A query token stands for every held form of its English stem (``deployments`` reads the
+postings of ``deploy`` and ``deployed`` too, :mod:`memoryapp.recall.stemming`), merged
+into one posting so a memory holding several forms counts once; query tokens of one stem
+are one term. The index's tokens are unchanged: only this ranking stems.
+
 A memory with no query token in any field and no path-hint keyword is never returned:
 recency and staleness only reorder memories that have lexical evidence. ``reasons`` uses
 the vocabulary of the exact formula (:data:`~memoryapp.recall.scoring.REASON_ORDER`).
@@ -42,6 +47,7 @@ import numpy as np
 from memoryapp.recall.index import RecallIndex
 from memoryapp.recall.postings import CODE_BITS, CODE_MASK, CODES, CONTENT, KW, TAG, TAIL, TITLE
 from memoryapp.recall.scoring import SECONDS_PER_DAY, STALE_DAYS, Scored, rank_key, reasons
+from memoryapp.recall.stemming import forms, stem
 
 __all__ = ["B", "K1", "RANKINGS", "check_ranking", "query"]
 
@@ -117,14 +123,16 @@ class _Pass:
             self.index._merge(posting)
         return posting.entries, posting.n_kw
 
-    def add_query_token(self, token: str) -> None:
-        found = self.entries(token)
-        if found is None:
+    def add_query_term(self, forms: Iterable[str]) -> None:
+        """Score one query term: the postings of all its word forms, read as one."""
+        parts = [found[0] for found in map(self.entries, forms) if found is not None]
+        if not parts:
             return
-        entries = found[0]
-        slots = entries >> CODE_BITS
-        codes = entries & CODE_MASK
-        idf = _idf(self.n, len(entries))
+        if len(parts) == 1:
+            slots, codes = parts[0] >> CODE_BITS, parts[0] & CODE_MASK
+        else:
+            slots, codes = self.union(parts)
+        idf = _idf(self.n, len(slots))
         tf = _WEIGHT_OF_CODE[codes] / ((1.0 - B) + self.length_step * self.lengths[slots])
         gain = idf * tf * (K1 + 1.0) / (tf + K1)
         tagged = (codes & TAG) != 0
@@ -135,10 +143,29 @@ class _Pass:
         self.tags[slots[tagged]] += 1
         self.fired[slots] |= codes
 
+    def union(self, parts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """The slots of several postings, once each, with the OR of their field codes."""
+        # A posting holds each slot once, so OR-ing posting by posting into a per-slot
+        # scratch is exact, and cheaper than sorting the concatenation (np.unique).
+        acc = np.zeros(self.size, dtype=np.int64)
+        for entries in parts:
+            acc[entries >> CODE_BITS] |= entries & CODE_MASK
+        slots = np.flatnonzero(acc)  # every entry has a field bit: nonzero where held
+        return slots, acc[slots]
+
     def add_hint(self, token: str) -> None:
         found = self.entries(token)
         if found is not None and found[1]:
             self.hinted[found[0][: found[1]] >> CODE_BITS] = True
+
+
+def _terms(p: _Pass, qtokens: frozenset[str]) -> list[frozenset[str]]:
+    """The query's terms: each token with its held word forms, tokens of one stem merged."""
+    by_stem: dict[str, frozenset[str]] = {}
+    for token in sorted(qtokens):
+        root = stem(token)
+        by_stem[root] = by_stem.get(root, frozenset()) | forms(token, p.index._postings.get)
+    return list(by_stem.values())
 
 
 def query(
@@ -169,8 +196,8 @@ def query(
         if not index._slot_of:
             return []
         p = _Pass(index)
-        for token in qtokens:
-            p.add_query_token(token)
+        for term in _terms(p, qtokens):
+            p.add_query_term(term)
         for token in hints:
             p.add_hint(token)
         return _ranked(p, top_k, exclude_ids, now)
