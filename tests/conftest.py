@@ -50,20 +50,18 @@ def pytest_itemcollected(item):
         item.add_marker(pytest.mark.xdist_group("pg_cluster"))
 
 
-def pytest_collection_finish(session):
-    """Under ``--dist loadgroup``, refuse to run if pytest-xdist did not group the marked tests.
+def pytest_runtest_setup(item):
+    """Under ``--dist loadgroup``, a marked test that pytest-xdist did not group fails.
 
     pytest-xdist groups by appending ``@group`` to the node ids; pytest 9.2's structured
     ids silently undo that (pytest-xdist issue 1386): the purges would then run side by side.
     """
-    if not session.config.getoption("loadgroup", default=False):
-        return
-    for item in session.items:
-        if item.get_closest_marker("xdist_group") and "@" not in item.nodeid:
-            raise pytest.UsageError(
-                f"pytest-xdist did not group {item.nodeid} (--dist loadgroup): "
-                "install the pytest the dev extra pins"
-            )
+    if (
+        item.config.getoption("loadgroup", default=False)
+        and item.get_closest_marker("xdist_group")
+        and "@" not in item.nodeid
+    ):
+        pytest.fail("pytest-xdist did not group this test: install the pytest the dev extra pins")
 
 
 def pytest_collection_modifyitems(config, items):
