@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import os
 import uuid
 
 import pytest
@@ -59,6 +60,7 @@ def pytest_runtest_setup(item):
     """
     if (
         item.config.getoption("loadgroup", default=False)
+        and os.environ.get("PYTEST_XDIST_WORKER")  # -n 0: one process, nothing to group
         and item.get_closest_marker("xdist_group")
         and "@" not in item.nodeid
     ):
