@@ -18,7 +18,7 @@ class MemoryAppConfig(AppConfig):
 
     def ready(self) -> None:
         from memoryapp.ops import (
-            checks,  # noqa: F401  (importing the module registers the system checks)
+            checks,  # noqa: F401  (importing it registers the system checks: E001…, W010)
             logs,
         )
         from memoryapp.services import queryset_methods as entry_points
@@ -28,9 +28,6 @@ class MemoryAppConfig(AppConfig):
 
         # Memory.objects.upsert / .recall: the querysets may not import the layers above.
         entry_points.install()
-
-        # The system checks (memoryapp.E001..., the replicas' W010) register on import.
-        from memoryapp.ops import checks  # noqa: F401
 
         # Read-your-writes with replicas: every primary connection notes its writes.
         connection_created.connect(
