@@ -419,17 +419,12 @@ def purge(
     Raises:
         MemoryValidationError: an unknown status.
     """
-    wanted = [] if status is None else [status] if isinstance(status, str) else list(status)
-    for one in wanted:
-        if one not in ReviewStatus.values:
-            raise MemoryValidationError(
-                f"Unknown review status {one!r}: expected one of {', '.join(ReviewStatus.values)}"
-            )
+    wanted = validation.check_choices(status, ReviewStatus.values, "review status")
     from memoryapp.compliance import erase_review_items
 
     # The statuses as read once above: a caller's iterator would be spent after the
     # first namespace's erasure.
-    statuses = None if status is None else wanted
+    statuses = None if wanted is None else list(wanted)
     return [
         erase_review_items(
             namespace=ns, status=statuses, subject=subject, actor=actor, using=using, purge=purge
