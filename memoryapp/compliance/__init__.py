@@ -5,7 +5,8 @@
 cannot reach. The package: ``targets`` (a request's shape and target, one rule
 for every interface), ``selection`` (which rows), ``engine`` (record, delete,
 hand to the purge), ``deletion`` (one target's rows on one database),
-``leases`` (who runs a receipt), ``purging`` (purge and verify), ``service``
+``leases`` (who runs a receipt), ``merging`` (what a deletion pass adds to its
+receipt as stored), ``purging`` (purge and verify), ``service``
 (the requests), ``replay``, ``export``, ``receipts`` (HMACs, JSON form, ledger
 file), ``sealed`` (what an unfinished erasure needs, encrypted), ``worker``
 (completes receipts off the request), ``attention`` (bounded retries; receipts a

@@ -36,6 +36,7 @@ from memoryapp.models import (
     ReviewItem,
     SessionSummary,
 )
+from memoryapp.rules.validation import check_actor
 
 FORMAT = "memoryapp-export/1"
 CHUNK = 1000
@@ -193,6 +194,7 @@ def export(
     Raises:
         ErasureRequestError: neither subject nor namespace given.
     """
+    actor = check_actor(actor)  # refused before anything runs: MemoryValidationError
     if subject is None and namespace is None:
         raise ErasureRequestError("export needs a subject or a namespace")
     target = build_target(subject=subject, namespace=namespace, within=within, grants=grants)

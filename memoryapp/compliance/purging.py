@@ -7,6 +7,7 @@ import logging
 from collections.abc import Iterable, Sequence
 
 from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.models import Q
 from django.utils.dateparse import parse_datetime
 
 from memoryapp import conf
@@ -17,8 +18,13 @@ from memoryapp.compliance.selection import (
     ADMIN_LOG,
     CONTENT_TABLES,
     ROW_MODELS,
+    Target,
     batches,
+    id_list,
+    id_restriction,
+    id_rows,
     purged_with,
+    row_filter,
 )
 from memoryapp.db.purge import scan as byte_scan
 from memoryapp.db.purge.common import PurgeOutcome
@@ -303,11 +309,30 @@ def _remaining(alias: str, r: ErasureReceipt) -> int:
             for model in ROW_MODELS.values()
         )
         return n + MemoryEvent.objects.using(alias).filter(timestamp__lte=stamp).count()
+    opened = sealed.unseal(r.sealed)
     n = 0
     for table, model in ROW_MODELS.items():
+        # An erased id counts only in a row the erasure selected: another namespace's row
+        # sharing the id (PostgreSQL keys on namespace and id) was never erased.
+        selected = _selected_by(table, opened[0]) if opened else Q()
         for batch in batches((r.erased_ids or {}).get(table) or []):
-            n += model.objects.using(alias).filter(pk__in=list(batch)).count()
+            n += model.objects.using(alias).filter(selected, pk__in=list(batch)).count()
     return n
+
+
+def _selected_by(table: str, targets: Sequence[Target]) -> Q:
+    """The rows of ``table`` the erasure's ``targets`` select: by their filter, or (ids)
+    by the exact (namespace, id) rows they were resolved to."""
+    q = Q(pk__in=[])
+    for t in targets:
+        found = row_filter(table, t)
+        if found is not None:
+            q |= found
+        for rows in id_rows(table, t):
+            q |= rows
+        if id_list(table, t):
+            q |= id_restriction(t)
+    return q
 
 
 def _in_kept_rows(

@@ -30,6 +30,7 @@ from memoryapp.compliance.receipts import (
 )
 from memoryapp.compliance.selection import ROW_MODELS, Target
 from memoryapp.models import ErasureReceipt, ErasureTarget, Memory, ReviewItem, SessionSummary
+from memoryapp.rules.validation import check_actor
 
 
 @dataclass
@@ -192,6 +193,7 @@ def replay(
         dry_run: report what would be removed; change nothing.
         purge: False leaves the purge to ``memory erase --retry``.
     """
+    actor = check_actor(actor)  # refused before anything runs: MemoryValidationError
     aliases = engine.aliases_for(using)
     primary = aliases[0]
     notes: list[str] = []

@@ -25,6 +25,7 @@ from memoryapp.compliance.targets import (
 )
 from memoryapp.fields import now
 from memoryapp.models import ErasureReceipt, ErasureTarget, Memory, ReviewStatus
+from memoryapp.rules.validation import check_actor
 
 
 def purge_now() -> bool:
@@ -164,6 +165,7 @@ def erase(
     Raises:
         ErasureRequestError: the request names nothing, or names it ambiguously.
     """
+    actor = check_actor(actor)  # refused before anything runs: MemoryValidationError
     aliases = engine.aliases_for(using)
     target = build_target(
         subject=subject,
@@ -261,8 +263,13 @@ def _preview(targets: Sequence[Target], aliases: Sequence[str]) -> dict:
 def _statuses(status) -> tuple[str, ...] | None:
     if status is None:
         return None
-    values = (status,) if isinstance(status, str) else tuple(status)
-    unknown = [s for s in values if s not in ReviewStatus.values]
+    if isinstance(status, str):
+        values: tuple = (status,)
+    elif isinstance(status, Iterable) and not isinstance(status, (bytes, dict)):
+        values = tuple(status)
+    else:
+        raise ErasureRequestError("status must be a review status or a list of them")
+    unknown = [s for s in values if not isinstance(s, str) or s not in ReviewStatus.values]
     if unknown or not values:
         raise ErasureRequestError(
             f"Unknown review status {unknown or values!r}: "
@@ -286,6 +293,7 @@ def erase_review_items(
     namespace, of one status (or several), of one subject. The receipt's
     ``counts["memory_review_queue"]`` is the number removed.
     """
+    actor = check_actor(actor)  # refused before anything runs: MemoryValidationError
     statuses = _statuses(status)
     if namespace is not None:
         namespace = stored_text("namespace", namespace)
@@ -345,6 +353,7 @@ def purge_expired(
     ``MEMORYAPP_RETENTION_REVIEW_ITEMS_DAYS``, and (when set) session summaries
     older than ``MEMORYAPP_RETENTION_SESSION_SUMMARIES_DAYS``, with their events.
     """
+    actor = check_actor(actor)  # refused before anything runs: MemoryValidationError
     cutoffs = retention_cutoffs(at)
     if not cutoffs:
         return None

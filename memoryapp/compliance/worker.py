@@ -3,9 +3,12 @@
 ``manage.py memory worker`` runs :func:`run`. Each round claims the receipts that
 are due (:func:`claim`), finishes the deletion of those a dead process left
 ``requested``, then purges and verifies all of them with one vendor purge per
-database — many erasures, one rewrite. Several workers may run, on several
-machines: a claim is a lease written in the receipt (``claimed_by``,
-``claimed_until``), taken under ``SELECT … FOR UPDATE SKIP LOCKED`` on
+database — many erasures, one rewrite. A receipt is leased to the process that
+records it from its first insert (:func:`memoryapp.compliance.engine.execute`), so
+a worker never takes one whose creator is still deleting it; a creator that hands
+it over (erasure worker on) drops the lease once its deletion has committed.
+Several workers may run, on several machines: a claim is a lease written in the
+receipt (``claimed_by``, ``claimed_until``), taken under ``SELECT … FOR UPDATE SKIP LOCKED`` on
 PostgreSQL (SQLite serialises writers anyway). A worker killed at any moment
 leaves its receipts claimed until the lease ends — at once for a worker
 restarted on the same host, which sees the old process is gone (its pid no longer

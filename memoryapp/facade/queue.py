@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from memoryapp.models import Memory, ReviewItem
+from memoryapp.models import Memory, ReviewItem, ReviewStatus
+from memoryapp.rules import validation
 from memoryapp.services import review
 from memoryapp.services.review import DECISION_CHUNK
 
@@ -43,11 +44,16 @@ class ReviewQueue:
         )
 
     def list_review_items(self, status: str | None = "pending") -> list[ReviewItem]:
-        """Review items of this namespace: most occurrences first, then the newest."""
+        """Review items of this namespace: most occurrences first, then the newest.
+
+        Raises:
+            MemoryValidationError: ``status`` is not a review status (nor a list of them).
+        """
+        statuses = validation.check_choices(status, ReviewStatus.values, "review status")
         return list(
             ReviewItem.objects.using(self.using)
             .in_namespace(self.project)
-            .with_status(status)
+            .with_status(statuses)
             .order_by("-occurrences", "-updated_at", "-created_at", "id")
         )
 

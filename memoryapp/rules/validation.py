@@ -23,6 +23,7 @@ __all__ = [
     "SCOPES",
     "TYPES",
     "check_actor",
+    "check_choices",
     "check_counter",
     "check_id",
     "checked_arguments",
@@ -338,19 +339,43 @@ def check_actor(value: object) -> str:
 
 
 def check_counter(value: object, what: str) -> int:
-    """A count a caller reports (a summary's ``tokens_before``): an int up to 2**31-1.
+    """A count a caller reports (a summary's ``tokens_before``): an int from 0 to 2**31-1.
 
-    ``None`` and negative values are 0 (docs/behaviour.md §4). Booleans and other
-    types are refused rather than coerced, and a value the integer column cannot
-    hold is refused before it reaches it.
+    ``None`` is 0 (docs/behaviour.md §4). Negative values, booleans and other types
+    are refused rather than coerced (a negative count is a caller's bug, not a
+    count), and a value the integer column cannot hold is refused before it reaches it.
     """
     if value is None:
         return 0
     if isinstance(value, bool) or not isinstance(value, int):
         raise MemoryValidationError(f"{what} must be an integer")
+    if value < 0:
+        raise MemoryValidationError(f"{what} must not be negative")
     if value > MAX_COUNTER:
         raise MemoryValidationError(f"{what} must be at most {MAX_COUNTER}")
-    return max(value, 0)
+    return value
+
+
+def check_choices(value: object, allowed: Iterable[str], what: str) -> tuple[str, ...] | None:
+    """One choice or several (a review status, or a list of them); None keeps all.
+
+    Anything else — a number, a choice not in ``allowed``, an empty list — is refused
+    as a :class:`MemoryValidationError`, never a ``TypeError`` from iterating it.
+    """
+    if value is None:
+        return None
+    if isinstance(value, str):
+        values: tuple[object, ...] = (value,)
+    elif isinstance(value, Iterable) and not isinstance(value, (bytes, dict)):
+        values = tuple(value)
+    else:
+        raise MemoryValidationError(f"{what} must be a string or a list of strings")
+    choices = tuple(allowed)
+    unknown = [v for v in values if not isinstance(v, str) or v not in choices]
+    if unknown or not values:
+        shown = ", ".join(repr(v)[:40] for v in unknown) or "none"
+        raise MemoryValidationError(f"Unknown {what} {shown}: expected one of {', '.join(choices)}")
+    return values  # type: ignore[return-value]  # each checked to be a str above
 
 
 _P = ParamSpec("_P")

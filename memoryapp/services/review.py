@@ -15,6 +15,7 @@ import logging
 from collections.abc import Iterable, Sequence
 
 from django.db import DEFAULT_DB_ALIAS, transaction
+from django.db.models import Q
 
 from memoryapp.conf import get_guard, user_database
 from memoryapp.fields import now
@@ -337,6 +338,37 @@ def reject(*, item_id: str, namespace: str, using: str = DEFAULT_DB_ALIAS, actor
         return True
 
 
+def pending_holder(*, item_id: str, namespace: str, using: str = DEFAULT_DB_ALIAS) -> str | None:
+    """The id of the pending item that holds ``item_id``'s key (same namespace, scope,
+    subject and key), which making ``item_id`` pending again would collide with; None
+    when there is none (or the item is gone).
+
+    Asked before the write, so that the refusal never reaches the database as a unique
+    violation (whose log line would quote the key).
+    """
+    item = (
+        ReviewItem.objects.using(using)
+        .filter(pk=item_id, namespace=namespace)
+        .values("scope", "subject", "key_normalized")
+        .first()
+    )
+    if item is None:
+        return None
+    subject = item["subject"] or ""
+    siblings = ReviewItem.objects.using(using).filter(
+        namespace=namespace,
+        scope=item["scope"],
+        key_normalized=item["key_normalized"],
+        status=ReviewStatus.PENDING,
+    )
+    siblings = (
+        siblings.filter(subject=subject)
+        if subject
+        else siblings.filter(Q(subject__isnull=True) | Q(subject=""))
+    )
+    return siblings.exclude(pk=item_id).values_list("pk", flat=True).first()
+
+
 @validation.checked_arguments
 def reject_many(
     *,
@@ -387,17 +419,12 @@ def purge(
     Raises:
         MemoryValidationError: an unknown status.
     """
-    wanted = [] if status is None else [status] if isinstance(status, str) else list(status)
-    for one in wanted:
-        if one not in ReviewStatus.values:
-            raise MemoryValidationError(
-                f"Unknown review status {one!r}: expected one of {', '.join(ReviewStatus.values)}"
-            )
+    wanted = validation.check_choices(status, ReviewStatus.values, "review status")
     from memoryapp.compliance import erase_review_items
 
     # The statuses as read once above: a caller's iterator would be spent after the
     # first namespace's erasure.
-    statuses = None if status is None else wanted
+    statuses = None if wanted is None else list(wanted)
     return [
         erase_review_items(
             namespace=ns, status=statuses, subject=subject, actor=actor, using=using, purge=purge

@@ -42,8 +42,8 @@ def save(
     """Record the summary of a complete compaction; never raises (None when not saved).
 
     Refused (None, and a log line without the text): invalid text, more than
-    64,000 characters, a credential, or a count that is not an integer or is over
-    2**31-1 (a negative count is stored as 0).
+    64,000 characters, a credential, or a count that is not an integer, is negative
+    or is over 2**31-1.
     """
     try:
         if not isinstance(text, str) or not text.strip():
@@ -114,9 +114,18 @@ def delete_ids(*, ids: Iterable[str], using: str, actor: str = "") -> int:
 
 
 def recent(*, binding: Binding, session_id: str, limit: int | None = 5) -> list[SessionSummary]:
-    """A session's summaries, newest first, at most ``limit`` (None or negative: no limit)."""
+    """A session's summaries, newest first, at most ``limit`` (None or negative: no limit).
+
+    Raises:
+        MemoryValidationError: ``session_id`` is not storable text, or ``limit`` is
+            neither None nor an integer.
+    """
+    session_id = validation.require_str(session_id, "session_id")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
+        raise MemoryValidationError("limit must be an integer or None")
     qs = summaries(binding).for_session(session_id).order_by("-created_at", "-id")
-    if isinstance(limit, int) and not isinstance(limit, bool) and limit >= 0:
+    # A limit past any count the database can hold is no limit (and no overflow).
+    if limit is not None and 0 <= limit <= validation.MAX_COUNTER:
         qs = qs[:limit]
     return list(qs)
 

@@ -101,7 +101,9 @@ def test_save_session_summary_refuses_a_counter_the_column_cannot_hold(tokens, c
 
 def test_save_session_summary_counters_in_range():
     mm = MemoryManager(project=NS)
-    row = mm.save_session_summary("text", tokens_before=2**31 - 1, messages_summarized=-5)
+    row = mm.save_session_summary("text", tokens_before=2**31 - 1, messages_summarized=0)
     assert row is not None
     row.refresh_from_db()
     assert (row.tokens_before, row.messages_summarized) == (2**31 - 1, 0)
+    # A negative count is a caller's bug: refused (issue #38), not stored as 0.
+    assert mm.save_session_summary("text", messages_summarized=-5) is None

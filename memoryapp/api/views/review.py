@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import partial
 from types import SimpleNamespace
 
+from django.db import IntegrityError
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import mixins
 from rest_framework.decorators import action
@@ -39,6 +40,7 @@ from memoryapp.api.views.base import (
     validated,
 )
 from memoryapp.compliance import purge_now
+from memoryapp.interop.errors import StoreIntegrityError
 from memoryapp.interop.store import RowStore
 from memoryapp.models import ReviewItem, ReviewStatus, Scope
 from memoryapp.services import review, review_edit
@@ -146,7 +148,7 @@ class ReviewItemViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Namesp
         except review_edit.ReviewEditConflict as exc:
             raise Conflict(str(exc)) from exc
         if edited is None:
-            item.refresh_from_db()
+            item = _reread(item, decided=None)  # erased meanwhile: 404
             raise Conflict(f"Only a pending review item can be edited; this one is {item.status}.")
         return Response(ReviewItemSerializer(edited).data)
 
@@ -248,14 +250,33 @@ class ReviewItemViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Namesp
     @extend_schema(
         summary="Set a review item's status (any transition; Agentao's update_review_status)",
         request=ReviewStatusInput,
-        responses={200: ReviewItemSerializer},
+        responses={
+            200: ReviewItemSerializer,
+            409: OpenApiResponse(
+                ErrorSerializer, "Another item of the same scope and key is pending (named)."
+            ),
+        },
     )
     @action(detail=True, methods=["post"], url_path="status")
     def set_status(self, request, *args, **kwargs):
         item = self.get_object()
         data = validated(ReviewStatusInput, request.data)
+        if data["status"] == ReviewStatus.PENDING and item.status != ReviewStatus.PENDING:
+            holder = review.pending_holder(item_id=item.id, namespace=item.namespace)
+            if holder is not None:  # refused before the write: no unique violation logged
+                raise Conflict(
+                    f"Review item {holder} is pending with the same scope and key: "
+                    "approve or reject it first."
+                )
         store = RowStore(item.namespace, actor=actor_of(request))
-        if not store.update_review_status(item.id, data["status"]):
-            raise NotFound()  # erased meanwhile
+        try:
+            changed = store.update_review_status(item.id, data["status"])
+        except (IntegrityError, StoreIntegrityError) as exc:  # a sibling pending since
+            raise Conflict(
+                "Another review item is pending with the same scope and key: "
+                "approve or reject it first."
+            ) from exc
+        if not changed:
+            raise NotFound("This review item no longer exists (it was erased).")
         item = _reread(item, decided=data["status"])
         return Response(ReviewItemSerializer(item).data)
