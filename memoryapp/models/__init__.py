@@ -20,6 +20,7 @@ from memoryapp.models.base import (
 from memoryapp.models.compliance import (
     RETRIED_STATES,
     UNFINISHED_STATES,
+    CopyCheck,
     ErasureReceipt,
     ErasureTarget,
     ExportRecord,
@@ -47,6 +48,7 @@ __all__ = [
     "RETRIED_STATES",
     "UNFINISHED_STATES",
     "Confidence",
+    "CopyCheck",
     "ErasureReceipt",
     "ErasureTarget",
     "ExportRecord",

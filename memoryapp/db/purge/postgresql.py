@@ -11,7 +11,7 @@ from django.db import DatabaseError
 
 from memoryapp import conf
 from memoryapp.db import partitioning
-from memoryapp.db.purge import repack
+from memoryapp.db.purge import repack, sql_scan
 from memoryapp.db.purge.common import (
     PurgeOutcome,
     ScanFiles,
@@ -438,19 +438,16 @@ class PostgresPurge(VendorPurge):
 
     @staticmethod
     def _relation_files(cursor, table: str) -> list[tuple[str, int]]:
-        cursor.execute(
-            "WITH t AS (SELECT to_regclass(%s) AS oid), rels AS ("
-            " SELECT oid FROM t"
-            " UNION SELECT indexrelid FROM pg_index, t WHERE indrelid = t.oid"
-            " UNION SELECT c.reltoastrelid FROM pg_class c, t"
-            "  WHERE c.oid = t.oid AND c.reltoastrelid <> 0"
-            " UNION SELECT i.indexrelid FROM pg_index i, pg_class c, t"
-            "  WHERE c.oid = t.oid AND i.indrelid = c.reltoastrelid)"
-            " SELECT pg_relation_filepath(oid), pg_relation_size(oid) FROM rels"
-            " WHERE oid IS NOT NULL",
-            [table],
-        )
-        return [(path, int(size)) for path, size in cursor.fetchall() if path]
+        return sql_scan.relation_files(cursor, table)
+
+    def read_through_sql(self, connection, tables, pieces) -> sql_scan.SqlScan:
+        """The byte scan through ``pg_read_binary_file`` (:mod:`.sql_scan`); a note says
+        why it cannot run when this role lacks the grants."""
+        with connection.cursor() as cursor:
+            missing = sql_scan.unreadable(cursor)
+            if missing:
+                return sql_scan.SqlScan(note=missing)
+            return sql_scan.scan(cursor, tables, pieces)
 
     def caveats(self, connection) -> list[str]:
         return [
