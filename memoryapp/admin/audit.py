@@ -29,7 +29,14 @@ from memoryapp.admin.labels import (
 )
 from memoryapp.admin.lookup import lookup_view
 from memoryapp.admin.wipe import wipe_namespace_view
-from memoryapp.compliance import ReceiptInProgress, receipt_as_dict, retry_purge, rows_removed
+from memoryapp.compliance import (
+    ReceiptInProgress,
+    outcome_of,
+    outcome_words,
+    receipt_as_dict,
+    retry_purge,
+    rows_removed,
+)
 from memoryapp.db.meta import CHANGE_KEY, VERSION_KEY, read_change_counter
 from memoryapp.models import (
     ErasureReceipt,
@@ -40,6 +47,7 @@ from memoryapp.models import (
     SchemaMeta,
     SessionSummary,
 )
+from memoryapp.rules.outcomes import UNKNOWN, Outcome, label
 from memoryapp.rules.receipt_text import summarize
 from memoryapp.rules.wording import plural
 
@@ -185,6 +193,16 @@ class SchemaMetaAdmin(ReadOnlyAdmin):
 
 
 # ------------------------------------------------------------------ receipts
+# The receipt list's "verified" column: a tick for a byte scan's proof, else these words.
+_OUTCOME_SHORT = {
+    Outcome.UNSCANNED.value: "not scanned",
+    Outcome.NOT_VERIFIED.value: "no",
+    Outcome.NOT_CHECKED.value: "not yet",
+    Outcome.NOTHING_ERASED.value: "nothing",
+    UNKNOWN: "unknown",
+}
+
+
 @admin.register(ErasureReceipt)
 class ErasureReceiptAdmin(ReadOnlyAdmin):
     """Proof of each erasure: who, when, what, counts per table, purge and verification.
@@ -235,7 +253,7 @@ class ErasureReceiptAdmin(ReadOnlyAdmin):
                     "purge_method",
                     "purge_status",
                     "vacuumed",
-                    "verified",
+                    "outcome_display",
                     "verification",
                     "caveats",
                     "purged_at",
@@ -249,7 +267,7 @@ class ErasureReceiptAdmin(ReadOnlyAdmin):
             {"fields": ("subject_hmac", "namespace_hmac", "key_id", "ids_recorded")},
         ),
     )
-    readonly_fields = ("authored_display", "ids_recorded")
+    readonly_fields = ("authored_display", "outcome_display", "ids_recorded")
 
     def has_view_permission(self, request, obj=None):
         return perms.can_see_receipts(request.user)
@@ -365,9 +383,18 @@ class ErasureReceiptAdmin(ReadOnlyAdmin):
     def vacuum(self, obj):
         return obj.vacuumed
 
-    @admin.display(description="verified", boolean=True, ordering="verified")
+    @admin.display(description="verified", ordering="verified")
     def verified_flag(self, obj):
-        return obj.verified
+        """A tick only for a byte scan's proof; otherwise the outcome in a word or two
+        (its full name is the tooltip): never a tick for a scan that could not run."""
+        outcome, reason = outcome_of(obj)
+        short = _OUTCOME_SHORT.get(outcome)
+        shown = display_for_value(True, "", boolean=True) if short is None else short
+        return format_html('<span title="{}">{}</span>', label(outcome, reason), shown)
+
+    @admin.display(description="verification outcome")
+    def outcome_display(self, obj):
+        return outcome_words(obj)
 
     @admin.display(description="project memories the subject wrote")
     def authored_display(self, obj):

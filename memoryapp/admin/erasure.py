@@ -21,6 +21,7 @@ from memoryapp.compliance import (
     attention,
     authored_count,
     erase,
+    outcome_words,
     preview,
     purge_now,
     receipt_as_dict,
@@ -176,7 +177,8 @@ def retry_receipt_view(modeladmin, request, object_id: str):
             modeladmin.message_user(request, text, messages.WARNING)
             return HttpResponseRedirect(change)
         if done.state == ReceiptState.COMPLETE:
-            text, level = "The erasure is complete: purged and verified.", messages.SUCCESS
+            text = f"The erasure is complete: {outcome_words(done)}."
+            level = messages.SUCCESS
         else:
             why = done.purge_status if not done.purged else "the verification still fails"
             text = (

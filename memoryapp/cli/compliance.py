@@ -152,7 +152,10 @@ def print_receipt(cmd, r: ErasureReceipt) -> None:
         )
     cmd.stdout.write(f"  state: {r.state}")
     cmd.stdout.write(f"  purge: {r.purge_status} [{r.purge_method}]")
-    cmd.stdout.write(f"  verified: {'yes' if r.verified else 'no'} - {r.verification}")
+    # The outcome by name: never "verified: yes" beside a byte scan that was not possible.
+    cmd.stdout.write(f"  outcome: {compliance.outcome_words(r)}")
+    if r.verification:
+        cmd.stdout.write(f"  verification: {r.verification}")
     for line in (r.caveats or "").splitlines():
         cmd.stdout.write(f"  caveat: {line}")
 
@@ -179,7 +182,8 @@ def _print_retry(cmd, r: ErasureReceipt, before: str) -> None:
     """What the retry of one receipt did, in a line above its receipt."""
     attempt = f"attempt {r.attempts}"
     if r.state == ReceiptState.COMPLETE:
-        cmd.stdout.write(f"Retried {r.pk} ({before}, {attempt}): complete, purged and verified.")
+        outcome = compliance.outcome_words(r)
+        cmd.stdout.write(f"Retried {r.pk} ({before}, {attempt}): complete, {outcome}.")
     elif not r.purged:
         cmd.stdout.write(f"Retried {r.pk} ({before}, {attempt}): {r.purge_status}.")
     else:
@@ -452,7 +456,7 @@ def _list(cmd, using) -> None:
         total = compliance.rows_removed(r.counts)  # the admin's "removed" column, same rows
         cmd.stdout.write(
             f"{r.pk}  {r.created_at:%Y-%m-%d %H:%M:%S}  {r.target_kind:<12} rows {total:<6} "
-            f"{'verified' if r.verified else 'unverified'}  {r.purge_status}"
+            f"{compliance.outcome_of(r)[0]}  {r.purge_status}"
         )
     cmd.stdout.write(f"{plural(n, 'receipt', 'receipts')}.")
 

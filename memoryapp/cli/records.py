@@ -142,7 +142,17 @@ def do_lookup(cmd, options) -> None:
         )
 
 
-_LOOKUP_KEYS = ("id", "created_at", "actor", "target_kind", "state", "counts", "verified")
+_LOOKUP_KEYS = (
+    "id",
+    "created_at",
+    "actor",
+    "target_kind",
+    "state",
+    "counts",
+    "verified",
+    "outcome",
+    "scan_unavailable",
+)
 
 
 def _export_line(e) -> dict:

@@ -18,7 +18,7 @@ from memoryapp.compliance import attention, phases
 from memoryapp.compliance.export import export, retention_statement
 from memoryapp.compliance.leases import ReceiptInProgress
 from memoryapp.compliance.receipts import as_dict as receipt_as_dict
-from memoryapp.compliance.receipts import subject_hmac
+from memoryapp.compliance.receipts import outcome_of, outcome_words, subject_hmac
 from memoryapp.compliance.replay import ReplayReport, replay
 from memoryapp.compliance.selection import rows_removed
 from memoryapp.compliance.service import (
@@ -47,6 +47,8 @@ __all__ = [
     "erase",
     "erase_review_items",
     "export",
+    "outcome_of",
+    "outcome_words",
     "preview",
     "preview_expired",
     "purge_expired",

@@ -26,11 +26,10 @@ from memoryapp.compliance import copy_scan, probes, sealed
 from memoryapp.fields import now
 from memoryapp.models import CopyCheck, ErasureReceipt
 from memoryapp.rules.copy_text import NO_REPORT, weakest
-from memoryapp.rules.outcomes import CopyResult, Outcome
+from memoryapp.rules.outcomes import CopyResult, Outcome, plain_reason
 
 _REPLICA = re.compile(r"^replica_(\d+)$")
 PENDING = (Outcome.NOT_CHECKED,)
-_NOT_SCANNED = r"byte scan: ((?:not possible|not performed|no erased value)[^|]*)"
 
 
 def replica_aliases() -> list[str]:
@@ -63,9 +62,13 @@ def record(
         if not r.purged:
             continue  # no copy is checked before the purge completed
         pieces = held.get(r.id, {})
-        for alias in r.databases:
-            _record_primary(r, alias, pieces.get(alias), using)
-        if r.verified and DEFAULT_DB_ALIAS in r.databases:
+        erased = {
+            alias: _record_primary(r, alias, pieces.get(alias), using) for alias in r.databases
+        }
+        if (
+            r.verified
+            and erased.get(DEFAULT_DB_ALIAS, Outcome.NOTHING_ERASED) != Outcome.NOTHING_ERASED
+        ):
             lsn = copy_scan.position(DEFAULT_DB_ALIAS)
             for replica in replica_aliases():
                 _request(r, replica, pieces.get(DEFAULT_DB_ALIAS), lsn, using)
@@ -73,28 +76,34 @@ def record(
         summarize(r, using=using)
 
 
-def _record_primary(r: ErasureReceipt, alias: str, pieces, using: str) -> None:
+def _record_primary(r: ErasureReceipt, alias: str, pieces, using: str) -> Outcome:
     """The primary's own verification (:mod:`.purging`) as its copy's result."""
     info = (r.details or {}).get("aliases", {}).get(alias, {})
-    scan = (info.get("verification") or {}).get("scan") or {}
+    facts = info.get("verification") or {}
     ident, role = copy_scan.identify(alias)
-    fields: dict = {"system_identifier": ident, "role": role, "sealed": None, "checked_at": now()}
+    scan = facts.get("scan") or {}
+    outcome = Outcome(facts.get("outcome") or Outcome.NOT_VERIFIED)
     if not r.verified:
-        fields.update(outcome=Outcome.NOT_VERIFIED, reason="its check did not pass (see below)")
-    elif scan:
-        fields.update(outcome=Outcome.VERIFIED_BY_SCAN, reason="", method=scan.get("read", ""))
-    elif alias in conf.copy_verifiers() and pieces:
-        fields.update(outcome=Outcome.NOT_CHECKED, reason="", checked_at=None)
-        fields.update(sealed=sealed.seal([], {alias: pieces}), facts=_what(r, alias))
-    else:
-        fields.update(outcome=Outcome.UNSCANNED, reason=_unscanned(r.verification))
+        outcome = Outcome.NOT_VERIFIED
+    fields: dict = {
+        "system_identifier": ident,
+        "role": role,
+        "sealed": None,
+        "checked_at": now(),
+        "outcome": outcome,
+        "reason": "",
+        "method": scan.get("read", "") if "files" in scan else "",
+    }
+    if outcome == Outcome.NOT_VERIFIED:
+        fields["reason"] = "its check did not pass (see the verification)"
+    elif outcome == Outcome.UNSCANNED and alias in conf.copy_verifiers() and pieces:
+        # Its verifier reads the files beside it: not checked until it reports.
+        fields.update(outcome=Outcome.NOT_CHECKED, checked_at=None, facts=_what(r, alias))
+        fields["sealed"] = sealed.seal([], {alias: pieces})
+    elif outcome == Outcome.UNSCANNED:
+        fields["reason"] = plain_reason(str(facts.get("scan_unavailable") or "no byte scan ran"))
     CopyCheck.objects.using(using).update_or_create(receipt=r, server=alias, defaults=fields)
-
-
-def _unscanned(verification: str) -> str:
-    """Why the primary's byte scan did not run, from its verification text."""
-    said = re.search(_NOT_SCANNED, verification)
-    return said[1].strip() if said else "no byte scan ran"
+    return outcome
 
 
 def _what(r: ErasureReceipt, alias: str) -> dict:

@@ -32,6 +32,7 @@ from memoryapp.models import (
     MemoryEvent,
     ReceiptState,
 )
+from memoryapp.rules.outcomes import Outcome, of_check, worst
 
 logger = logging.getLogger(__name__)
 
@@ -116,7 +117,11 @@ def _purge_database(alias: str, covered: list[ErasureReceipt], vendor, timeout, 
     tables, _ = vendor.storage_tables(connection, logical, remainders)
     if not tables:
         outcome = PurgeOutcome("purged", notes=["nothing to purge"])
-        check: tuple[bool, str, dict] = (True, "nothing was deleted, so nothing needed purging", {})
+        check: tuple[bool, str, dict] = (
+            True,
+            "nothing was deleted, so nothing needed purging",
+            {"outcome": Outcome.NOTHING_ERASED.value},
+        )
         return {(r.id, alias): (outcome, check) for r in covered}
     return escalation.purge(
         alias,
@@ -172,6 +177,7 @@ def _record(r: ErasureReceipt, results, vendors, stamp) -> None:
     r.purge_status = ("not purged: " + "; ".join(statuses))[:255] if statuses else "purged"
     r.verified = verified and not statuses
     r.verification = " | ".join(texts)
+    _record_outcome(r, details, results, failed=bool(statuses))
     r.caveats = caveats(r.databases, vendors, notes)
     phases = details.setdefault("phases", {})
     phases["verified" if r.verified else "checked"] = stamp.isoformat()
@@ -194,6 +200,31 @@ def _record(r: ErasureReceipt, results, vendors, stamp) -> None:
         attention.schedule(r, stamp)
 
 
+def _record_outcome(r: ErasureReceipt, details: dict, results, *, failed: bool) -> None:
+    """The receipt's named outcome (:mod:`memoryapp.rules.outcomes`): its weakest database's.
+
+    ``details["outcome"]`` and, when a byte scan was not possible somewhere,
+    ``details["scan_unavailable"]`` (the reason, per database when there are several).
+    """
+    multi = len(r.databases) > 1
+    outcomes: list[Outcome] = []
+    reasons: list[str] = []
+    for alias in r.databases:
+        check = results[(r.id, alias)][1]
+        facts = check[2] if check is not None else {}
+        outcome = Outcome(facts.get("outcome") or Outcome.NOT_VERIFIED)
+        outcomes.append(outcome)
+        reason = str(facts.get("scan_unavailable") or "")
+        if outcome == Outcome.UNSCANNED and reason:
+            reasons.append(f"{alias}: {reason}" if multi else reason)
+    outcome = Outcome.NOT_VERIFIED if failed else worst(outcomes)
+    details["outcome"] = outcome.value
+    if outcome == Outcome.UNSCANNED:
+        details["scan_unavailable"] = "; ".join(reasons) or "no byte scan ran"
+    else:
+        details.pop("scan_unavailable", None)  # a reason of an earlier attempt
+
+
 def _verify(alias: str, r: ErasureReceipt, vendor, tables: list[str]) -> tuple[bool, str, dict]:
     """SQL check, structural check and byte scan of one receipt on one database."""
     connection = connections[alias]
@@ -214,6 +245,10 @@ def _verify(alias: str, r: ErasureReceipt, vendor, tables: list[str]) -> tuple[b
         facts["scan"] = scan_facts
     ok = remaining == 0 and structure_ok and scan_ok
     facts["remaining"] = remaining  # rows still there: no stronger purge removes them
+    outcome, reason = of_check(ok, scan_facts)
+    facts["outcome"] = outcome.value
+    if outcome == Outcome.UNSCANNED:
+        facts["scan_unavailable"] = reason
     return ok, "; ".join(parts), facts
 
 
@@ -223,15 +258,16 @@ def _byte_scan(alias: str, r: ErasureReceipt, vendor, tables, read: dict[str, in
     if pieces is None:  # erased by another process (it died, or the worker purges)
         opened = sealed.unseal(r.sealed)
         pieces = opened[1].get(alias) if opened else None
+    # A scan that cannot run here is no failure of the erasure (nothing more can be done
+    # automatically) but no proof either: its facts say why, and the receipt's outcome
+    # is "rewritten, not scanned" (memoryapp.rules.outcomes), never "verified by byte scan".
     if pieces is None:
-        return (
-            True,
-            "byte scan: not performed (the fragments of the erased values are neither in "
-            "this process's memory nor readable from the receipt)",
-            None,
-        )
+        why = "the fragments of the erased values are neither in this process's memory nor "
+        why += "readable from the receipt"
+        return True, f"byte scan: not performed ({why})", {"unavailable": why}
     if not pieces:
-        return True, f"byte scan: no erased value of {probes.MIN_PROBE_BYTES}+ bytes to probe", None
+        why = f"no erased value of {probes.MIN_PROBE_BYTES}+ bytes to probe"
+        return True, f"byte scan: {why}", {"unavailable": why}
     files = vendor.scan_files(connections[alias], tables)
     if not files.possible and files.transient:
         # Not a limit of this deployment but a moment: never taken as verified.
@@ -248,12 +284,13 @@ def _scan_through_sql(alias: str, vendor, tables, pieces: list[bytes], local_not
     cannot read the files itself; "not possible" with both reasons when neither can run."""
     through = vendor.read_through_sql(connections[alias], tables, pieces)
     if through is None:
-        return True, f"byte scan: not possible ({local_note})", None
+        return True, f"byte scan: not possible ({local_note})", {"unavailable": local_note}
     if through.transient:
         text = f"byte scan: could not run now ({through.note}); checked again at the next attempt"
         return False, text, {"unavailable": through.note}
     if not through.complete:
-        return True, f"byte scan: not possible ({local_note}; through SQL: {through.note})", None
+        why = f"{local_note}; through SQL: {through.note}"
+        return True, f"byte scan: not possible ({why})", {"unavailable": why}
     return _scan_result(
         alias, tables, pieces, through.found, through.files, through.bytes, " through SQL"
     )

@@ -15,6 +15,7 @@ from django.utils.dateparse import parse_datetime
 
 from memoryapp import conf
 from memoryapp.models import ErasureReceipt, ReceiptState
+from memoryapp.rules.outcomes import label, of_receipt
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +62,8 @@ PRIVATE_FIELDS = ("sealed", "claimed_by", "claimed_until")
 
 
 def as_dict(receipt: ErasureReceipt) -> dict:
-    """The receipt as a JSON-serialisable dict (API body, ledger line, export)."""
+    """The receipt as a JSON-serialisable dict (API body, ledger line, export), with its
+    ``outcome`` and ``scan_unavailable`` (:func:`memoryapp.rules.outcomes.of_receipt`)."""
     out = {}
     for f in ErasureReceipt._meta.concrete_fields:
         if f.name in PRIVATE_FIELDS:
@@ -71,7 +73,27 @@ def as_dict(receipt: ErasureReceipt) -> dict:
             value = value.isoformat()
         out[f.name] = value
     out["purged"] = receipt.purged
+    # What the verification proved, by name (recorded, or derived for an older receipt).
+    out["outcome"], out["scan_unavailable"] = of_receipt(out)
     return out
+
+
+def outcome_of(receipt: ErasureReceipt) -> tuple[str, str]:
+    """The receipt's named outcome and why a byte scan was not possible (``""`` else)."""
+    return of_receipt(
+        {
+            "details": receipt.details,
+            "verification": receipt.verification,
+            "verified": receipt.verified,
+            "databases": receipt.databases,
+        }
+    )
+
+
+def outcome_words(receipt: ErasureReceipt) -> str:
+    """The receipt's outcome said by name ("verified by byte scan", "rows deleted and files
+    rewritten, byte scan not possible here (…)", "not verified (needs attention)" …)."""
+    return label(*outcome_of(receipt))
 
 
 def from_dict(data: dict) -> ErasureReceipt:

@@ -30,6 +30,7 @@ from memoryapp.compliance import attention
 from memoryapp.compliance.engine import resume
 from memoryapp.compliance.leases import holder_gone, worker_name
 from memoryapp.compliance.purging import finish, unfinished
+from memoryapp.compliance.receipts import outcome_words
 from memoryapp.fields import now
 from memoryapp.models import UNFINISHED_STATES, ErasureReceipt, ReceiptState
 from memoryapp.rules.wording import plural
@@ -133,7 +134,7 @@ class Change:
         r = self.receipt
         was = f" (was {self.before})" if str(r.state) != self.before else ""
         if r.state == ReceiptState.COMPLETE:
-            return f"receipt {r.pk}: complete{was}, purged and verified"
+            return f"receipt {r.pk}: complete{was}, {outcome_words(r)}"
         why = r.purge_status if not r.purged else "purged, not verified"
         if self.needs_attention:
             return (

@@ -50,6 +50,37 @@ class ReceiptStates:
         yield gauge
 
 
+class ReceiptOutcomes:
+    """Erasure receipts by what their verification proved, read at each scrape.
+
+    One label per named outcome (:data:`memoryapp.rules.outcomes.RECEIPT_OUTCOMES`):
+    ``verified_by_byte_scan``, ``rewritten_not_scanned`` (no byte scan was possible:
+    the database is on another machine, its files unreadable here …),
+    ``not_verified``, ``not_checked``, ``nothing_erased``, ``unknown``.
+    """
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        from memoryapp.compliance import outcome_counts
+
+        try:
+            found = outcome_counts.counts()
+        except Exception:  # a scrape must answer even when the database does not
+            return
+        gauge = GaugeMetricFamily(
+            "memoryapp_erasure_receipt_outcomes",
+            "Erasure receipts by verification outcome: verified by byte scan, rewritten but "
+            "not scanned (no byte scan possible here), not verified, not checked yet, "
+            "nothing erased, unknown (an earlier receipt that does not record it).",
+            labels=["outcome"],
+        )
+        for outcome, n in found.items():
+            gauge.add_metric([outcome], n)
+        yield gauge
+
+
 class UnfinishedErasures:
     """Erasures still to finish: pending, needing attention, and the oldest pending's age.
 
@@ -101,7 +132,7 @@ class IndexCache:
         )
 
 
-_DATABASE_COLLECTORS = (ReceiptStates(), UnfinishedErasures(), IndexCache())
+_DATABASE_COLLECTORS = (ReceiptStates(), ReceiptOutcomes(), UnfinishedErasures(), IndexCache())
 _registered = False
 _register_lock = threading.Lock()
 

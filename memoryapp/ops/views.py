@@ -95,10 +95,11 @@ def erasure_health() -> dict | None:
     Not a failure of this process: ``/healthz`` stays 200 and says ``degraded``, so
     a load balancer keeps a healthy worker while a person is told.
     """
-    from memoryapp.compliance import attention
+    from memoryapp.compliance import attention, outcome_counts
 
     try:
         found = attention.status()
+        outcomes = outcome_counts.counts()
     except DatabaseError:
         return None  # the database checks already say why
     return {
@@ -106,6 +107,8 @@ def erasure_health() -> dict | None:
         "stale": found.stale,
         "stale_after_seconds": int(found.stale_after),
         "pending": found.pending,
+        # What the receipts' verifications proved, by outcome (a byte scan, or none possible).
+        "outcomes": outcomes,
     }
 
 
@@ -134,7 +137,8 @@ def healthz(request) -> JsonResponse:
 
     200 ``"degraded"`` when the checks pass but erasures need a person. The counts
     (``erasures``: how many need attention, how many are unfinished past
-    ``MEMORYAPP_ERASURE_STALE_AFTER``, how many are pending) are shown only to staff
+    ``MEMORYAPP_ERASURE_STALE_AFTER``, how many are pending, and ``outcomes``: the
+    receipts per verification outcome) are shown only to staff
     and the metrics token, like a failure's detail (host, port, role in a connection
     error), which also goes to the server log. ``?live`` (or ``/livez``) is liveness only.
     """

@@ -5,9 +5,13 @@ Pure Python (no Django): it takes a receipt as a mapping — the fields of
 sentences. The technical proof (purge method, byte scan, vendor caveats) stays
 on the receipt, folded below this summary in the admin.
 
-Every state is named for what it is: only a receipt whose purge completed *and*
-was verified says the files were checked and hold none of the erased text; an
-unfinished or unverified one says so in its headline.
+Every state is named for what it is, and a finished erasure by its outcome
+(:mod:`memoryapp.rules.outcomes`): only a receipt verified by a byte scan says the
+files were scanned and hold none of the erased text; one whose files could not be
+scanned here says the rows are deleted and the files rewritten, that a scan was not
+possible and why — never that the files were checked; an unfinished or unverified
+one says so in its headline; one from an earlier version that does not record how
+it was verified says that.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from memoryapp.rules.outcomes import REPLICAS_CAVEAT, REPLICAS_PLAIN, Outcome, label, of_receipt
+from memoryapp.rules.outcomes import plain_reason as _plain_reason
 from memoryapp.rules.wording import plural
 
 __all__ = ["ReceiptSummary", "day", "summarize"]
@@ -42,12 +48,16 @@ class ReceiptSummary:
         tone: ``"done"``, ``"pending"`` or ``"problem"`` (for the badge's colour).
         sentences: the summary, first sentence first.
         caveats: what the erasure cannot reach, in plain words.
+        outcome: what the verification proved (a :class:`~memoryapp.rules.outcomes.Outcome`
+            value, or ``"unknown"``), and ``outcome_text`` the same in words.
     """
 
     headline: str
     tone: str
     sentences: list[str] = field(default_factory=list)
     caveats: list[str] = field(default_factory=list)
+    outcome: str = ""
+    outcome_text: str = ""
 
     @property
     def text(self) -> str:
@@ -96,6 +106,9 @@ def _caveats(text: str) -> list[str]:
     low = text.lower()
     if not low.strip():
         return out
+    if REPLICAS_CAVEAT.lower() in low:
+        out.append(REPLICAS_PLAIN)
+        low = low.replace(REPLICAS_CAVEAT.lower(), "")
     if "backup" in low or "replica" in low or "snapshot" in low:
         out.append(
             "Backups and copies of the database made before this date still hold the data "
@@ -118,12 +131,15 @@ def _caveats(text: str) -> list[str]:
 
 def summarize(receipt: Mapping[str, object]) -> ReceiptSummary:
     """The plain-language summary of a receipt (see the module docstring)."""
-    headline, tone, first = _progress(receipt)
+    outcome, reason = of_receipt(receipt)
+    headline, tone, first = _progress(receipt, outcome, reason)
     return ReceiptSummary(
         headline=headline,
         tone=tone,
         sentences=[first, *_kept_sentences(receipt)],
         caveats=_caveats(str(receipt.get("caveats") or "")),
+        outcome=outcome,
+        outcome_text=label(outcome, reason),
     )
 
 
@@ -140,10 +156,25 @@ _STAGES = {
         "On {asked} no record {where} was found, so nothing had to be deleted.",
     ),
     "verified": (
-        "Erased and verified",
+        "Erased and verified by byte scan",
         "done",
-        "{deleted} permanently deleted on {finished}; the database files "
-        "were checked and hold none of the erased text.",
+        "{deleted} permanently deleted on {finished}; a byte scan of the database "
+        "files found none of the erased text in them.",
+    ),
+    # Never "checked": no one looked inside the files.
+    "unscanned": (
+        "Erased — byte scan not possible here",
+        "done",
+        "{deleted} permanently deleted on {finished}, and the database files that held "
+        "them were rewritten. A byte scan of those files was not possible here "
+        "({reason}), so nobody has looked inside them for the erased text.",
+    ),
+    "unrecorded": (
+        "Erased — how it was verified is not recorded",
+        "done",
+        "{deleted} permanently deleted on {finished}. This receipt comes from an earlier "
+        "version of the application and does not record whether the database files "
+        "were scanned for the erased text.",
     ),
     "unverified": (
         "Deleted — check not passed",
@@ -176,14 +207,22 @@ _STAGES = {
 """Per stage of an erasure: headline, tone and the sentence saying it."""
 
 
-def _stage(state: str, status: str, verified: bool, n: int) -> str:
+_FINISHED = {
+    Outcome.VERIFIED_BY_SCAN.value: "verified",
+    Outcome.UNSCANNED.value: "unscanned",
+    Outcome.NOTHING_ERASED.value: "nothing",
+}
+"""A complete, verified receipt's stage by its outcome (any other: "unrecorded")."""
+
+
+def _stage(state: str, status: str, verified: bool, n: int, outcome: str) -> str:
     """Which of :data:`_STAGES` a receipt is at; the first that holds, in this order."""
     if state == "requested":
         return "requested"
     if n == 0 and state == "complete":
         return "nothing"
     if state == "complete" and verified:
-        return "verified"
+        return _FINISHED.get(outcome, "unrecorded")
     if status == "purged" and not verified:
         return "unverified"
     if status.startswith("not purged") and "deferred" not in status:
@@ -191,7 +230,7 @@ def _stage(state: str, status: str, verified: bool, n: int) -> str:
     return "deleted" if state == "deleted" else "unknown"
 
 
-def _progress(receipt: Mapping[str, object]) -> tuple[str, str, str]:
+def _progress(receipt: Mapping[str, object], outcome: str, reason: str) -> tuple[str, str, str]:
     """How far the erasure got: headline, tone and the sentence saying it."""
     kind = str(receipt.get("target_kind") or "")
     where, all_of = _WHAT.get(kind, ("", "The {n}"))
@@ -204,6 +243,7 @@ def _progress(receipt: Mapping[str, object]) -> tuple[str, str, str]:
         str(receipt.get("purge_status") or ""),
         bool(receipt.get("verified")),
         n,
+        outcome,
     )
     headline, tone, sentence = _STAGES[stage]
     text = sentence.format(
@@ -212,6 +252,7 @@ def _progress(receipt: Mapping[str, object]) -> tuple[str, str, str]:
         finished=day(receipt.get("purged_at")) or asked,
         deleted=deleted + (" was" if n == 1 else " were"),
         records=records,
+        reason=_plain_reason(reason or "no byte scan ran"),
     )
     return headline, tone, text
 

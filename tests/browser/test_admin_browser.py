@@ -158,9 +158,11 @@ def test_erase_a_subject_through_the_compliance_page(page, root, log_in, shot):
     # The purge (VACUUM) may wait for other sessions: allow it its configured time.
     expect(page.locator(".mem-receipt h2")).to_contain_text("Erasure receipt", timeout=45_000)
     # The plain-words summary first; the technical proof (badges) folded below it.
-    expect(page.locator("#receipt-headline")).to_have_text("Erased and verified")
+    expect(page.locator("#receipt-headline")).to_have_text("Erased and verified by byte scan")
     page.locator("#receipt-proof summary").click()
-    expect(page.locator(".mem-receipt .mem-badge.mem-live", has_text="verified")).to_be_visible()
+    expect(
+        page.locator(".mem-receipt .mem-badge.mem-live", has_text="verified by byte scan")
+    ).to_be_visible()
     expect(page.locator(".messagelist")).to_contain_text("The subject was erased")
     shot("receipt", readme="admin-receipt", element=".mem-receipt")
 

@@ -54,7 +54,8 @@ def test_erase_subject_asks_then_erases(two_subjects, monkeypatch, tmp_path):
         run("erase", "--subject", ALICE, answer="n", monkeypatch=monkeypatch)
     assert Memory.objects.filter(namespace=ALICE).exists()
     out, _ = run("erase", "--subject", ALICE, "--actor", "dpo", answer="y", monkeypatch=monkeypatch)
-    assert "Erasure receipt" in out and "purge: purged" in out and "verified: yes" in out
+    assert "Erasure receipt" in out and "purge: purged" in out
+    assert "outcome: verified by byte scan" in out and "verified: yes" not in out
     assert "kept: 1 project-scope memory" in out
     assert not Memory.objects.filter(namespace=ALICE).exists()
     assert found_in(stored_bytes(), subject_markers(alice)) == []

@@ -369,7 +369,7 @@ def test_erase_asks_then_erases_and_prints_the_receipt(monkeypatch):
 
     out, _ = run("erase", made.pk, "--actor", "officer-1", answer="y", monkeypatch=monkeypatch)
     receipt = ErasureReceipt.objects.get()
-    assert f"Erasure receipt {receipt.pk}" in out and "verified: yes" in out
+    assert f"Erasure receipt {receipt.pk}" in out and "outcome: verified by byte scan" in out
     assert f"Receipt(s) {receipt.pk} linked to request {made.pk}." in out
     assert ALICE not in out
     assert not Memory.objects.filter(namespace=ALICE).exists()

@@ -206,11 +206,12 @@ def test_receipt_page_leads_with_the_plain_summary_and_folds_the_proof(rows, adm
 def test_print_view_is_for_the_person_and_names_nobody(rows, admin):
     receipt = compliance.erase(subject=ALICE, actor="dpo", purge=False)
     receipt.state, receipt.purge_status, receipt.verified = "complete", "purged", True
+    receipt.details["outcome"] = "verified_by_byte_scan"
     receipt.save()
     r = admin.get(f"{RECEIPTS}{receipt.pk}/print/")
     page = r.content.decode()
     assert r.status_code == 200 and "Confirmation of erasure" in page
-    assert "were permanently deleted on" in page and "Erased and verified" in page
+    assert "were permanently deleted on" in page and "Erased and verified by byte scan" in page
     assert ALICE not in page and receipt.subject_hmac not in page
     assert "receipt_print.css" in page and 'contenteditable="true"' in page
     assert admin.get(f"{RECEIPTS}nope/print/").status_code == 404

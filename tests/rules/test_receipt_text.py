@@ -28,7 +28,7 @@ def receipt(**fields) -> dict:
         "created_at": WHEN,
         "purged_at": WHEN,
         "caveats": CAVEATS,
-        "details": {},
+        "details": {"outcome": "verified_by_byte_scan"},
         "authored": {},
     }
     return {**base, **fields}
@@ -36,11 +36,12 @@ def receipt(**fields) -> dict:
 
 def test_complete_and_verified_says_so_plainly():
     s = summarize(receipt())
-    assert s.headline == "Erased and verified" and s.tone == "done"
+    assert s.headline == "Erased and verified by byte scan" and s.tone == "done"
     assert s.sentences[0] == (
-        "All 38 records about this person were permanently deleted on 5 Dec 2026; the "
-        "database files were checked and hold none of the erased text."
+        "All 38 records about this person were permanently deleted on 5 Dec 2026; a byte "
+        "scan of the database files found none of the erased text in them."
     )
+    assert s.outcome == "verified_by_byte_scan" and s.outcome_text == "verified by byte scan"
 
 
 def test_admin_history_entries_are_not_counted_as_deleted():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from memoryapp.api.patterns import NON_BLANK_PATTERN
@@ -11,8 +12,10 @@ from memoryapp.api.serializers.fields import (
     StrictCharField,
     namespace_field,
 )
+from memoryapp.compliance.receipts import outcome_of
 from memoryapp.compliance.targets import ErasureRequestError, check_request_shape
 from memoryapp.models import ErasureReceipt
+from memoryapp.rules.outcomes import RECEIPT_OUTCOMES, label
 
 MAX_IDS = 1000
 
@@ -116,6 +119,31 @@ class ReceiptSerializer(serializers.ModelSerializer):
     )
     databases = serializers.ListField(child=serializers.CharField())
     purged = serializers.BooleanField(help_text="Whether the vendor purge completed.")
+    verified = serializers.BooleanField(
+        help_text="Whether the verification passed as far as it could run here (nothing more "
+        "is done automatically). It does not say a byte scan ran: `outcome` does."
+    )
+    outcome = serializers.SerializerMethodField(
+        help_text="What the verification proved: `verified_by_byte_scan`; "
+        "`rewritten_not_scanned` (rows deleted, files rewritten, no byte scan possible "
+        "here: see `scan_unavailable`); `not_verified` (needs attention); `not_checked` "
+        "(no verification yet); `nothing_erased`; `unknown` (a receipt from an earlier "
+        "version that does not record it)."
+    )
+    scan_unavailable = serializers.SerializerMethodField(
+        help_text="Why a byte scan was not possible (`rewritten_not_scanned`), else empty."
+    )
+    outcome_text = serializers.SerializerMethodField(help_text="`outcome` in words.")
+
+    @extend_schema_field(serializers.ChoiceField(choices=RECEIPT_OUTCOMES))
+    def get_outcome(self, obj: ErasureReceipt) -> str:
+        return outcome_of(obj)[0]
+
+    def get_scan_unavailable(self, obj: ErasureReceipt) -> str:
+        return outcome_of(obj)[1]
+
+    def get_outcome_text(self, obj: ErasureReceipt) -> str:
+        return label(*outcome_of(obj))
 
     class Meta:
         model = ErasureReceipt
@@ -138,6 +166,9 @@ class ReceiptSerializer(serializers.ModelSerializer):
             "purged",
             "vacuumed",
             "verified",
+            "outcome",
+            "scan_unavailable",
+            "outcome_text",
             "verification",
             "caveats",
             "details",

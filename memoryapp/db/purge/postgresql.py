@@ -4,24 +4,21 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import time
 
 from django.db import DatabaseError
 
 from memoryapp import conf
 from memoryapp.db import partitioning
-from memoryapp.db.purge import repack, sql_scan
+from memoryapp.db.purge import pg_files, repack, sql_scan
 from memoryapp.db.purge.common import (
     PurgeOutcome,
     ScanFiles,
     VendorPurge,
-    file_size,
     first_line,
     not_purged,
 )
-
-LOCAL_HOSTS = ("", "localhost", "127.0.0.1", "::1")
+from memoryapp.rules.outcomes import REPLICAS_CAVEAT
 
 
 class PostgresPurge(VendorPurge):
@@ -412,33 +409,8 @@ class PostgresPurge(VendorPurge):
                 cursor.execute("SELECT repack.repack_drop(%s, 4)", [oid])
 
     def scan_files(self, connection, tables) -> ScanFiles:
-        host = str(connection.settings_dict.get("HOST") or "")
-        if host not in LOCAL_HOSTS and not host.startswith("/"):
-            return ScanFiles([], f"database server {host!r} is not on this machine")
-        with connection.cursor() as cursor:
-            try:
-                cursor.execute("SELECT current_setting('data_directory')")
-                data_dir = cursor.fetchone()[0]
-            except DatabaseError:
-                return ScanFiles([], "data directory not visible (needs pg_read_all_settings)")
-            if not os.access(data_dir, os.R_OK | os.X_OK):
-                return ScanFiles([], "data directory not readable by this process")
-            paths: list[str] = []
-            for table in [*tables, "pg_statistic"]:
-                for rel_path, size in self._relation_files(cursor, table):
-                    full = os.path.join(data_dir, rel_path)
-                    segments = _segments(full)
-                    if sum(file_size(p) for p in segments) < size:
-                        # A rewrite (pg_repack, VACUUM FULL) by another session in flight.
-                        return ScanFiles(
-                            [], "relation files do not match the server's sizes", transient=True
-                        )
-                    paths.extend(segments)
-        return ScanFiles(paths)
-
-    @staticmethod
-    def _relation_files(cursor, table: str) -> list[tuple[str, int]]:
-        return sql_scan.relation_files(cursor, table)
+        """The relation files to scan, or why there are none (:mod:`.pg_files`)."""
+        return pg_files.scan_files(connection, tables)
 
     def read_through_sql(self, connection, tables, pieces) -> sql_scan.SqlScan:
         """The byte scan through ``pg_read_binary_file`` (:mod:`.sql_scan`); a note says
@@ -455,9 +427,9 @@ class PostgresPurge(VendorPurge):
             "files and from the planner statistics (the tables rewritten by pg_repack or "
             "VACUUM FULL, ANALYZE, VACUUM FULL pg_statistic). Not reached: WAL segments in "
             "pg_wal until they are recycled, the WAL archive, base backups and pg_dump "
-            "files, and server logs (if statements are logged). Replicas replay the same "
-            "erasure, but their own WAL and backups are not purged. After restoring a "
+            "files, and server logs (if statements are logged). After restoring a "
             "backup, run 'manage.py memory erase --replay'.",
+            f"PostgreSQL: {REPLICAS_CAVEAT}",
             "PostgreSQL: the tables are partitioned by namespace; the purge rewrote, and "
             "the byte scan read, the partitions that held the erased rows. The app never "
             "moves a row to another namespace; a row that another program moved keeps its "
@@ -477,13 +449,3 @@ class PostgresPurge(VendorPurge):
             "~/.pgpass). Keep it no longer than needed: erasures after the dump are not in "
             "it; after restoring it, run 'manage.py memory erase --replay'."
         )
-
-
-def _segments(path: str) -> list[str]:
-    """A relation's main fork and its 1 GB continuation segments (``.1``, ``.2`` …)."""
-    out = [path] if os.path.exists(path) else []
-    n = 1
-    while os.path.exists(f"{path}.{n}"):
-        out.append(f"{path}.{n}")
-        n += 1
-    return out

@@ -277,6 +277,9 @@ class SQLitePurge(VendorPurge):
         path = self._main_file(connection)
         if not path:
             return ScanFiles([], "in-memory database: no files")
+        if not os.access(path, os.R_OK):
+            # Named so: a scan that could not open the file would find nothing in it.
+            return ScanFiles([], "database file not readable by this process")
         paths = [p for p in (path, path + "-wal", path + "-shm", path + "-journal")]
         return ScanFiles([p for p in paths if os.path.exists(p)])
 
