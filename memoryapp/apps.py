@@ -2,9 +2,11 @@
 
 from django.apps import AppConfig
 from django.db import DEFAULT_DB_ALIAS, connections, router
+from django.db.backends.signals import connection_created
 from django.db.models.signals import post_migrate
 
 from memoryapp.db.meta import CHANGE_KEY, SCHEMA_VERSION, VERSION_KEY
+from memoryapp.db.read_your_writes import install_write_detector
 
 
 class MemoryAppConfig(AppConfig):
@@ -23,6 +25,14 @@ class MemoryAppConfig(AppConfig):
 
         # Memory.objects.upsert / .recall: the querysets may not import the layers above.
         entry_points.install()
+
+        # The system checks (memoryapp.E001..., the replicas' W010) register on import.
+        from memoryapp.ops import checks  # noqa: F401
+
+        # Read-your-writes with replicas: every primary connection notes its writes.
+        connection_created.connect(
+            install_write_detector, dispatch_uid="memoryapp-replica-write-detector"
+        )
 
         # A test-database flush empties schema_meta; put the counter row back.
         post_migrate.connect(ensure_meta_rows, sender=self, dispatch_uid="memoryapp-meta-rows")

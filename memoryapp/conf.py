@@ -91,6 +91,48 @@ def ephemeral_database() -> str:
     return getattr(settings, "MEMORYAPP_EPHEMERAL_DATABASE", "memoryapp_ephemeral")
 
 
+# --- read replicas (memoryapp.db.replicas; docs/operations.md) -----------------
+
+
+def replica_databases() -> list[str]:
+    """``MEMORYAPP_REPLICA_DATABASES``: aliases of read-only streaming replicas of ``default``.
+
+    The lag-tolerant reads (recall index builds and snapshot loads, API and admin lists,
+    exports) may be served by one of them; everything else reads the primary. The
+    project's settings fill it from ``DATABASE_REPLICA_URLS`` (``replica_1``, ...).
+    Default: none.
+    """
+    return list(getattr(settings, "MEMORYAPP_REPLICA_DATABASES", None) or [])
+
+
+def replica_max_lag() -> float:
+    """``MEMORYAPP_REPLICA_MAX_LAG``: seconds a replica may trail the primary and still serve.
+
+    Measured as the primary's WAL position against the replica's replayed one, and then
+    the time since the replica's last replayed commit. Default 5.
+    """
+    return float(getattr(settings, "MEMORYAPP_REPLICA_MAX_LAG", 5.0))
+
+
+def replica_check_interval() -> float:
+    """``MEMORYAPP_REPLICA_CHECK_INTERVAL``: seconds a replica's measured lag is reused.
+
+    One measurement (a query on the primary and one on the replica) per replica per
+    process at most this often; an unreachable replica is retried after 5 times as long.
+    Default 1.
+    """
+    return float(getattr(settings, "MEMORYAPP_REPLICA_CHECK_INTERVAL", 1.0))
+
+
+def replica_sticky_seconds() -> float:
+    """``MEMORYAPP_REPLICA_STICKY_SECONDS``: how long a client's last write position is kept.
+
+    For that long after a request that wrote, the same client (API token, session, else
+    address) reads a replica only once it has replayed that write. Default 60.
+    """
+    return float(getattr(settings, "MEMORYAPP_REPLICA_STICKY_SECONDS", 60.0))
+
+
 # --- erasure, retention, export (memoryapp.compliance; docs/compliance.md) -----
 
 _DERIVED_KEY_LABEL = b"memoryapp.compliance.receipt-key.v1"

@@ -60,6 +60,9 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "memoryapp.ops.views.ApiMetricsMiddleware",
+    # Read-your-writes with read replicas: a request that writes reads the primary, and
+    # the same client's next requests wait for a replica to replay that write.
+    "memoryapp.db.read_your_writes.ReadYourWritesMiddleware",
     # Last, as django-axes requires: turns a locked-out login into its 429 answer.
     "axes.middleware.AxesMiddleware",
 ]
@@ -134,7 +137,21 @@ DATABASES = {
         "TEST": {"NAME": "file:memoryapp_ephemeral_test?mode=memory&cache=shared"},
     },
 }
-DATABASE_ROUTERS = ["memoryapp.db.routers.EphemeralRouter"]
+# DATABASE_REPLICA_URLS: read-only streaming replicas of DATABASE_URL, comma-separated,
+# registered as replica_1, replica_2, ...: lag-tolerant reads go there (docs/operations.md).
+# In a test run they mirror the test database (no test database is created on a replica).
+MEMORYAPP_REPLICA_DATABASES = []
+for _number, _url in enumerate(
+    (u.strip() for u in env("DATABASE_REPLICA_URLS", default="").split(",") if u.strip()), 1
+):
+    _replica = _database(_url)
+    _replica["TEST"] = {"MIRROR": "default"}
+    DATABASES[f"replica_{_number}"] = _replica
+    MEMORYAPP_REPLICA_DATABASES.append(f"replica_{_number}")
+MEMORYAPP_REPLICA_MAX_LAG = env.float("MEMORYAPP_REPLICA_MAX_LAG", default=5.0)
+MEMORYAPP_REPLICA_CHECK_INTERVAL = env.float("MEMORYAPP_REPLICA_CHECK_INTERVAL", default=1.0)
+MEMORYAPP_REPLICA_STICKY_SECONDS = env.float("MEMORYAPP_REPLICA_STICKY_SECONDS", default=60.0)
+DATABASE_ROUTERS = ["memoryapp.db.routers.EphemeralRouter", "memoryapp.db.routers.ReplicaRouter"]
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

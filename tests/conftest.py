@@ -9,8 +9,9 @@ import uuid
 import pytest
 from django.db import connection, connections
 
-# The erasure tests' shared fixtures (two_subjects, purge_settings).
-pytest_plugins = ["tests._erasure_support"]
+# The erasure tests' shared fixtures (two_subjects, purge_settings); the streaming standby
+# of the replica tests (pg_standby, replica_db).
+pytest_plugins = ["tests._erasure_support", "tests._replica_support"]
 
 
 def pytest_collection_modifyitems(config, items):

@@ -6,7 +6,9 @@ from collections.abc import Sequence
 
 from django.contrib import admin
 from django.contrib.admin.options import IncorrectLookupParameters
-from django.db import router
+from django.db import DEFAULT_DB_ALIAS, router
+
+from memoryapp.db import replicas
 
 
 def actor(request) -> str:
@@ -25,6 +27,15 @@ class StyledAdmin(admin.ModelAdmin):
     class Media:
         css = {"all": ("memoryapp/admin.css",)}
         js = ("memoryapp/admin.js",)
+
+    def get_queryset(self, request):
+        """A change list read by GET tolerates lag: a read replica may serve it."""
+        queryset = super().get_queryset(request)
+        url_name = getattr(request.resolver_match, "url_name", "") or ""
+        changelist = request.method == "GET" and url_name.endswith("_changelist")
+        if changelist and queryset.db == DEFAULT_DB_ALIAS:
+            queryset = queryset.using(replicas.lag_tolerant_alias(DEFAULT_DB_ALIAS))
+        return queryset
 
     def get_changelist_instance(self, request):
         # A NUL in a query parameter (``?id=%00``, ``?status=%00``) reached PostgreSQL as

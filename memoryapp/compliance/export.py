@@ -24,6 +24,7 @@ from memoryapp.compliance.selection import (
     row_filter,
 )
 from memoryapp.compliance.targets import ErasureRequestError, build_target
+from memoryapp.db import replicas
 from memoryapp.fields import now
 from memoryapp.models import (
     ErasureReceipt,
@@ -196,7 +197,10 @@ def export(
         raise ErasureRequestError("export needs a subject or a namespace")
     target = build_target(subject=subject, namespace=namespace, within=within, grants=grants)
     aliases = engine.aliases_for(using)
-    plan = _plan(aliases, target)
+    # The rows of an export tolerate lag: a read replica may serve them (never after the
+    # caller's own write it has not replayed); the record and receipts use the primary.
+    readers = {alias: replicas.lag_tolerant_alias(alias) for alias in aliases}
+    plan = [(part, readers[a], model, q) for part, a, model, q in _plan(aliases, target)]
     total = sum(model.objects.using(a).filter(q).count() for _, a, model, q in plan)
     done = 0
     rows: dict[str, list[dict]] = {

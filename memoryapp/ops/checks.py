@@ -1,4 +1,4 @@
-"""System checks: a supported database vendor, IMMEDIATE SQLite transactions, a valid guard."""
+"""System checks: a supported vendor, IMMEDIATE SQLite transactions, a valid guard, replicas."""
 
 from __future__ import annotations
 
@@ -80,3 +80,43 @@ def check_sqlite_transactions(app_configs=None, databases=None, **kwargs):
                 )
             )
     return errors
+
+
+@checks.register(checks.Tags.database)
+def check_replicas(app_configs=None, databases=None, **kwargs):
+    """memoryapp.I010/W010/E010: each configured read replica, and whether it is in recovery.
+
+    A database check (``manage.py check --database default``, ``migrate``): it connects.
+    """
+    from memoryapp.conf import replica_databases
+    from memoryapp.db import replicas
+
+    messages: list[checks.CheckMessage] = []
+    for alias in replica_databases():
+        if alias not in connections.settings:
+            messages.append(
+                checks.Error(
+                    f"MEMORYAPP_REPLICA_DATABASES names {alias!r}, which is not in DATABASES.",
+                    id="memoryapp.E010",
+                )
+            )
+            continue
+        found = replicas.measure(alias)
+        if found.usable:
+            messages.append(
+                checks.Info(
+                    f"Read replica {alias!r}: in recovery, {found.lag:.1f}s behind the "
+                    "primary; lag-tolerant reads may use it.",
+                    id="memoryapp.I010",
+                )
+            )
+        else:
+            messages.append(
+                checks.Warning(
+                    f"Read replica {alias!r} is skipped (the primary serves): {found.reason}.",
+                    hint="A replica must be a streaming standby of the default database "
+                    "(docs/operations.md, Read replicas).",
+                    id="memoryapp.W010",
+                )
+            )
+    return messages

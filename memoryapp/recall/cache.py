@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from itertools import chain
+from typing import Protocol
 
 from django.db import connections
 
@@ -86,6 +87,33 @@ MAX_UNSETTLED = 10_000
 SNAPSHOT_DRIFT = 64
 
 
+class ReadSource(Protocol):
+    """Where a replica read comes from (:class:`memoryapp.db.replicas.ReplicaStatus`)."""
+
+    alias: str
+    current_at: float | None
+
+
+@dataclass(frozen=True)
+class _Read:
+    """Which database an index is read from: the slice's own, or a replica of it."""
+
+    primary: str
+    source: ReadSource | None
+
+    @property
+    def alias(self) -> str:
+        return self.source.alias if self.source is not None else self.primary
+
+    def watermark(self) -> dt.datetime:
+        """What a read now covers: every row committed before it (a replica's: before
+        the moment it was known to hold every commit)."""
+        started = now()
+        if self.source is None or self.source.current_at is None:
+            return started
+        return min(started, dt.datetime.fromtimestamp(self.source.current_at, dt.UTC))
+
+
 NOT_READ = object()
 """``RecallIndexes.get``'s ``stored`` default: the caller did not read the snapshot."""
 
@@ -135,22 +163,27 @@ class RecallIndexes:
         scope: str,
         counter: int,
         stored: stored_snapshots.StoredSnapshot | None | object = NOT_READ,
+        source: ReadSource | None = None,
     ) -> RecallIndex:
         """The index of one store slice, current for its slice counter value ``counter``.
 
         ``stored``: the slice's stored snapshot when the caller read it already, with
         the counter (:func:`memoryapp.db.snapshots.read_with_counters`; None: none is
         stored); by default it is read here when the index is not held.
+        ``source``: a read replica of ``using`` that ``counter`` (and ``stored``) came
+        from; the rows are read there too. The entry stays keyed by ``using`` and only
+        moves forward: a replica behind the held index leaves it as it is.
         """
         key = (using, namespace, scope)
+        read = _Read(using, source)
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None:
                 self._entries.move_to_end(key)
         if entry is None:
-            entry = self._load(using, namespace, scope, counter, stored)
+            entry = self._load(read, namespace, scope, counter, stored)
             if entry is None:
-                entry = self._build(using, namespace, scope, counter)
+                entry = self._build(read, namespace, scope, counter)
             with self._lock:
                 entry = self._entries.setdefault(key, entry)
                 if entry.counted is None:  # this call's entry went in
@@ -160,8 +193,10 @@ class RecallIndexes:
                 self._evict()
         else:
             with entry.lock:
-                if entry.counter != counter:
-                    changed = self._delta(entry, using, namespace, scope, counter)
+                # A replica behind what this process holds: the held index is newer.
+                behind = source is not None and counter < entry.counter
+                if entry.counter != counter and not behind:
+                    changed = self._delta(entry, read, namespace, scope, counter)
                     if entry.drift is not None:
                         entry.drift += changed
         self._maybe_persist(entry, using, namespace, scope)
@@ -212,23 +247,23 @@ class RecallIndexes:
     def _rows(self, using: str, namespace: str, scope: str):
         return Memory.objects.using(using).filter(namespace=namespace, scope=scope)
 
-    def _build(self, using: str, namespace: str, scope: str, counter: int) -> _Entry:
+    def _build(self, read: _Read, namespace: str, scope: str, counter: int) -> _Entry:
         index = RecallIndex()
-        watermark = now()
-        index.bulk_load(live_records(using, namespace, scope))
+        watermark = read.watermark()
+        index.bulk_load(live_records(read.alias, namespace, scope))
         self.builds += 1
         metrics.index_event("build")
         _release_free_memory()
         return _Entry(index, counter, watermark, index.nbytes)
 
     def _load(
-        self, using: str, namespace: str, scope: str, counter: int, stored=NOT_READ
+        self, read: _Read, namespace: str, scope: str, counter: int, stored=NOT_READ
     ) -> _Entry | None:
         """The slice's index from its stored snapshot, caught up to ``counter``; None if none."""
         if not recall_snapshots():
             return None
         if stored is NOT_READ:
-            stored = stored_snapshots.read(using, namespace, scope)
+            stored = stored_snapshots.read(read.alias, namespace, scope)
         if not isinstance(stored, stored_snapshots.StoredSnapshot):
             return None
         try:
@@ -242,7 +277,7 @@ class RecallIndexes:
         self.loads += 1
         metrics.index_event("load")
         if stored.counter != counter:
-            entry.drift = self._delta(entry, using, namespace, scope, counter)
+            entry.drift = self._delta(entry, read, namespace, scope, counter)
         return entry
 
     def _maybe_persist(self, entry: _Entry, using: str, namespace: str, scope: str) -> None:
@@ -280,9 +315,10 @@ class RecallIndexes:
                 self.persists += 1
                 metrics.index_event("persist")
 
-    def _delta(self, entry: _Entry, using: str, namespace: str, scope: str, counter: int) -> int:
+    def _delta(self, entry: _Entry, read: _Read, namespace: str, scope: str, counter: int) -> int:
         """Catch the entry up to ``counter``; returns how many of its records changed."""
-        started = now()
+        started = read.watermark()
+        using = read.alias
         index = entry.index
         since = entry.watermark - DELTA_SLACK
         changed: set[str] = set()
@@ -324,6 +360,7 @@ class RecallIndexes:
         entry.counter = counter
         entry.watermark = started
         self._resized(entry, index.nbytes)
+        using = read.primary
         if _in_transaction(using):
             entry.unsettled |= changed  # read inside a transaction: maybe uncommitted
             self._limit_unsettled(using, namespace, scope, entry)

@@ -12,14 +12,15 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from django.db import connections
+from django.db import DatabaseError, connections
 from django.db.models import Q, Value
 from django.db.models.functions import Least, Length
 
 from memoryapp.conf import recall_ranking, recall_snapshots
-from memoryapp.db import compiled, vendor
+from memoryapp.db import compiled, replicas, vendor
 from memoryapp.db import snapshots as stored_snapshots
 from memoryapp.db.meta import read_slice_counters
+from memoryapp.db.read_your_writes import lag_tolerant
 from memoryapp.models import Memory, Scope, json_list
 from memoryapp.recall import hybrid
 from memoryapp.recall.cache import INDEXES, NOT_READ
@@ -88,18 +89,33 @@ def recall(
     scored = scoring_input(query, messages, top_k)
     if scored is None:
         return []
+    if counters is None:
+        counters = TurnCounters()
+    try:
+        return _recall(stores, scored, top_k, exclude_ids, counters, ranking)
+    except DatabaseError:
+        failed = counters.replicas_used()
+        if not failed:
+            raise
+        # A replica went away since it was measured: never an error for that, the
+        # primary serves (the replica is skipped until measured again).
+        for alias in failed:
+            replicas.mark_down(alias, "a read failed")
+        return _recall(stores, scored, top_k, exclude_ids, TurnCounters(), ranking)
+
+
+def _recall(stores, scored, top_k, exclude_ids, counters, ranking) -> list[RecallCandidate]:
     qtokens, hints = scored
     exclude = frozenset(exclude_ids or ())
     now = time.time()
-    if counters is None:
-        counters = TurnCounters()
     versions = {
         (alias, namespace, scope): value for alias, namespace, scope, value in counters(stores)
     }
     hits: list[tuple[Scored, StoreSlice]] = []
     for s in stores:
         key = (s.using, s.namespace, s.scope)
-        index = INDEXES.get(*key, versions[key], counters.snapshot(*key))
+        source = counters.source(s.using)
+        index = INDEXES.get(*key, versions[key], counters.snapshot(*key), source)
         if ranking == "hybrid":
             found = hybrid.query(index, qtokens, hints, top_k, exclude, now)
         else:
@@ -107,10 +123,7 @@ def recall(
         hits.extend((hit, s) for hit in found)
     hits.sort(key=lambda pair: rank_key(pair[0]))
     hits = hits[:top_k]
-    rows: dict[str, tuple[str, str, str, str]] = {}
-    for alias, namespace in {(s.using, s.namespace) for _, s in hits}:
-        ids = [h.id for h, s in hits if (s.using, s.namespace) == (alias, namespace)]
-        rows.update(_shown_columns(alias, namespace, ids))
+    rows = _hit_rows(hits, counters)
     return [
         RecallCandidate(
             memory_id=h.id,
@@ -124,6 +137,21 @@ def recall(
         for h, _ in hits
         if h.id in rows
     ]
+
+
+def _hit_rows(hits, counters: TurnCounters) -> dict[str, tuple[str, str, str, str]]:
+    """The shown columns of the hits, read where the turn read each alias."""
+    rows: dict[str, tuple[str, str, str, str]] = {}
+    for alias, namespace in {(s.using, s.namespace) for _, s in hits}:
+        ids = [h.id for h, s in hits if (s.using, s.namespace) == (alias, namespace)]
+        source = counters.source(alias)
+        if source is not None:
+            rows.update(_shown_columns(source.alias, namespace, ids))
+            # The held index may be newer than the replica: its newest hits from the primary.
+            ids = [i for i in ids if i not in rows]
+        if ids:
+            rows.update(_shown_columns(alias, namespace, ids))
+    return rows
 
 
 def scoring_input(query, messages, top_k):
@@ -154,6 +182,10 @@ class TurnCounters:
     A slice whose index this process does not hold gets its stored snapshot in the
     same statement (:func:`memoryapp.db.snapshots.read_with_counters`), which its
     recall then loads: on a cold tenant, one round trip instead of two.
+
+    With read replicas, each alias's counters are read where its recall reads
+    (:func:`memoryapp.db.replicas.read_source`, chosen once per turn and alias): a
+    replica current enough for the caller, else the primary.
     """
 
     def __init__(self, *, prefetch: bool = True) -> None:
@@ -162,6 +194,14 @@ class TurnCounters:
         self._prefetch = prefetch
         self._read: dict[tuple[StoreSlice, ...], list[SliceVersion]] = {}
         self._snapshots: dict[tuple[str, str, str], stored_snapshots.StoredSnapshot | None] = {}
+        self._sources: dict[str, replicas.ReplicaStatus | None] = {}
+
+    def source(self, alias: str) -> replicas.ReplicaStatus | None:
+        """The replica this turn reads ``alias``'s slices from (None: the alias itself)."""
+        if alias not in self._sources:
+            with lag_tolerant():
+                self._sources[alias] = replicas.read_source(alias)
+        return self._sources[alias]
 
     def __call__(self, stores: list[StoreSlice]) -> list[SliceVersion]:
         key = tuple(stores)
@@ -175,13 +215,30 @@ class TurnCounters:
         for alias in dict.fromkeys(s.using for s in stores):
             slices = [(s.namespace, s.scope) for s in stores if s.using == alias]
             cold = [k for k in slices if not INDEXES.holds(alias, *k)] if self._prefetch else []
-            if cold and recall_snapshots() and not stored_snapshots.in_memory(alias):
-                counters, stored = stored_snapshots.read_with_counters(alias, slices, cold)
-                self._snapshots.update({(alias, *k): v for k, v in stored.items()})
-            else:
-                counters = read_slice_counters(alias, slices)
+            source = self.source(alias)
+            read = source.alias if source is not None else alias
+            try:
+                counters, stored = self._read_counters(read, slices, cold)
+            except DatabaseError:
+                if source is None:
+                    raise
+                # The replica went away since it was measured: the primary serves.
+                replicas.mark_down(source.alias, "a read failed")
+                self._sources[alias] = None
+                counters, stored = self._read_counters(alias, slices, cold)
+            self._snapshots.update({(alias, *k): v for k, v in stored.items()})
             versions += [(alias, ns, scope, value) for (ns, scope), value in counters.items()]
         return versions
+
+    def replicas_used(self) -> list[str]:
+        """The replica aliases this turn has read from."""
+        return [s.alias for s in self._sources.values() if s is not None]
+
+    @staticmethod
+    def _read_counters(alias: str, slices, cold):
+        if cold and recall_snapshots() and not stored_snapshots.in_memory(alias):
+            return stored_snapshots.read_with_counters(alias, slices, cold)
+        return read_slice_counters(alias, slices), {}
 
     def snapshot(self, using: str, namespace: str, scope: str):
         """The slice's stored snapshot read with its counter (None: none stored), handed

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 
+from django.db import DEFAULT_DB_ALIAS
 from django.http import JsonResponse
 from django.urls import Resolver404, resolve
 from django_filters.rest_framework import DjangoFilterBackend
@@ -32,6 +33,7 @@ from memoryapp.api.patterns import TEXT_PATTERN
 from memoryapp.api.permissions import DeclaredRule, access_for, declared_rule, in_namespaces
 from memoryapp.api.schema import MemoryAutoSchema
 from memoryapp.api.throttles import MemoryScopedThrottle
+from memoryapp.db import replicas
 from memoryapp.facade import MemoryManager
 from memoryapp.interop.store import RowStore
 from memoryapp.models import Scope
@@ -210,6 +212,9 @@ class NamespacedViewSet(MemoryAPIMixin, viewsets.GenericViewSet):
             return queryset.none()
         if self.detail:
             return access.scope_visible(queryset, rule)
+        if self.action == "list" and queryset.db == DEFAULT_DB_ALIAS:
+            # A list tolerates lag: a read replica may serve it (docs/operations.md).
+            queryset = queryset.using(replicas.lag_tolerant_alias(DEFAULT_DB_ALIAS))
         return access.scope(queryset, rule)
 
     def filter_queryset(self, queryset):
