@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import re
 from collections.abc import Sequence
 
-from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, transaction
 
 from memoryapp import conf
@@ -28,15 +26,13 @@ from memoryapp.models import CopyCheck, ErasureReceipt
 from memoryapp.rules.copy_text import NO_REPORT, weakest
 from memoryapp.rules.outcomes import CopyResult, Outcome, plain_reason
 
-_REPLICA = re.compile(r"^replica_(\d+)$")
 PENDING = (Outcome.NOT_CHECKED,)
 
 
 def replica_aliases() -> list[str]:
-    """The replica aliases configured (``replica_1``, ``replica_2`` … from
-    ``DATABASE_REPLICA_URLS``), in order: each a copy of the default database."""
-    found = [(int(m[1]), a) for a in settings.DATABASES if (m := _REPLICA.match(a))]
-    return [a for _, a in sorted(found)]
+    """The replica aliases configured (``MEMORYAPP_REPLICA_DATABASES``, filled from
+    ``DATABASE_REPLICA_URLS``): each a streaming copy of the default database."""
+    return conf.replica_databases()
 
 
 def fragments(receipts: Sequence[ErasureReceipt]) -> dict[str, dict[str, list[bytes]]]:
