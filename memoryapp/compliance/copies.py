@@ -17,7 +17,7 @@ import dataclasses
 import datetime as dt
 from collections.abc import Sequence
 
-from django.db import DEFAULT_DB_ALIAS, transaction
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, transaction
 
 from memoryapp import conf
 from memoryapp.compliance import copy_scan, probes, sealed
@@ -138,15 +138,20 @@ def check_pending(
         rows = rows.filter(receipt=receipt)
     settled = 0
     for row in rows.select_related("receipt"):
-        result = copy_scan.check(
-            row.server,
-            primary=DEFAULT_DB_ALIAS,
-            erased_ids=row.receipt.erased_ids or {},
-            tables=row.facts.get("tables", []),
-            pieces=_pieces(row),
-            lsn=row.lsn,
-            wait=wait,
-        )
+        try:
+            result = copy_scan.check(
+                row.server,
+                primary=DEFAULT_DB_ALIAS,
+                erased_ids=row.receipt.erased_ids or {},
+                tables=row.facts.get("tables", []),
+                pieces=_pieces(row),
+                lsn=row.lsn,
+                wait=wait,
+            )
+        except (DatabaseError, OSError) as exc:  # the server is away: checked at a later round
+            connections[row.server].close_if_unusable_or_obsolete()
+            why = f"its server could not be reached ({type(exc).__name__})"
+            result = copy_scan.Check(Outcome.NOT_CHECKED, why)
         if result.outcome == Outcome.UNSCANNED and row.server in conf.copy_verifiers():
             # Its verifier reads the files: the worker's "cannot read" is no result.
             result = dataclasses.replace(result, outcome=Outcome.NOT_CHECKED, reason=NO_REPORT)
@@ -233,3 +238,13 @@ def late(*, using: str = DEFAULT_DB_ALIAS, at: dt.datetime | None = None) -> lis
         .filter(outcome__in=PENDING, requested_at__lte=cutoff)
         .order_by("requested_at")
     )
+
+
+def late_by_server(*, using: str = DEFAULT_DB_ALIAS) -> dict[str, int]:
+    """How many erasures each server has not reported on past ``MEMORYAPP_COPY_REPORT_AFTER``
+    (``/healthz``, ``/metrics``, the admin overview)."""
+    counts: dict[str, int] = {}
+    for row in late(using=using):
+        name = "primary" if row.server == DEFAULT_DB_ALIAS else row.server
+        counts[name] = counts.get(name, 0) + 1
+    return counts

@@ -48,6 +48,25 @@ def identify(alias: str) -> tuple[str, str]:
         return sql_scan.identity(cursor)
 
 
+def how_verified(alias: str) -> tuple[str, str]:
+    """How this process can byte-scan the server behind ``alias``: ``("files", "")``
+    (its files are read here), ``("sql", "")`` (through ``pg_read_binary_file``), or
+    ``("", why not)`` (then only a verifier beside it can; the system check says so)."""
+    connection = connections[alias]
+    vendor = for_connection(connection)
+    files = vendor.scan_files(connection, [])
+    if files.possible:
+        return "files", ""
+    through = vendor.read_through_sql(connection, [], [])
+    if through is None:
+        return "", files.note
+    with connection.cursor() as cursor:
+        missing = sql_scan.unreadable(cursor)
+    if not missing:
+        return "sql", ""
+    return "", f"{files.note}; through SQL: {missing}"
+
+
 def position(alias: str) -> str:
     """The WAL position of the primary behind ``alias`` now ("" for a vendor without)."""
     connection = connections[alias]
