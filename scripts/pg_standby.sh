@@ -88,6 +88,11 @@ drop_cluster() {
     pg_dropcluster --stop "$version" "$name"
     say "dropped cluster $version/$name"
   fi
+  # Its replication slot, or the primary would keep every WAL segment from now on.
+  if [ -n "$(primary_sql "SELECT 1 FROM pg_replication_slots WHERE slot_name = '$name'")" ]; then
+    primary_sql "SELECT pg_drop_replication_slot('$name')" >/dev/null
+    say "dropped replication slot $name on the primary"
+  fi
 }
 
 # Settings a hot standby must hold at least as high as its primary's, or it refuses to start.
@@ -138,9 +143,11 @@ start() {
     echo "$PG_STANDBY_OWNER" >"/etc/postgresql/$version/$name/owner_pid"
   fi
   find "$datadir" -mindepth 1 -delete
+  # A replication slot (-C -S): on a busy primary (checkpoints forced by erasures) the WAL
+  # the standby still needs is otherwise recycled before it asks ("already been removed").
   as_postgres pg_basebackup -h "$PRIMARY_HOST" -p "$PRIMARY_PORT" -U "$PRIMARY_USER" \
-    -D "$datadir" -R -X stream -c fast
-  say "copied the primary into $datadir (pg_basebackup -R -X stream)"
+    -D "$datadir" -R -X stream -c fast -C -S "$name"
+  say "copied the primary into $datadir (pg_basebackup -R -X stream, slot $name)"
   pg_ctlcluster --skip-systemctl-redirect "$version" "$name" start
   say "started $version/$name"
   wait_streaming "$port"
