@@ -52,6 +52,14 @@ def _seed() -> list[str]:
     return secrets
 
 
+
+@pytest.fixture(autouse=True)
+def _patient_purge(settings):
+    """Other test runs on the shared cluster hold transactions open for a while; the purge
+    waits for them (PostgreSQL's VACUUM FULL keeps what an older snapshot can see)."""
+    settings.MEMORYAPP_ERASURE_PURGE_TIMEOUT = 180
+
+
 @pytest.fixture
 def scan_role(replica_db):
     """A login role that is not a superuser and may read the test database's tables; the
