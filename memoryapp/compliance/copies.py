@@ -89,6 +89,7 @@ def _record_primary(r: ErasureReceipt, alias: str, pieces, using: str) -> Outcom
         "outcome": outcome,
         "reason": "",
         "method": scan.get("read", "") if "files" in scan else "",
+        "facts": {k: v for k, v in scan.items() if k in ("files", "bytes", "found")},
     }
     if outcome == Outcome.NOT_VERIFIED:
         fields["reason"] = "its check did not pass (see the verification)"

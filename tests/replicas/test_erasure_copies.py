@@ -26,7 +26,7 @@ from django.db import connection, connections
 from django.test import Client
 
 from memoryapp import MemoryManager
-from memoryapp.compliance import copies, erase
+from memoryapp.compliance import copies
 from memoryapp.db.purge import pg_files
 from memoryapp.db.purge.common import ScanFiles
 from memoryapp.models import CopyCheck, ErasureReceipt
