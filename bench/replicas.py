@@ -25,6 +25,7 @@ import contextlib
 import json
 import multiprocessing
 import os
+import queue
 import socket
 import statistics
 import subprocess
@@ -193,7 +194,12 @@ def load(args: argparse.Namespace, port: int, use_replica: bool) -> dict[str, An
     started = time.perf_counter()
     for w in workers:
         w.start()
-    recalls = sum(out.get(timeout=args.seconds + 300) for _ in workers)
+    recalls = 0
+    for _ in workers:
+        try:
+            recalls += out.get(timeout=args.seconds + 300)
+        except queue.Empty:
+            raise SystemExit("a load worker failed (its traceback is above)") from None
     for w in workers:
         w.join()
     elapsed = time.perf_counter() - started
@@ -243,7 +249,12 @@ def child(target, *args) -> Any:
     out = ctx.Queue()
     process = ctx.Process(target=target, args=(*args, out))
     process.start()
-    result = out.get(timeout=3600)
+    while True:  # a child that died (its traceback printed) must not leave us waiting
+        with contextlib.suppress(queue.Empty):
+            result = out.get(timeout=1)
+            break
+        if not process.is_alive():
+            raise SystemExit(f"{target.__name__} failed (exit code {process.exitcode})")
     process.join()
     return result
 
