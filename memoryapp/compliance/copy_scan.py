@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.db import DatabaseError, connections
 
@@ -120,7 +121,7 @@ def check(
     A server that allows neither read is ``UNSCANNED``, with the reason.
     """
     ident, role = identify(alias)
-    base = {"system_identifier": ident, "role": role}
+    base: dict[str, Any] = {"system_identifier": ident, "role": role}
     if not wait_for_replay(alias, lsn, wait):
         return Check(
             Outcome.NOT_CHECKED,
