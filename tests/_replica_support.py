@@ -79,7 +79,7 @@ def _script(*args: str, owner: int | None = None) -> subprocess.CompletedProcess
     if owner is not None:
         env["PG_STANDBY_OWNER"] = str(owner)
     return subprocess.run(
-        [str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=300, check=False
+        [str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=900, check=False
     )
 
 

@@ -132,6 +132,7 @@ def check_copies(app_configs=None, databases=None, **kwargs):
     beside it (``MEMORYAPP_COPY_VERIFIERS``) — or not at all, and why. A database check.
     """
     from django.db import DEFAULT_DB_ALIAS, DatabaseError
+    from django.utils.connection import ConnectionDoesNotExist
 
     from memoryapp.compliance.copy_scan import how_verified
     from memoryapp.conf import copy_verifiers, replica_databases
@@ -141,7 +142,9 @@ def check_copies(app_configs=None, databases=None, **kwargs):
     # With one server and nothing declared, only a problem is worth a line at every migrate.
     quiet = not replica_databases() and not copy_verifiers()
     for alias in [DEFAULT_DB_ALIAS, *replica_databases()]:
-        if alias not in connections.settings:
+        try:
+            connections[alias]
+        except ConnectionDoesNotExist:
             continue  # memoryapp.E010 says so
         try:
             method, why = how_verified(alias)

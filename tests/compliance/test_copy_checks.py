@@ -21,7 +21,6 @@ from tests._replica_support import register_alias, unregister_alias
 TABLE = "copies_probe_file"
 
 
-
 @pytest.fixture(autouse=True)
 def _patient_purge(settings):
     """Other test runs on the shared cluster hold transactions open for a while; the purge
@@ -70,8 +69,10 @@ def test_a_fragment_split_across_two_chunks_is_found(marked_table):
 
 @pytest.mark.postgres_only
 def test_a_role_with_the_two_grants_reads_through_sql_and_one_without_is_told_why(
-    marked_table,
+    marked_table, settings
 ):
+    """And the system check says which servers can be verified, how, or why not."""
+    settings.MEMORYAPP_REPLICA_DATABASES = []
     role = f"copies_probe_{os.getpid()}"
     alias = "copies_as_role"
     with connection.cursor() as cursor:
@@ -88,6 +89,11 @@ def test_a_role_with_the_two_grants_reads_through_sql_and_one_without_is_told_wh
         assert "membership in pg_read_server_files" in refused.note
         assert "EXECUTE on pg_read_binary_file(text, bigint, bigint)" in refused.note
         assert copy_scan.how_verified(alias)[0] == ""
+        [(check_id, text)] = _copies_check(alias)
+        assert check_id == "memoryapp.W011" and "lacks membership in pg_read_server_files" in text
+        settings.MEMORYAPP_COPY_VERIFIERS = [alias]
+        assert _copies_check(alias)[0][0] == "memoryapp.I011"
+        settings.MEMORYAPP_COPY_VERIFIERS = []
 
         with connection.cursor() as cursor:
             cursor.execute(f"GRANT pg_read_server_files TO {role}")
@@ -98,11 +104,26 @@ def test_a_role_with_the_two_grants_reads_through_sql_and_one_without_is_told_wh
         read = vendor.read_through_sql(as_role, [TABLE], [marked_table])
         assert read.complete and read.found == {0}, read
         assert copy_scan.how_verified(alias) == ("sql", "")
+        [(check_id, text)] = _copies_check(alias)
+        assert check_id == "memoryapp.I011" and text.endswith(f"on '{alias}': through SQL.")
     finally:
         unregister_alias(alias)
         with connection.cursor() as cursor:
             cursor.execute(f"DROP OWNED BY {role}")
             cursor.execute(f"DROP ROLE IF EXISTS {role}")
+
+
+def _copies_check(alias: str) -> list[tuple[str, str]]:
+    """memoryapp.I011/W011 about ``alias`` (listed as a replica for the check)."""
+    from django.conf import settings as live
+
+    from memoryapp.ops.checks import check_copies
+
+    live.MEMORYAPP_REPLICA_DATABASES = [alias]
+    try:
+        return [(m.id, m.msg) for m in check_copies(databases=["default"]) if alias in m.msg]
+    finally:
+        live.MEMORYAPP_REPLICA_DATABASES = []
 
 
 @pytest.mark.postgres_only

@@ -52,7 +52,6 @@ def _seed() -> list[str]:
     return secrets
 
 
-
 @pytest.fixture(autouse=True)
 def _patient_purge(settings):
     """Other test runs on the shared cluster hold transactions open for a while; the purge
