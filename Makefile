@@ -19,7 +19,7 @@ PYTEST_PG_XDIST = -n $(PYTEST_PG_WORKERS) --dist loadgroup
 # Where `make run` serves (`make run RUN_ADDR=127.0.0.1:8011`); the printed login URL follows.
 RUN_ADDR ?= 127.0.0.1:8000
 
-.PHONY: run serve demo shell manage test test-sqlite test-postgres lint typecheck install system-deps bench bench-api bench-linear bench-tenants bench-erasure bench-escalation bench-retrieval clean
+.PHONY: run serve demo shell manage test test-sqlite test-postgres lint typecheck install system-deps bench bench-api bench-linear bench-tenants bench-erasure bench-escalation bench-retrieval bench-replicas clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -142,6 +142,12 @@ bench-escalation: $(STAMP)
 ## bench/RETRIEVAL.md. BENCH_ARGS="--quick" for a smoke run; "--data locomo.json" (--help).
 bench-retrieval: $(STAMP)
 	$(PY) bench/retrieval.py $(BENCH_ARGS)
+
+## Recall p50/p99 from a streaming replica vs from the primary in one run, and the primary's
+## load while 4 workers recall from the replica (a hot standby made by scripts/pg_standby.sh,
+## dropped after): bench/REPLICAS.md. BENCH_ARGS="--quick" for a smoke run (--help).
+bench-replicas: $(STAMP)
+	$(PY) bench/replicas.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) var/test_db.sqlite3*

@@ -290,6 +290,38 @@ def erasure_stale_after() -> float:
     return max(1.0, float(getattr(settings, "MEMORYAPP_ERASURE_STALE_AFTER", 3600.0)))
 
 
+def copy_report_after() -> float:
+    """``MEMORYAPP_COPY_REPORT_AFTER``: seconds after which a server that has not reported
+    its check of an erasure is shown as late.
+
+    A copy (a replica, or a server checked by ``memory verifier``) still ``not checked``
+    this long after the primary's purge was verified appears on ``/healthz`` (with the
+    token), ``/metrics`` and the admin overview. Default 3600 (1 hour).
+    """
+    return max(1.0, float(getattr(settings, "MEMORYAPP_COPY_REPORT_AFTER", 3600.0)))
+
+
+def replica_replay_wait() -> float:
+    """``MEMORYAPP_REPLICA_REPLAY_WAIT``: seconds an erasure waits for each replica to replay
+    it before checking that replica's files (default 10). One that has not replayed by
+    then stays ``not checked`` and the worker checks it at a later round."""
+    return max(0.0, float(getattr(settings, "MEMORYAPP_REPLICA_REPLAY_WAIT", 10.0)))
+
+
+def copy_verifiers() -> list[str]:
+    """``MEMORYAPP_COPY_VERIFIERS``: the database aliases whose files ``manage.py memory
+    verifier`` checks beside the server (comma-separated; default none).
+
+    A server the worker cannot read (neither locally nor through SQL) waits ``not
+    checked`` for its verifier when it is listed here; otherwise its check is
+    ``rewritten, not scanned`` with the reason.
+    """
+    value = getattr(settings, "MEMORYAPP_COPY_VERIFIERS", ()) or ()
+    if isinstance(value, str):
+        value = value.split(",")
+    return [v.strip() for v in value if v.strip()]
+
+
 PURGE_METHODS = ("auto", "online", "rewrite")
 
 # ``memory erase --retry --method rewrite``: one retry run with another purge method,

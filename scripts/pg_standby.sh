@@ -17,7 +17,7 @@ set -euo pipefail
 PRIMARY_HOST="${PRIMARY_HOST:-127.0.0.1}"
 PRIMARY_PORT="${PRIMARY_PORT:-5432}"
 PRIMARY_USER="${PRIMARY_USER:-postgres}"
-WAIT_SECONDS="${PG_STANDBY_WAIT:-60}"
+WAIT_SECONDS="${PG_STANDBY_WAIT:-300}"
 
 say() { echo "pg_standby: $*"; }
 die() {
@@ -88,6 +88,11 @@ drop_cluster() {
     pg_dropcluster --stop "$version" "$name"
     say "dropped cluster $version/$name"
   fi
+  # Its replication slot, or the primary would keep every WAL segment from now on.
+  if [ -n "$(primary_sql "SELECT 1 FROM pg_replication_slots WHERE slot_name = '$name'")" ]; then
+    primary_sql "SELECT pg_drop_replication_slot('$name')" >/dev/null
+    say "dropped replication slot $name on the primary"
+  fi
 }
 
 # Settings a hot standby must hold at least as high as its primary's, or it refuses to start.
@@ -129,8 +134,11 @@ start() {
   mapfile -t options < <(standby_options)
   pg_createcluster --start-conf=manual -p "$port" "${options[@]}" \
     -o shared_buffers=32MB "$version" "$name" >/dev/null
-  # Loopback only, like the primary (later lines of postgresql.conf win).
-  echo "listen_addresses = '127.0.0.1'" >>"/etc/postgresql/$version/$name/postgresql.conf"
+  # Loopback only, like the primary (later lines of postgresql.conf win). A throw-away
+  # standby for tests and benchmarks: no fsync (on a loaded machine, syncing the copied
+  # data directory at start-up alone took longer than pg_ctl's wait).
+  printf '%s\n' "listen_addresses = '127.0.0.1'" "fsync = off" \
+    >>"/etc/postgresql/$version/$name/postgresql.conf"
   say "created cluster $version/$name on port $port"
   # The standby answers like the primary: the same client authentication.
   cp "$(primary_sql 'SHOW hba_file')" "/etc/postgresql/$version/$name/pg_hba.conf"
@@ -138,10 +146,12 @@ start() {
     echo "$PG_STANDBY_OWNER" >"/etc/postgresql/$version/$name/owner_pid"
   fi
   find "$datadir" -mindepth 1 -delete
+  # A replication slot (-C -S): on a busy primary (checkpoints forced by erasures) the WAL
+  # the standby still needs is otherwise recycled before it asks ("already been removed").
   as_postgres pg_basebackup -h "$PRIMARY_HOST" -p "$PRIMARY_PORT" -U "$PRIMARY_USER" \
-    -D "$datadir" -R -X stream -c fast
-  say "copied the primary into $datadir (pg_basebackup -R -X stream)"
-  pg_ctlcluster --skip-systemctl-redirect "$version" "$name" start
+    -D "$datadir" -R -X stream -c fast --no-sync -C -S "$name"
+  say "copied the primary into $datadir (pg_basebackup -R -X stream, slot $name)"
+  pg_ctlcluster --skip-systemctl-redirect "$version" "$name" start -- -t "$WAIT_SECONDS"
   say "started $version/$name"
   wait_streaming "$port"
   say "standby on 127.0.0.1:$port is in recovery and streaming from $PRIMARY_HOST:$PRIMARY_PORT"

@@ -7,6 +7,8 @@ Fixtures (registered in ``tests/conftest.py`` through ``pytest_plugins``):
   (``stop PORT``); a :class:`Standby`. A standby left by a killed run is dropped first
   (``prune``). On the SQLite pass it skips (a replica is a PostgreSQL feature); where no
   standby can be made on PostgreSQL it says why and skips, or fails under ``CI=true``.
+- ``spare_standby`` (function): another standby of its own, dropped after the test (a
+  promotion cannot be undone).
 - ``replica_db`` (function, transactional): the standby's copy of the *test* database
   registered as the read-only alias ``replica_1`` and listed in
   ``MEMORYAPP_REPLICA_DATABASES``; a :class:`ReplicaDB`. pytest-django creates the test
@@ -30,6 +32,8 @@ from pathlib import Path
 import psycopg
 import pytest
 from django.db import connection, connections
+
+from memoryapp.db import read_your_writes, replicas
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "pg_standby.sh"
@@ -75,7 +79,7 @@ def _script(*args: str, owner: int | None = None) -> subprocess.CompletedProcess
     if owner is not None:
         env["PG_STANDBY_OWNER"] = str(owner)
     return subprocess.run(
-        [str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=300, check=False
+        [str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=900, check=False
     )
 
 
@@ -111,7 +115,7 @@ class Standby:
         ) as conn:
             return conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()[0]
 
-    def wait_for_replay(self, lsn: str | None = None, timeout: float = 60.0) -> None:
+    def wait_for_replay(self, lsn: str | None = None, timeout: float = 180.0) -> None:
         """Wait until the standby has replayed the primary's WAL up to ``lsn`` (default: now)."""
         lsn = lsn or self.primary_lsn()
         deadline = time.monotonic() + timeout
@@ -125,7 +129,7 @@ class Standby:
                 raise AssertionError(f"the standby on {self.port} did not replay {lsn}")
             time.sleep(0.05)
 
-    def wait_for_database(self, name: str, timeout: float = 60.0) -> None:
+    def wait_for_database(self, name: str, timeout: float = 180.0) -> None:
         """Wait until database ``name`` (created on the primary) exists on the standby."""
         deadline = time.monotonic() + timeout
         while not self.sql("SELECT 1 FROM pg_database WHERE datname = %s", [name]):
@@ -214,6 +218,20 @@ def pg_standby():
             warnings.warn(f"could not drop the standby on {port}: {stopped.stderr}", stacklevel=1)
 
 
+@pytest.fixture
+def spare_standby(pg_standby):
+    """A second standby of its own, for a test that changes it for good (a promotion)."""
+    port = _free_port()
+    started = _script("start", str(port), owner=os.getpid())
+    if started.returncode != 0:
+        _script("stop", str(port))
+        no_standby(f"scripts/pg_standby.sh start {port} failed:\n{started.stdout}{started.stderr}")
+    try:
+        yield Standby(port)
+    finally:
+        _script("stop", str(port))
+
+
 @dataclass
 class ReplicaDB:
     """The standby's copy of the test database, registered as a database alias."""
@@ -222,7 +240,7 @@ class ReplicaDB:
     standby: Standby
     dbname: str
 
-    def wait(self, timeout: float = 30.0) -> None:
+    def wait(self, timeout: float = 180.0) -> None:
         """Wait until the standby has replayed everything the primary committed so far."""
         self.standby.wait_for_replay(timeout=timeout)
 
@@ -263,8 +281,15 @@ def replica_db(pg_standby, transactional_db, settings):
     pg_standby.wait_for_database(dbname)
     register_alias(REPLICA_ALIAS, pg_standby.port, dbname=dbname)
     settings.MEMORYAPP_REPLICA_DATABASES = [REPLICA_ALIAS]
+    # The shared machine's other test runs create databases on the primary, whose replay
+    # can hold a standby back for many seconds: a test about lag sets its own bound.
+    settings.MEMORYAPP_REPLICA_MAX_LAG = 600
+    read_your_writes.reset()  # this test's thread starts as a caller that wrote nothing
+    replicas.forget()
     try:
         yield ReplicaDB(REPLICA_ALIAS, pg_standby, dbname)
     finally:
         pg_standby.resume_replay()
         unregister_alias(REPLICA_ALIAS)
+        read_your_writes.reset()
+        replicas.forget()

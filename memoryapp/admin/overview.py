@@ -81,6 +81,11 @@ def overview(user) -> dict:
     except DatabaseError as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         problems.append(f"The unfinished erasures could not be counted: {first}")
+    try:
+        data["copies_late"] = _late_copies()
+    except DatabaseError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        problems.append(f"The copies' checks could not be counted: {first}")
     from memoryapp.admin.requests import deadlines_line
 
     try:
@@ -126,6 +131,20 @@ def _fold_users(rows: list[dict], user_namespaces: set[str]) -> list[dict]:
         "pending": sum(r["pending"] for r in users),
     }
     return [r for r in rows if r["namespace"] not in user_namespaces] + [folded]
+
+
+def _late_copies() -> list[str]:
+    """One line per server that has not reported its check of erasures in time."""
+    from memoryapp import conf
+    from memoryapp.compliance import copies
+    from memoryapp.rules.wording import plural
+
+    after = int(conf.copy_report_after())
+    return [
+        f"{'primary' if server == 'primary' else 'replica ' + server}: no check reported for "
+        f"{plural(n, 'erasure', 'erasures')} after {after} s (MEMORYAPP_COPY_REPORT_AFTER)"
+        for server, n in sorted(copies.late_by_server().items())
+    ]
 
 
 def _counts(links: dict, *, per_user: bool) -> dict:

@@ -15,6 +15,7 @@ from memoryapp.compliance.selection import ADMIN_LOG
 from memoryapp.conf import PURGE_METHODS, purge_method
 from memoryapp.db.lookups import prefix_q
 from memoryapp.models import ErasureReceipt, ReceiptState, ReviewItem, ReviewStatus
+from memoryapp.rules.copy_text import phrases as copy_phrases
 from memoryapp.rules.wording import plural
 from memoryapp.services import review
 
@@ -154,6 +155,8 @@ def print_receipt(cmd, r: ErasureReceipt) -> None:
     cmd.stdout.write(f"  purge: {r.purge_status} [{r.purge_method}]")
     # The outcome by name: never "verified: yes" beside a byte scan that was not possible.
     cmd.stdout.write(f"  outcome: {compliance.outcome_words(r)}")
+    for copy in copy_phrases((r.details or {}).get("copies") or []):
+        cmd.stdout.write(f"  copy: {copy}")
     if r.verification:
         cmd.stdout.write(f"  verification: {r.verification}")
     for line in (r.caveats or "").splitlines():

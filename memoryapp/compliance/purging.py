@@ -11,7 +11,7 @@ from django.db.models import Q
 from django.utils.dateparse import parse_datetime
 
 from memoryapp import conf
-from memoryapp.compliance import attention, escalation, probes, sealed
+from memoryapp.compliance import attention, copies, escalation, probes, sealed
 from memoryapp.compliance.kept import explained as explained_by_kept_rows
 from memoryapp.compliance.receipts import append_ledger
 from memoryapp.compliance.selection import (
@@ -80,7 +80,9 @@ def finish(receipts: Sequence[ErasureReceipt], *, using: str) -> list[ErasureRec
     for alias in aliases:
         covered = [r for r in receipts if alias in r.databases]
         results.update(_purge_database(alias, covered, vendors[alias], timeout, using))
+    held = copies.fragments(receipts)  # read before a verified receipt drops them
     _record_all(receipts, results, vendors, using)
+    copies.record(receipts, held, using=using)
     return list(receipts)
 
 
@@ -277,24 +279,48 @@ def _byte_scan(alias: str, r: ErasureReceipt, vendor, tables, read: dict[str, in
         text = f"byte scan: could not run now ({files.note}); checked again at the next attempt"
         return False, text, {"unavailable": files.note}
     if not files.possible:
-        return True, f"byte scan: not possible ({files.note})", {"unavailable": files.note}
+        return _scan_through_sql(alias, vendor, tables, pieces, files.note)
     found, scanned = byte_scan.scan(files.paths, pieces, read=read)
+    return _scan_result(alias, tables, pieces, found, len(files.paths), scanned, "")
+
+
+def _scan_through_sql(alias: str, vendor, tables, pieces: list[bytes], local_note: str) -> tuple:
+    """The byte scan through the server's SQL (``pg_read_binary_file``), where this process
+    cannot read the files itself; "not possible" with both reasons when neither can run."""
+    through = vendor.read_through_sql(connections[alias], tables, pieces)
+    if through is None:
+        return True, f"byte scan: not possible ({local_note})", {"unavailable": local_note}
+    if through.transient:
+        text = f"byte scan: could not run now ({through.note}); checked again at the next attempt"
+        return False, text, {"unavailable": through.note}
+    if not through.complete:
+        why = f"{local_note}; through SQL: {through.note}"
+        return True, f"byte scan: not possible ({why})", {"unavailable": why}
+    return _scan_result(
+        alias, tables, pieces, through.found, through.files, through.bytes, " through SQL"
+    )
+
+
+def _scan_result(alias, tables, pieces, found, files: int, scanned: int, how: str) -> tuple:
+    """(ok, text, facts) of a byte scan that ran: the found fragments kept rows explain
+    do not count against it."""
     kept = _in_kept_rows(alias, pieces, found, tables)
     unexplained = len(found) - len(kept)
     result = "none found" if not found else f"{unexplained} found"
     if kept:
         result += f" ({len(kept)} more occur in rows that were kept)"
     text = (
-        f"byte scan: {len(files.paths)} file(s), {scanned} bytes, "
+        f"byte scan{how}: {files} file(s), {scanned} bytes, "
         f"{len(pieces)} fragment(s) of erased values: {result}"
     )
     facts = {
-        "files": len(files.paths),
+        "files": files,
         "bytes": scanned,
         "fragments": len(pieces),
         "found": unexplained,
         "found_in_kept_rows": len(kept),
         "residue": escalation.fingerprint(sorted(found - kept)),
+        "read": "sql" if how else "files",
     }
     return unexplained == 0, text, facts
 

@@ -29,7 +29,7 @@ from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.models import Q
 
 from memoryapp import conf
-from memoryapp.compliance import attention
+from memoryapp.compliance import attention, copies
 from memoryapp.compliance.engine import resume
 from memoryapp.compliance.leases import holder_gone, worker_name
 from memoryapp.compliance.purging import finish, unfinished
@@ -268,6 +268,8 @@ def run(
     while not stop.is_set():
         try:
             handled = run_once(using=using, worker=worker, report=report, seen=seen)
+            # The copies on other servers not checked yet (a replica that had not replayed).
+            copies.check_pending(using=using or DEFAULT_DB_ALIAS)
         except Exception as exc:
             failures += 1
             kind = type(exc).__name__

@@ -60,6 +60,11 @@ def caller() -> Caller:
     return state
 
 
+def reset() -> None:
+    """Forget this thread's writes (tests: a new test is a new caller)."""
+    _caller.set(None)
+
+
 @contextlib.contextmanager
 def lag_tolerant() -> Iterator[None]:
     """Reads inside may be served by a replica (within the lag bound, after own writes)."""

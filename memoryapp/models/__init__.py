@@ -20,6 +20,7 @@ from memoryapp.models.base import (
 from memoryapp.models.compliance import (
     RETRIED_STATES,
     UNFINISHED_STATES,
+    CopyCheck,
     ErasureReceipt,
     ErasureTarget,
     ExportRecord,
@@ -48,6 +49,7 @@ __all__ = [
     "RETRIED_STATES",
     "UNFINISHED_STATES",
     "Confidence",
+    "CopyCheck",
     "DeskGrant",
     "ErasureReceipt",
     "ErasureTarget",

@@ -173,3 +173,48 @@ class ExportRecord(models.Model):
             for part, n in (self.counts or {}).items()
             if part != "erasure_receipts" and isinstance(n, int) and not isinstance(n, bool)
         )
+
+
+class CopyCheck(models.Model):
+    """One server's check of one erasure (docs/compliance.md, "Every copy"): its outcome.
+
+    A row per configured server (the primary, each replica alias) and receipt. It is
+    created ``not_checked`` when the primary's purge is verified and written by whoever
+    checks that server: the worker (files read locally or through SQL), or
+    ``manage.py memory verifier`` run beside it, which reports here, on the primary.
+    ``sealed`` holds the fragments of the erased values that this server's scan looks
+    for, encrypted under ``MEMORYAPP_ERASURE_KEY`` as the receipt's own, until the
+    server is verified; ``lsn`` is the primary's WAL position after the purge, which a
+    replica must have replayed before its files prove anything.
+    """
+
+    receipt = models.ForeignKey(
+        ErasureReceipt, on_delete=models.CASCADE, related_name="copy_checks"
+    )
+    server = models.CharField(max_length=64)
+    role = models.CharField(max_length=16)
+    system_identifier = models.CharField(max_length=32, default="", blank=True)
+    outcome = models.CharField(max_length=32)
+    reason = models.TextField(default="", blank=True)
+    method = models.CharField(max_length=16, default="", blank=True)
+    lsn = models.CharField(max_length=32, default="", blank=True)
+    facts = models.JSONField(default=dict, blank=True)
+    sealed = models.TextField(null=True, blank=True, editable=False)
+    attempts = models.IntegerField(default=0)
+    requested_at = IsoDateTimeField(default=now)
+    checked_at = IsoDateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "memory_erasure_copy_checks"
+        ordering = ("receipt", "id")
+        verbose_name = "erasure copy check"
+        verbose_name_plural = "erasure copy checks"
+        constraints = [
+            models.UniqueConstraint(fields=["receipt", "server"], name="uix_copy_check_server"),
+        ]
+        indexes = [
+            models.Index(fields=["outcome", "requested_at"], name="ix_copy_checks_outcome"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.server} ({self.role}) for erasure {self.receipt_id}: {self.outcome}"

@@ -1,4 +1,5 @@
-"""System checks: a supported vendor, IMMEDIATE SQLite transactions, a valid guard, replicas."""
+"""System checks: a supported vendor, IMMEDIATE SQLite transactions, a valid guard, replicas,
+and how each server's copy of an erasure can be verified."""
 
 from __future__ import annotations
 
@@ -117,6 +118,55 @@ def check_replicas(app_configs=None, databases=None, **kwargs):
                     hint="A replica must be a streaming standby of the default database "
                     "(docs/operations.md, Read replicas).",
                     id="memoryapp.W010",
+                )
+            )
+    return messages
+
+
+@checks.register(checks.Tags.database)
+def check_copies(app_configs=None, databases=None, **kwargs):
+    """memoryapp.I011/W011: how each server's copy of an erasure can be byte-scanned.
+
+    For the default database and each replica: its files read here, through SQL (the two
+    grants of docs/operations.md, "Verifying every copy"), by a ``memory verifier``
+    beside it (``MEMORYAPP_COPY_VERIFIERS``) — or not at all, and why. A database check.
+    """
+    from django.db import DEFAULT_DB_ALIAS, DatabaseError
+    from django.utils.connection import ConnectionDoesNotExist
+
+    from memoryapp.compliance.copy_scan import how_verified
+    from memoryapp.conf import copy_verifiers, replica_databases
+
+    messages: list[checks.CheckMessage] = []
+    said = {"files": "its files are read by this process", "sql": "through SQL"}
+    # With one server and nothing declared, only a problem is worth a line at every migrate.
+    quiet = not replica_databases() and not copy_verifiers()
+    for alias in [DEFAULT_DB_ALIAS, *replica_databases()]:
+        try:
+            connections[alias]
+        except ConnectionDoesNotExist:
+            continue  # memoryapp.E010 says so
+        try:
+            method, why = how_verified(alias)
+        except DatabaseError as exc:
+            method, why = "", f"it cannot be reached ({type(exc).__name__})"
+        if method:
+            text = f"Erasures are byte-scanned on {alias!r}: {said[method]}."
+            if not quiet:
+                messages.append(checks.Info(text, id="memoryapp.I011"))
+        elif alias in copy_verifiers():
+            text = f"Erasures are byte-scanned on {alias!r} by 'memory verifier' beside it ({why})."
+            messages.append(checks.Info(text, id="memoryapp.I011"))
+        else:
+            messages.append(
+                checks.Warning(
+                    f"Erasures cannot be byte-scanned on {alias!r}: {why}.",
+                    hint="GRANT pg_read_server_files and EXECUTE ON FUNCTION "
+                    "pg_read_binary_file(text, bigint, bigint) to the app's role, or run "
+                    "'manage.py memory verifier' beside that server and list it in "
+                    "MEMORYAPP_COPY_VERIFIERS (docs/operations.md, Verifying every copy); "
+                    "otherwise its copies are 'rewritten, not scanned'.",
+                    id="memoryapp.W011",
                 )
             )
     return messages

@@ -81,6 +81,30 @@ class ReceiptOutcomes:
         yield gauge
 
 
+class LateCopies:
+    """Servers that have not reported their check of an erasure within
+    ``MEMORYAPP_COPY_REPORT_AFTER`` (a replica no worker reaches, a verifier not running)."""
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        from memoryapp.compliance import copies
+
+        try:
+            late = copies.late_by_server()
+        except Exception:  # a scrape must answer even when the database does not
+            return
+        gauge = GaugeMetricFamily(
+            "memoryapp_erasure_copies_late",
+            "Erasures a server (a copy of the data) has not reported its check on in time.",
+            labels=["server"],
+        )
+        for server, n in sorted(late.items()):
+            gauge.add_metric([server], n)
+        yield gauge
+
+
 class UnfinishedErasures:
     """Erasures still to finish: pending, needing attention, and the oldest pending's age.
 
@@ -132,7 +156,13 @@ class IndexCache:
         )
 
 
-_DATABASE_COLLECTORS = (ReceiptStates(), ReceiptOutcomes(), UnfinishedErasures(), IndexCache())
+_DATABASE_COLLECTORS = (
+    ReceiptStates(),
+    ReceiptOutcomes(),
+    LateCopies(),
+    UnfinishedErasures(),
+    IndexCache(),
+)
 _registered = False
 _register_lock = threading.Lock()
 

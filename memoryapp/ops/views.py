@@ -95,11 +95,13 @@ def erasure_health() -> dict | None:
     Not a failure of this process: ``/healthz`` stays 200 and says ``degraded``, so
     a load balancer keeps a healthy worker while a person is told.
     """
-    from memoryapp.compliance import attention, outcome_counts
+    from memoryapp import conf
+    from memoryapp.compliance import attention, copies, outcome_counts
 
     try:
         found = attention.status()
         outcomes = outcome_counts.counts()
+        late = copies.late_by_server()
     except DatabaseError:
         return None  # the database checks already say why
     return {
@@ -109,6 +111,9 @@ def erasure_health() -> dict | None:
         "pending": found.pending,
         # What the receipts' verifications proved, by outcome (a byte scan, or none possible).
         "outcomes": outcomes,
+        # Servers that have not reported their check of an erasure in time (per server).
+        "copies_late": late,
+        "copy_report_after_seconds": int(conf.copy_report_after()),
     }
 
 
@@ -161,7 +166,7 @@ def healthz(request) -> JsonResponse:
         if erasures is not None:
             if detailed:  # erasure activity is not for anyone who can reach the port
                 body["erasures"] = erasures
-            if erasures["needs_attention"] or erasures["stale"]:
+            if erasures["needs_attention"] or erasures["stale"] or erasures["copies_late"]:
                 body["status"] = "degraded"
     return JsonResponse(body, status=503 if failed else 200)
 

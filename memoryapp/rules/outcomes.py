@@ -112,14 +112,16 @@ RECEIPT_OUTCOMES = (
 """Every outcome a receipt can show (the labels ``/metrics`` and ``/healthz`` count by)."""
 
 REPLICAS_CAVEAT = (
-    "Replicas are outside this erasure's verification: nothing here confirms that a replica "
-    "has applied it, and a replica's own WAL and backups are not purged."
+    "Replicas are verified only where configured (DATABASE_REPLICA_URLS): each configured "
+    "replica's own check is listed per copy on this receipt; a replica not configured here "
+    "is outside this verification, and no replica's own WAL and backups are purged."
 )
 """The receipt's technical caveat about replicas (one place: the per-copy checks change it)."""
 
 REPLICAS_PLAIN = (
-    "Copies of the database kept on other servers (replicas) are not examined by this "
-    "erasure, and their own backups are not cleaned."
+    "Copies of the database kept on other servers (replicas) are checked only when this "
+    "application is configured with them, each listed above with its result; their own "
+    "backups are not cleaned."
 )
 """The same caveat in plain words, for the receipt's summary and its printable letter."""
 

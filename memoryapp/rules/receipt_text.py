@@ -20,6 +20,7 @@ import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from memoryapp.rules.copy_text import phrases as copy_phrases
 from memoryapp.rules.outcomes import REPLICAS_CAVEAT, REPLICAS_PLAIN, Outcome, label, of_receipt
 from memoryapp.rules.outcomes import plain_reason as _plain_reason
 from memoryapp.rules.wording import plural
@@ -58,6 +59,7 @@ class ReceiptSummary:
     caveats: list[str] = field(default_factory=list)
     outcome: str = ""
     outcome_text: str = ""
+    copies: list[str] = field(default_factory=list)
 
     @property
     def text(self) -> str:
@@ -140,7 +142,16 @@ def summarize(receipt: Mapping[str, object]) -> ReceiptSummary:
         caveats=_caveats(str(receipt.get("caveats") or "")),
         outcome=outcome,
         outcome_text=label(outcome, reason),
+        copies=_copies(receipt.get("details")),
     )
+
+
+def _copies(details: object) -> list[str]:
+    """Each server's check in words ("replica replica_1: verified by byte scan")."""
+    listed = details.get("copies") if isinstance(details, Mapping) else None
+    if not isinstance(listed, list):
+        return []
+    return copy_phrases([c for c in listed if isinstance(c, Mapping)])
 
 
 _STAGES = {
@@ -168,6 +179,20 @@ _STAGES = {
         "{deleted} permanently deleted on {finished}, and the database files that held "
         "them were rewritten. A byte scan of those files was not possible here "
         "({reason}), so nobody has looked inside them for the erased text.",
+    ),
+    # The primary is verified; a copy on another server has not reported yet.
+    "copies pending": (
+        "Erased — not every copy checked yet",
+        "pending",
+        "{deleted} permanently deleted on {finished}. Not every copy of the database "
+        "has reported its check yet; each copy and its result is listed below.",
+    ),
+    "copy unverified": (
+        "Erased — a copy's check not passed",
+        "problem",
+        "{deleted} permanently deleted on {finished}, but the check of a copy of the "
+        "database on another server did not pass (listed below). An operator should look "
+        "at the technical proof below.",
     ),
     "unrecorded": (
         "Erased — how it was verified is not recorded",
@@ -211,6 +236,8 @@ _FINISHED = {
     Outcome.VERIFIED_BY_SCAN.value: "verified",
     Outcome.UNSCANNED.value: "unscanned",
     Outcome.NOTHING_ERASED.value: "nothing",
+    Outcome.NOT_CHECKED.value: "copies pending",
+    Outcome.NOT_VERIFIED.value: "copy unverified",
 }
 """A complete, verified receipt's stage by its outcome (any other: "unrecorded")."""
 

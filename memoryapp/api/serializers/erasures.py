@@ -16,6 +16,7 @@ from memoryapp.api.serializers.strict import StrictInput
 from memoryapp.compliance.receipts import outcome_of
 from memoryapp.compliance.targets import ErasureRequestError, check_request_shape
 from memoryapp.models import ErasureReceipt
+from memoryapp.rules.copy_text import phrase
 from memoryapp.rules.outcomes import RECEIPT_OUTCOMES, label
 
 MAX_IDS = 1000
@@ -107,6 +108,18 @@ class ErasurePreviewSerializer(serializers.Serializer):
     )
 
 
+class CopySerializer(serializers.Serializer):
+    """One server's check of an erasure (:class:`memoryapp.rules.outcomes.CopyResult`)."""
+
+    server = serializers.CharField(help_text="`primary`, or the replica's alias.")
+    role = serializers.CharField(help_text="`primary` or `replica`.")
+    system_identifier = serializers.CharField(help_text="PostgreSQL's; empty for SQLite.")
+    outcome = serializers.ChoiceField(choices=RECEIPT_OUTCOMES)
+    reason = serializers.CharField(help_text="Why it was not scanned or not verified.")
+    at = serializers.CharField(help_text="When it reported (empty: not checked).")
+    text = serializers.CharField(help_text="The copy and its outcome in words.")
+
+
 class ReceiptSerializer(serializers.ModelSerializer):
     """An erasure receipt (docs/behaviour.md §9): who, when, what, counts, purge, verification.
 
@@ -135,6 +148,17 @@ class ReceiptSerializer(serializers.ModelSerializer):
         help_text="Why a byte scan was not possible (`rewritten_not_scanned`), else empty."
     )
     outcome_text = serializers.SerializerMethodField(help_text="`outcome` in words.")
+    copies = serializers.SerializerMethodField(
+        help_text="Each server holding a copy of the data (the primary, each configured "
+        "replica) and what its check proved: `server`, `role`, `system_identifier`, "
+        '`outcome` (as `outcome`), `reason`, `at`, and `text` in words ("replica '
+        'replica_1: verified by byte scan"). `outcome` is the weakest of them.'
+    )
+
+    @extend_schema_field(CopySerializer(many=True))
+    def get_copies(self, obj: ErasureReceipt) -> list[dict]:
+        listed = (obj.details or {}).get("copies") or []
+        return [{**c, "text": phrase(c)} for c in listed if isinstance(c, dict)]
 
     @extend_schema_field(serializers.ChoiceField(choices=RECEIPT_OUTCOMES))
     def get_outcome(self, obj: ErasureReceipt) -> str:
@@ -170,6 +194,7 @@ class ReceiptSerializer(serializers.ModelSerializer):
             "outcome",
             "scan_unavailable",
             "outcome_text",
+            "copies",
             "verification",
             "caveats",
             "details",

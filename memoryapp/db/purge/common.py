@@ -134,6 +134,11 @@ class VendorPurge:
         """The files holding ``tables`` that this process can read."""
         return ScanFiles([], "no files to scan")
 
+    def read_through_sql(self, connection, tables: Sequence[str], pieces: Sequence[bytes]):
+        """The byte scan through the server's own SQL functions, or None where the vendor
+        has none (:mod:`.sql_scan`: PostgreSQL)."""
+        return None
+
     def caveats(self, connection) -> list[str]:
         """What this vendor's erasure cannot reach (for receipts and docs)."""
         return []

@@ -7,6 +7,7 @@ import struct
 
 from django.db import DatabaseError
 
+from memoryapp.db.purge import sql_scan
 from memoryapp.db.purge.common import ScanFiles, file_size
 
 LOCAL_HOSTS = ("", "localhost", "127.0.0.1", "::1")
@@ -52,19 +53,7 @@ def scan_files(connection, tables) -> ScanFiles:
 
 
 def _relation_files(cursor, table: str) -> list[tuple[str, int]]:
-    cursor.execute(
-        "WITH t AS (SELECT to_regclass(%s) AS oid), rels AS ("
-        " SELECT oid FROM t"
-        " UNION SELECT indexrelid FROM pg_index, t WHERE indrelid = t.oid"
-        " UNION SELECT c.reltoastrelid FROM pg_class c, t"
-        "  WHERE c.oid = t.oid AND c.reltoastrelid <> 0"
-        " UNION SELECT i.indexrelid FROM pg_index i, pg_class c, t"
-        "  WHERE c.oid = t.oid AND i.indrelid = c.reltoastrelid)"
-        " SELECT pg_relation_filepath(oid), pg_relation_size(oid) FROM rels"
-        " WHERE oid IS NOT NULL",
-        [table],
-    )
-    return [(path, int(size)) for path, size in cursor.fetchall() if path]
+    return sql_scan.relation_files(cursor, table)
 
 
 def _other_server(cursor, data_dir: str) -> str:

@@ -10,7 +10,7 @@ from django.db import DatabaseError
 
 from memoryapp import conf
 from memoryapp.db import partitioning
-from memoryapp.db.purge import pg_files, repack
+from memoryapp.db.purge import pg_files, repack, sql_scan
 from memoryapp.db.purge.common import (
     PurgeOutcome,
     ScanFiles,
@@ -411,6 +411,15 @@ class PostgresPurge(VendorPurge):
     def scan_files(self, connection, tables) -> ScanFiles:
         """The relation files to scan, or why there are none (:mod:`.pg_files`)."""
         return pg_files.scan_files(connection, tables)
+
+    def read_through_sql(self, connection, tables, pieces) -> sql_scan.SqlScan:
+        """The byte scan through ``pg_read_binary_file`` (:mod:`.sql_scan`); a note says
+        why it cannot run when this role lacks the grants."""
+        with connection.cursor() as cursor:
+            missing = sql_scan.unreadable(cursor)
+            if missing:
+                return sql_scan.SqlScan(note=missing)
+            return sql_scan.scan(cursor, tables, pieces)
 
     def caveats(self, connection) -> list[str]:
         return [
