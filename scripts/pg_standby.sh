@@ -88,6 +88,19 @@ drop_cluster() {
     pg_dropcluster --stop "$version" "$name"
     say "dropped cluster $version/$name"
   fi
+  drop_slot "memoryapp_$name"
+}
+
+# The standby's replication slot on the primary keeps the WAL it has not received yet
+# (without it, a busy primary recycled segments between the base backup and the start, and
+# the standby could never catch up); a slot left behind would keep WAL forever.
+drop_slot() {
+  if [ "$(primary_sql "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '$1'")" != 0 ]; then
+    primary_sql "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '$1' AND active_pid IS NOT NULL" >/dev/null
+    sleep 0.5
+    primary_sql "SELECT pg_drop_replication_slot('$1')" >/dev/null
+    say "dropped replication slot $1 on the primary"
+  fi
 }
 
 # Settings a hot standby must hold at least as high as its primary's, or it refuses to start.
@@ -121,8 +134,8 @@ start() {
   prepare_primary
   if cluster_exists "$version" "$name"; then
     say "a cluster $version/$name already exists (left by an earlier run): recreating it"
-    drop_cluster "$version" "$name"
   fi
+  drop_cluster "$version" "$name"
   if (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
     die "port $port is taken by another program"
   fi
@@ -142,8 +155,8 @@ start() {
   fi
   find "$datadir" -mindepth 1 -delete
   as_postgres pg_basebackup -h "$PRIMARY_HOST" -p "$PRIMARY_PORT" -U "$PRIMARY_USER" \
-    -D "$datadir" -R -X stream -c fast --no-sync
-  say "copied the primary into $datadir (pg_basebackup -R -X stream)"
+    -D "$datadir" -R -X stream -c fast --no-sync -C -S "memoryapp_$name"
+  say "copied the primary into $datadir (pg_basebackup -R -X stream, slot memoryapp_$name)"
   pg_ctlcluster --skip-systemctl-redirect "$version" "$name" start -- -t "$WAIT_SECONDS"
   say "started $version/$name"
   wait_streaming "$port"
@@ -161,7 +174,13 @@ stop() {
 }
 
 prune() {
-  local dir name owner
+  local dir name owner slot
+  # Slots of standbys whose cluster is gone (this script's, by their name).
+  for slot in $(primary_sql "SELECT slot_name FROM pg_replication_slots WHERE slot_name LIKE 'memoryapp_standby_%' AND NOT active"); do
+    if ! ls -d /etc/postgresql/*/"${slot#memoryapp_}" >/dev/null 2>&1; then
+      drop_slot "$slot"
+    fi
+  done
   for dir in /etc/postgresql/*/standby_*; do
     [ -d "$dir" ] || continue
     name="$(basename "$dir")"
