@@ -78,9 +78,12 @@ def _script(*args: str, owner: int | None = None) -> subprocess.CompletedProcess
     env = dict(os.environ)
     if owner is not None:
         env["PG_STANDBY_OWNER"] = str(owner)
-    return subprocess.run(
-        [str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=300, check=False
-    )
+    try:
+        return subprocess.run(
+            [str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=900, check=False
+        )
+    except subprocess.TimeoutExpired as exc:  # reported like any other failure to start
+        return subprocess.CompletedProcess(exc.cmd, 124, str(exc.stdout or ""), "timed out")
 
 
 @dataclass
