@@ -169,11 +169,12 @@ class Standby:
     def start_server(self) -> None:
         """Start the stopped standby again and wait until it answers."""
         subprocess.run(
-            ["pg_ctlcluster", "--skip-systemctl-redirect", self.version, self.name, "start"],
+            ["pg_ctlcluster", "--skip-systemctl-redirect", self.version, self.name, "start"]
+            + ["--", "-t", "300"],
             check=True,
             capture_output=True,
         )
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 300
         while True:
             with contextlib.suppress(psycopg.Error):
                 self.sql("SELECT 1")
