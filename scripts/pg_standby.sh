@@ -60,7 +60,7 @@ primary_version() {
   echo $((num / 10000))
 }
 
-cluster_exists() { [ -d "/etc/postgresql/$1/$2" ]; }
+cluster_exists() { [ -f "/etc/postgresql/$1/$2/postgresql.conf" ]; }
 
 # The primary must accept a replication connection from 127.0.0.1 without a password
 # and have WAL senders: add what is missing to pg_hba.conf and reload (no restart).
@@ -88,6 +88,8 @@ drop_cluster() {
     pg_dropcluster --stop "$version" "$name"
     say "dropped cluster $version/$name"
   fi
+  # pg_dropcluster leaves the directory when it holds our owner_pid file.
+  rm -rf "/etc/postgresql/$version/$name"
   drop_slot "memoryapp_$name"
 }
 
@@ -184,6 +186,10 @@ prune() {
   for dir in /etc/postgresql/*/standby_*; do
     [ -d "$dir" ] || continue
     name="$(basename "$dir")"
+    if [ ! -f "$dir/postgresql.conf" ]; then
+      rm -rf "$dir" # what a dropped cluster left behind (its owner_pid file)
+      continue
+    fi
     owner="$(cat "$dir/owner_pid" 2>/dev/null || true)"
     if [ -z "$owner" ]; then
       say "keeping $(basename "$(dirname "$dir")")/$name: no owner recorded (started by hand)"
