@@ -60,7 +60,7 @@ primary_version() {
   echo $((num / 10000))
 }
 
-cluster_exists() { [ -d "/etc/postgresql/$1/$2" ]; }
+cluster_exists() { [ -f "/etc/postgresql/$1/$2/postgresql.conf" ]; }
 
 # The primary must accept a replication connection from 127.0.0.1 without a password
 # and have WAL senders: add what is missing to pg_hba.conf and reload (no restart).
@@ -88,10 +88,20 @@ drop_cluster() {
     pg_dropcluster --stop "$version" "$name"
     say "dropped cluster $version/$name"
   fi
-  # Its replication slot, or the primary would keep every WAL segment from now on.
-  if [ -n "$(primary_sql "SELECT 1 FROM pg_replication_slots WHERE slot_name = '$name'")" ]; then
-    primary_sql "SELECT pg_drop_replication_slot('$name')" >/dev/null
-    say "dropped replication slot $name on the primary"
+  # pg_dropcluster leaves the directory when it holds our owner_pid file.
+  rm -rf "/etc/postgresql/$version/$name"
+  drop_slot "memoryapp_$name"
+}
+
+# The standby's replication slot on the primary keeps the WAL it has not received yet
+# (without it, a busy primary recycled segments between the base backup and the start, and
+# the standby could never catch up); a slot left behind would keep WAL forever.
+drop_slot() {
+  if [ "$(primary_sql "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '$1'")" != 0 ]; then
+    primary_sql "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '$1' AND active_pid IS NOT NULL" >/dev/null
+    sleep 0.5
+    primary_sql "SELECT pg_drop_replication_slot('$1')" >/dev/null
+    say "dropped replication slot $1 on the primary"
   fi
 }
 
@@ -126,8 +136,8 @@ start() {
   prepare_primary
   if cluster_exists "$version" "$name"; then
     say "a cluster $version/$name already exists (left by an earlier run): recreating it"
-    drop_cluster "$version" "$name"
   fi
+  drop_cluster "$version" "$name"
   if (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
     die "port $port is taken by another program"
   fi
@@ -149,8 +159,8 @@ start() {
   # A replication slot (-C -S): on a busy primary (checkpoints forced by erasures) the WAL
   # the standby still needs is otherwise recycled before it asks ("already been removed").
   as_postgres pg_basebackup -h "$PRIMARY_HOST" -p "$PRIMARY_PORT" -U "$PRIMARY_USER" \
-    -D "$datadir" -R -X stream -c fast --no-sync -C -S "$name"
-  say "copied the primary into $datadir (pg_basebackup -R -X stream, slot $name)"
+    -D "$datadir" -R -X stream -c fast --no-sync -C -S "memoryapp_$name"
+  say "copied the primary into $datadir (pg_basebackup -R -X stream, slot memoryapp_$name)"
   pg_ctlcluster --skip-systemctl-redirect "$version" "$name" start -- -t "$WAIT_SECONDS"
   say "started $version/$name"
   wait_streaming "$port"
@@ -168,10 +178,20 @@ stop() {
 }
 
 prune() {
-  local dir name owner
+  local dir name owner slot
+  # Slots of standbys whose cluster is gone (this script's, by their name).
+  for slot in $(primary_sql "SELECT slot_name FROM pg_replication_slots WHERE slot_name LIKE 'memoryapp_standby_%' AND NOT active"); do
+    if ! ls -d /etc/postgresql/*/"${slot#memoryapp_}" >/dev/null 2>&1; then
+      drop_slot "$slot"
+    fi
+  done
   for dir in /etc/postgresql/*/standby_*; do
     [ -d "$dir" ] || continue
     name="$(basename "$dir")"
+    if [ ! -f "$dir/postgresql.conf" ]; then
+      rm -rf "$dir" # what a dropped cluster left behind (its owner_pid file)
+      continue
+    fi
     owner="$(cat "$dir/owner_pid" 2>/dev/null || true)"
     if [ -z "$owner" ]; then
       say "keeping $(basename "$(dirname "$dir")")/$name: no owner recorded (started by hand)"

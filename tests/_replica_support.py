@@ -78,9 +78,12 @@ def _script(*args: str, owner: int | None = None) -> subprocess.CompletedProcess
     env = dict(os.environ)
     if owner is not None:
         env["PG_STANDBY_OWNER"] = str(owner)
-    return subprocess.run(
-        [str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=900, check=False
-    )
+    try:
+        return subprocess.run(
+            [str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=900, check=False
+        )
+    except subprocess.TimeoutExpired as exc:  # reported like any other failure to start
+        return subprocess.CompletedProcess(exc.cmd, 124, str(exc.stdout or ""), "timed out")
 
 
 @dataclass
@@ -166,11 +169,12 @@ class Standby:
     def start_server(self) -> None:
         """Start the stopped standby again and wait until it answers."""
         subprocess.run(
-            ["pg_ctlcluster", "--skip-systemctl-redirect", self.version, self.name, "start"],
+            ["pg_ctlcluster", "--skip-systemctl-redirect", self.version, self.name, "start"]
+            + ["--", "-t", "300"],
             check=True,
             capture_output=True,
         )
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 300
         while True:
             with contextlib.suppress(psycopg.Error):
                 self.sql("SELECT 1")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.core import checks
 from django.db import connections
+from django.utils.connection import ConnectionDoesNotExist
 
 from memoryapp.conf import guard_class_path
 from memoryapp.db import vendor as vendors
@@ -94,7 +95,9 @@ def check_replicas(app_configs=None, databases=None, **kwargs):
 
     messages: list[checks.CheckMessage] = []
     for alias in replica_databases():
-        if alias not in connections.settings:
+        try:
+            connections[alias]  # noqa: B018 - configured (or registered at run time)?
+        except ConnectionDoesNotExist:
             messages.append(
                 checks.Error(
                     f"MEMORYAPP_REPLICA_DATABASES names {alias!r}, which is not in DATABASES.",

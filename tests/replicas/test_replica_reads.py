@@ -51,9 +51,7 @@ def another_client_writes(key: str, text: str) -> None:
 
 def standby_last_query(replica_db) -> str:
     """The last statement of the replica alias's backend, as the standby itself reports it."""
-    with connections[replica_db.alias].cursor() as cursor:
-        cursor.execute("SELECT pg_backend_pid()")
-        pid = cursor.fetchone()[0]
+    pid = connections[replica_db.alias].connection.info.backend_pid  # no statement sent
     rows = replica_db.sql("SELECT query FROM pg_stat_activity WHERE pid = %s", [pid])
     return rows[0][0]
 
