@@ -162,13 +162,19 @@ def healthz(request) -> JsonResponse:
         },
     }
     if not failed:
-        erasures = erasure_health()
-        if erasures is not None:
-            if detailed:  # erasure activity is not for anyone who can reach the port
-                body["erasures"] = erasures
-            if erasures["needs_attention"] or erasures["stale"] or erasures["copies_late"]:
-                body["status"] = "degraded"
+        _add_erasures(body, detailed=detailed)
     return JsonResponse(body, status=503 if failed else 200)
+
+
+def _add_erasures(body: dict, *, detailed: bool) -> None:
+    """The erasure counts (for ``detailed`` callers only) and the ``degraded`` status."""
+    erasures = erasure_health()
+    if erasures is None:
+        return
+    if detailed:  # erasure activity is not for anyone who can reach the port
+        body["erasures"] = erasures
+    if erasures["needs_attention"] or erasures["stale"] or erasures["copies_late"]:
+        body["status"] = "degraded"
 
 
 @never_cache
