@@ -81,18 +81,20 @@ def finish(receipts: Sequence[ErasureReceipt], *, using: str) -> list[ErasureRec
         covered = [r for r in receipts if alias in r.databases]
         results.update(_purge_database(alias, covered, vendors[alias], timeout, using))
     held = copies.fragments(receipts)  # read before a verified receipt drops them
-    _record_all(receipts, results, vendors, using)
-    copies.record(receipts, held, using=using)
+    _record_all(receipts, results, vendors, held, using)
     return list(receipts)
 
 
-def _record_all(receipts: Sequence[ErasureReceipt], results, vendors, using: str) -> None:
-    """Each receipt's outcome saved, the databases settled, then the ledger written."""
+def _record_all(receipts: Sequence[ErasureReceipt], results, vendors, held, using: str) -> None:
+    """Each receipt's outcome saved and its copies recorded, the databases settled, then
+    the ledger written. The copies' rows are the last writes: settled after them, they
+    leave no residue either (an SQLite WAL emptied after the last write, not before it)."""
     stamp = now()
     for r in receipts:
         _record(r, results, vendors, stamp)
         escalation.describe(r)
         r.save(using=using)
+    copies.record(receipts, held, using=using)
     for alias, vendor in vendors.items():
         vendor.settle(connections[alias])
     for r in receipts:
