@@ -235,9 +235,11 @@ def _result(outcome: PurgeOutcome, check: Check | None) -> dict:
         # A stronger purge cannot remove rows that are still there.
         return {"outcome": NOT_VERIFIED, "result": f"{remaining} erased row(s) remain"}
     scan = facts.get("scan") or {}
-    if scan.get("unavailable"):
+    if scan.get("transient"):
         # The files changed under the scan (another rewrite): a stronger purge proves
-        # nothing more; the worker checks again at its next attempt.
+        # nothing more; the worker checks again at its next attempt. (A scan that cannot
+        # run here at all also says why it is "unavailable", but is no moment: when the
+        # check failed on the structure, a stronger purge is what helps.)
         return {"outcome": NOT_VERIFIED, "result": "the byte scan could not run now"}
     found = int(scan.get("found", 0))
     if found:

@@ -279,7 +279,7 @@ def _byte_scan(alias: str, r: ErasureReceipt, vendor, tables, read: dict[str, in
     if not files.possible and files.transient:
         # Not a limit of this deployment but a moment: never taken as verified.
         text = f"byte scan: could not run now ({files.note}); checked again at the next attempt"
-        return False, text, {"unavailable": files.note}
+        return False, text, {"unavailable": files.note, "transient": True}
     if not files.possible:
         return _scan_through_sql(alias, vendor, tables, pieces, files.note)
     found, scanned = byte_scan.scan(files.paths, pieces, read=read)
@@ -294,7 +294,7 @@ def _scan_through_sql(alias: str, vendor, tables, pieces: list[bytes], local_not
         return True, f"byte scan: not possible ({local_note})", {"unavailable": local_note}
     if through.transient:
         text = f"byte scan: could not run now ({through.note}); checked again at the next attempt"
-        return False, text, {"unavailable": through.note}
+        return False, text, {"unavailable": through.note, "transient": True}
     if not through.complete:
         why = f"{local_note}; through SQL: {through.note}"
         return True, f"byte scan: not possible ({why})", {"unavailable": why}
