@@ -5,7 +5,16 @@ import pkgutil
 
 import memoryapp.db.purge as package
 
-MODULES = {"common", "postgresql", "repack", "scan", "sqlite", "vendors"}
+MODULES = {
+    "common",  # the outcome, the structural checks, the files to scan, the vendor interface
+    "pg_files",  # which PostgreSQL files a byte scan reads (the connected server's, read here)
+    "postgresql",  # PostgreSQL's purge
+    "repack",  # running pg_repack
+    "scan",  # the byte scan of files this process reads
+    "sql_scan",  # the byte scan through SQL (pg_read_binary_file), where the files are not here
+    "sqlite",  # SQLite's purge
+    "vendors",  # the implementation for a connection
+}
 
 
 def test_the_package_holds_one_module_per_concern_and_exports_nothing():

@@ -27,6 +27,7 @@ measurements are in bench/ERASURE.md).
 
 The modules: :mod:`.common` (the outcome, the structural checks, the files to
 scan, the interface every vendor implements), :mod:`.sqlite`, :mod:`.postgresql`
-with :mod:`.repack` (running ``pg_repack``), :mod:`.vendors` (the implementation
-for a connection) and :mod:`.scan` (the byte scan).
+with :mod:`.repack` (running ``pg_repack``) and :mod:`.pg_files` (which PostgreSQL files
+a byte scan reads), :mod:`.vendors` (the implementation for a connection), :mod:`.scan`
+(the byte scan) and :mod:`.sql_scan` (the byte scan through the server's SQL).
 """
