@@ -4,7 +4,7 @@ and how each server's copy of an erasure can be verified."""
 from __future__ import annotations
 
 from django.core import checks
-from django.db import connections
+from django.db import DEFAULT_DB_ALIAS, connections
 from django.utils.connection import ConnectionDoesNotExist
 
 from memoryapp.conf import guard_class_path
@@ -84,6 +84,14 @@ def check_sqlite_transactions(app_configs=None, databases=None, **kwargs):
     return errors
 
 
+def _asked(databases, aliases) -> list[str]:
+    """The ``aliases`` a database check may connect to: Django passes the databases it
+    may touch (``check --database``, ``migrate``), none for a plain ``check``. The primary
+    stands for its replicas."""
+    wanted = set(databases or ())
+    return [a for a in aliases if a in wanted or DEFAULT_DB_ALIAS in wanted]
+
+
 @checks.register(checks.Tags.database)
 def check_replicas(app_configs=None, databases=None, **kwargs):
     """memoryapp.I010/W010/E010: each configured read replica, and whether it is in recovery.
@@ -94,7 +102,7 @@ def check_replicas(app_configs=None, databases=None, **kwargs):
     from memoryapp.db import replicas
 
     messages: list[checks.CheckMessage] = []
-    for alias in replica_databases():
+    for alias in _asked(databases, replica_databases()):
         try:
             connections[alias]  # noqa: B018 - configured (or registered at run time)?
         except ConnectionDoesNotExist:
@@ -144,7 +152,7 @@ def check_copies(app_configs=None, databases=None, **kwargs):
     said = {"files": "its files are read by this process", "sql": "through SQL"}
     # With one server and nothing declared, only a problem is worth a line at every migrate.
     quiet = not replica_databases() and not copy_verifiers()
-    for alias in [DEFAULT_DB_ALIAS, *replica_databases()]:
+    for alias in _asked(databases, [DEFAULT_DB_ALIAS, *replica_databases()]):
         try:
             connections[alias]
         except ConnectionDoesNotExist:

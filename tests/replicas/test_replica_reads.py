@@ -134,7 +134,7 @@ def test_a_replica_beyond_the_lag_bound_is_skipped(replica_db, settings):
         assert replicas.read_alias() == "default"
     hits = MemoryManager(project=PROJECT).recall(f"standby lags {key}")
     assert [h.title for h in hits] == [key]  # visible: the primary served
-    assert [m.id for m in check_replicas()] == ["memoryapp.W010"]
+    assert [m.id for m in check_replicas(databases=["default"])] == ["memoryapp.W010"]
 
 
 def test_within_the_bound_a_lagging_replica_serves_other_clients(replica_db, settings):
@@ -168,6 +168,6 @@ def test_a_stopped_replica_is_skipped_and_nothing_fails(replica_db):
 
 
 def test_the_system_check_reports_the_replica_in_recovery(replica_db):
-    messages = check_replicas()
+    messages = check_replicas(databases=["default"])
     assert [m.id for m in messages] == ["memoryapp.I010"]
     assert "in recovery" in messages[0].msg
