@@ -29,7 +29,7 @@ from memoryapp.api import permissions, query_params
 from memoryapp.api.authentication import TokenAuthentication
 from memoryapp.api.exceptions import exception_handler
 from memoryapp.api.parsers import JSONParser
-from memoryapp.api.patterns import TEXT_PATTERN
+from memoryapp.api.patterns import NAMESPACE_PATTERN
 from memoryapp.api.permissions import DeclaredRule, access_for, declared_rule, in_namespaces
 from memoryapp.api.schema import MemoryAutoSchema
 from memoryapp.api.serializers.strict import NoBody
@@ -112,7 +112,7 @@ def row_store(request, data: dict) -> RowStore:
 # a row of another namespace answers 404, as an unknown id does.
 IN_NAMESPACE = OpenApiParameter(
     "namespace",
-    {"type": "string", "maxLength": 255, "pattern": TEXT_PATTERN},
+    {"type": "string", "maxLength": 255, "pattern": NAMESPACE_PATTERN},
     OpenApiParameter.QUERY,
     required=False,
     description="Only a row of this namespace (else 404).",
