@@ -9,6 +9,7 @@ from rest_framework import serializers
 from memoryapp.api import query_params, throttles
 from memoryapp.api.patterns import TEXT_PATTERN, field_pattern
 from memoryapp.api.serializers.errors import ErrorSerializer
+from memoryapp.api.serializers.strict import StrictInput
 
 
 class ValidationErrorSerializer(serializers.Serializer):
@@ -143,6 +144,7 @@ def postprocess_erasure_shapes(result, generator, **kwargs):
                 "description": description,
                 "properties": {**shape, "dry_run": props["dry_run"]},
                 "required": [required],
+                "additionalProperties": False,  # ErasureInputSerializer is a StrictInput
             }
             for title, description, required, shape in shapes
         ],
@@ -196,6 +198,10 @@ class MemoryAutoSchema(AutoSchema):
         # anyOf and not can.
         if direction != "request":
             return schema
+        if isinstance(serializer, StrictInput) and schema.get("type") == "object":
+            # The body refuses a field it does not declare (a 400): the schema says so,
+            # the deprecated aliases (declared fields) among its properties.
+            schema["additionalProperties"] = False
         pairs = _required_one_of(serializer)
         if pairs:
             schema["anyOf"] = [{"required": [name]} for pair in pairs for name in pair]

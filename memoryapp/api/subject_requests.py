@@ -243,8 +243,8 @@ class SubjectRequestViewSet(
     )
     @action(detail=True, methods=["post"])
     def export(self, request, *args, **kwargs):
+        made = self.get_object()  # an unknown id is a 404 before the body is looked at
         no_body(request)
-        made = self.get_object()
         try:
             documents = desk.export_for(
                 made, actor=self._actor(), via=ExportVia.API, user=request.user
@@ -262,8 +262,8 @@ class SubjectRequestViewSet(
     )
     @action(detail=True, methods=["post"])
     def erase(self, request, *args, **kwargs):
+        made = self.get_object()  # an unknown id is a 404 before the body is looked at
         no_body(request)
-        made = self.get_object()
         try:
             # As the other erasure endpoints: with the erasure worker on, the request
             # deletes the rows and the worker purges and verifies.

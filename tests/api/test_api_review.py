@@ -102,6 +102,18 @@ def test_approve_makes_a_memory_and_a_second_approve_is_409(acme, queued):
     assert json.loads(event.detail) == {"memory": memory["id"]}
 
 
+def test_an_operation_without_body_takes_an_empty_form_but_no_fields_in_any_type(acme, queued):
+    """Before the bodies were checked an approve never read its body: an empty form (Django's
+    test client, a plain HTML form) was accepted, and is still; a form naming fields is the
+    400 a JSON body naming them is; a body the API cannot parse is a 415."""
+    item = queued["decision"]
+    url = f"/api/review-items/{item.id}/reject/"
+    assert acme.post(url, {"why": "x"}, format="multipart").status_code == 400
+    assert acme.post(url, "why=x", content_type="text/plain").status_code == 415
+    assert ReviewItem.objects.get(pk=item.id).status == "pending"
+    assert acme.post(url, {}, format="multipart").status_code == 200
+
+
 def test_reject(acme, queued):
     item = queued["decision"]
     r = acme.post(f"/api/review-items/{item.id}/reject/")

@@ -10,6 +10,7 @@ from memoryapp.api.serializers.fields import (
     NAMESPACE_MAX,
     StrictBooleanField,
     StrictCharField,
+    StrictChoiceField,
     namespace_field,
 )
 from memoryapp.api.serializers.strict import StrictInput
@@ -114,7 +115,7 @@ class CopySerializer(serializers.Serializer):
     server = serializers.CharField(help_text="`primary`, or the replica's alias.")
     role = serializers.CharField(help_text="`primary` or `replica`.")
     system_identifier = serializers.CharField(help_text="PostgreSQL's; empty for SQLite.")
-    outcome = serializers.ChoiceField(choices=RECEIPT_OUTCOMES)
+    outcome = StrictChoiceField(choices=RECEIPT_OUTCOMES)
     reason = serializers.CharField(help_text="Why it was not scanned or not verified.")
     at = serializers.CharField(help_text="When it reported (empty: not checked).")
     text = serializers.CharField(help_text="The copy and its outcome in words.")

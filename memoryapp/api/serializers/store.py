@@ -30,6 +30,15 @@ from memoryapp.rules.errors import MemoryValidationError, SensitiveMemoryError
 MAX_RECORD_ID = 32  # the id columns
 MAX_KEYWORDS = 100
 MAX_STAMP_CHARS = 64
+# The stamps a record's created_at is sure to be taken as (validate_created_at reads more):
+# '' (now), or an ISO 8601 date and time of the years 2-9998 (days up to 28: every month
+# has them), so that the schema allows no stamp the validation refuses.
+_YEAR = (
+    "(?:000[2-9]|00[1-9][0-9]|0[1-9][0-9]{2}|[1-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9]|999[0-8])"
+)
+_TIME = "[T ](?:[01][0-9]|2[0-3]):[0-5][0-9](?::[0-5][0-9](?:[.][0-9]{3}|[.][0-9]{6})?)?"
+_ZONE = "(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
+STAMP_PATTERN = f"^(?:|{_YEAR}-(?:0[1-9]|1[0-2])-(?:0[1-9]|1[0-9]|2[0-8])(?:{_TIME}{_ZONE}?)?)$"
 
 
 def _choice(choices, default, **kwargs) -> serializers.ChoiceField:
@@ -86,6 +95,7 @@ class StoreRecordInput(StoreInput):
         required=False,
         allow_blank=True,
         default="",
+        schema_pattern=STAMP_PATTERN,
         help_text="ISO 8601 (naive = UTC), years 2 to 9998; '' means now. An unreadable "
         "stamp is refused (400), never taken as now.",
     )

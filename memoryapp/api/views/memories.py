@@ -115,8 +115,8 @@ class MemoryViewSet(
 
     @extend_schema(summary="Soft-delete a memory (404 when it is already deleted)")
     def destroy(self, request, *args, **kwargs):
+        memory = self.get_object()  # an unknown id is a 404 before the body is looked at
         no_body(request)
-        memory = self.get_object()
         if not manager_for(memory).delete(memory.id, actor=actor_of(request)):
             raise NotFound()  # deleted by someone else meanwhile
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -162,8 +162,8 @@ class ReviewItemViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Namesp
     )
     @action(detail=True, methods=["post"])
     def approve(self, request, *args, **kwargs):
+        item = self.get_object()  # an unknown id is a 404 before the body is looked at
         no_body(request)
-        item = self.get_object()
         # A user-scope item becomes a memory in its subject's (user) namespace.
         user_ns = item.subject if item.scope == Scope.USER else None
         self.check_target_permissions(request, partial(_writes_to, user_ns))
@@ -186,8 +186,8 @@ class ReviewItemViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Namesp
     )
     @action(detail=True, methods=["post"])
     def reject(self, request, *args, **kwargs):
+        item = self.get_object()  # an unknown id is a 404 before the body is looked at
         no_body(request)
-        item = self.get_object()
         rejected = review.reject(item_id=item.id, namespace=item.namespace, actor=actor_of(request))
         item = _reread(item, decided=ReviewStatus.REJECTED if rejected else None)
         if not rejected:
