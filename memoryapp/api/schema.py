@@ -7,7 +7,7 @@ from drf_spectacular.openapi import AutoSchema
 from rest_framework import serializers
 
 from memoryapp.api import query_params, throttles
-from memoryapp.api.patterns import TEXT_PATTERN, field_pattern
+from memoryapp.api.patterns import NAMESPACE_PATTERN, TEXT_PATTERN, field_pattern
 from memoryapp.api.serializers.errors import ErrorSerializer
 from memoryapp.api.serializers.strict import StrictInput
 
@@ -245,7 +245,11 @@ class MemoryAutoSchema(AutoSchema):
         for parameter in parameters:
             schema = parameter.get("schema", {})
             if schema.get("type") == "string" and "enum" not in schema:
-                schema.setdefault("pattern", TEXT_PATTERN)
+                # A namespace filter takes what a write takes (the lists refuse the rest).
+                pattern = (
+                    NAMESPACE_PATTERN if parameter.get("name") == "namespace" else TEXT_PATTERN
+                )
+                schema.setdefault("pattern", pattern)
         return parameters
 
     def _get_response_bodies(self, direction="response"):
