@@ -173,10 +173,25 @@ def test_files_this_process_cannot_read_are_not_scanned_and_the_receipt_says_so(
             denied = cursor.fetchone()[0]
         reason = "data directory not readable by this process"
     _deny_reading(monkeypatch, denied)
+    sql_reason = _no_sql_grants(monkeypatch)
     out, receipt = _erase_by_cli(monkeypatch)
     plain = "this application is not allowed to read the database's files"
     _assert_unscanned_everywhere(out, receipt, reason, plain)
-    assert f"byte scan: not possible ({reason})" in receipt.verification
+    assert f"byte scan: not possible ({reason}{sql_reason})" in receipt.verification
+
+
+NO_GRANTS = "the database role lacks membership in pg_read_server_files"
+
+
+def _no_sql_grants(monkeypatch) -> str:
+    """The role may not read the server's files through SQL either (a managed service, or
+    the grants of docs/operations.md not given): what the receipt's reason then adds."""
+    if connection.vendor != "postgresql":
+        return ""
+    from memoryapp.db.purge import sql_scan
+
+    monkeypatch.setattr(sql_scan, "unreadable", lambda cursor: NO_GRANTS)
+    return f"; through SQL: {NO_GRANTS}"
 
 
 def test_a_retry_that_can_scan_replaces_the_outcome_and_drops_the_old_reason(monkeypatch):
@@ -245,11 +260,24 @@ def test_a_postgresql_server_on_another_host_is_rewritten_not_scanned(
         server_addr, _ = cursor.fetchone()
     assert connection.settings_dict["HOST"] == "127.0.0.2" and server_addr.startswith("127.0.0.1")
     seed(ALICE)
+    sql_reason = _no_sql_grants(monkeypatch)
     out, receipt = _erase_by_cli(monkeypatch)
     reason = "database server '127.0.0.2' is not on this machine"
     _assert_unscanned_everywhere(out, receipt, reason, "the database runs on another machine")
-    assert f"byte scan: not possible ({reason})" in receipt.verification
+    assert f"byte scan: not possible ({reason}{sql_reason})" in receipt.verification
     assert outcome_counts.counts()["rewritten_not_scanned"] == 1
+
+
+@pytest.mark.postgres_only
+def test_a_postgresql_server_on_another_host_is_scanned_through_sql_when_the_role_may(
+    through_another_host, monkeypatch
+):
+    """The same remote server, with a role that may read its files through SQL (this
+    test's superuser): the scan runs there, and only then is it "verified by byte scan"."""
+    seed(ALICE)
+    out, receipt = _erase_by_cli(monkeypatch)
+    assert receipt.details["outcome"] == Outcome.VERIFIED_BY_SCAN.value, receipt.verification
+    assert "through SQL" in receipt.verification and "none found" in receipt.verification
 
 
 def test_receipts_are_counted_by_outcome_earlier_ones_derived_honestly(scrape):
