@@ -119,7 +119,7 @@ REPLICAS_CAVEAT = (
 """The receipt's technical caveat about replicas (one place: the per-copy checks change it)."""
 
 REPLICAS_PLAIN = (
-    "Copies of the database kept on other servers (replicas) are checked only when this "
+    "Copies of the database kept on other servers (replicas) are looked at only when this "
     "application is configured with them, each listed above with its result; their own "
     "backups are not cleaned."
 )
@@ -141,6 +141,7 @@ _PLAIN_REASONS = (
     ("not visible", "the database does not tell this application where its files are"),
     ("not readable", "this application is not allowed to read the database's files"),
     ("no file access", "the database service gives no access to its files"),
+    ("role lacks", "the database does not let this application read its files through SQL"),
     ("in-memory", "the database is kept in memory and has no files"),
     ("no files to scan", "this kind of database gives no access to its files"),
     ("no erased value", "no erased value was long enough to search the files for"),

@@ -176,11 +176,12 @@ def test_files_this_process_cannot_read_are_not_scanned_and_the_receipt_says_so(
     sql_reason = _no_sql_grants(monkeypatch)
     out, receipt = _erase_by_cli(monkeypatch)
     plain = "this application is not allowed to read the database's files"
-    _assert_unscanned_everywhere(out, receipt, reason, plain)
+    _assert_unscanned_everywhere(out, receipt, reason, plain + (sql_reason and SQL_PLAIN))
     assert f"byte scan: not possible ({reason}{sql_reason})" in receipt.verification
 
 
 NO_GRANTS = "the database role lacks membership in pg_read_server_files"
+SQL_PLAIN = "; the database does not let this application read its files through SQL"
 
 
 def _no_sql_grants(monkeypatch) -> str:
@@ -263,7 +264,8 @@ def test_a_postgresql_server_on_another_host_is_rewritten_not_scanned(
     sql_reason = _no_sql_grants(monkeypatch)
     out, receipt = _erase_by_cli(monkeypatch)
     reason = "database server '127.0.0.2' is not on this machine"
-    _assert_unscanned_everywhere(out, receipt, reason, "the database runs on another machine")
+    plain = "the database runs on another machine" + SQL_PLAIN
+    _assert_unscanned_everywhere(out, receipt, reason, plain)
     assert f"byte scan: not possible ({reason}{sql_reason})" in receipt.verification
     assert outcome_counts.counts()["rewritten_not_scanned"] == 1
 
