@@ -31,7 +31,7 @@ def test_a_promoted_replica_serves_reads_and_writes_as_the_new_primary(
         settings.MEMORYAPP_REPLICA_MAX_LAG = 600
         read_your_writes.reset()
         replicas.forget()
-        assert [m.id for m in check_replicas()] == ["memoryapp.I010"]
+        assert [m.id for m in check_replicas(databases=["default"])] == ["memoryapp.I010"]
 
         spare_standby.sql("SELECT pg_promote(true, 60)")
         deadline = time.monotonic() + 60
@@ -42,7 +42,7 @@ def test_a_promoted_replica_serves_reads_and_writes_as_the_new_primary(
         # Left listed as a replica, the promoted server is skipped (no longer in recovery).
         replicas.forget()
         assert replicas.status("replica_1").reason.startswith("not in recovery")
-        assert [m.id for m in check_replicas()] == ["memoryapp.W010"]
+        assert [m.id for m in check_replicas(databases=["default"])] == ["memoryapp.W010"]
 
         # DATABASE_URL pointed at it (here: the alias the app uses): it has the old
         # primary's data, takes writes, and its counters and recall work.
