@@ -94,6 +94,16 @@ class ReadSource(Protocol):
     current_at: float | None
 
 
+def _older_than(source: ReadSource, watermark: dt.datetime) -> bool:
+    """Whether a replica's state predates what an index read up to ``watermark`` holds.
+
+    A replica whose currency is unknown counts as older: the held index stays.
+    """
+    if source.current_at is None:
+        return True
+    return dt.datetime.fromtimestamp(source.current_at, dt.UTC) < watermark
+
+
 @dataclass(frozen=True)
 class _Read:
     """Which database an index is read from: the slice's own, or a replica of it."""
@@ -194,7 +204,10 @@ class RecallIndexes:
         else:
             with entry.lock:
                 # A replica behind what this process holds: the held index is newer.
-                behind = source is not None and counter < entry.counter
+                # Counters are random versions (only "changed" means anything), so
+                # age is told by time: the replica holds every commit before
+                # ``current_at``, the held index every row before its watermark.
+                behind = source is not None and _older_than(source, entry.watermark)
                 if entry.counter != counter and not behind:
                     changed = self._delta(entry, read, namespace, scope, counter)
                     if entry.drift is not None:

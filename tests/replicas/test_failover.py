@@ -53,7 +53,7 @@ def test_a_promoted_replica_serves_reads_and_writes_as_the_new_primary(
         after = marker("after")
         mm.upsert(after, f"written on the promoted server {after}")
         moved = read_slice_counters("promoted", [(PROJECT, "project")])[(PROJECT, "project")]
-        assert moved > counter
+        assert moved != counter  # a random version at every change, never ordered
         assert [h.title for h in mm.recall(f"promoted server {after}")] == [after]
         fresh = MemoryManager(project=PROJECT, using="promoted")  # another manager, same cache
         assert {m.title for m in fresh.get_all_entries()} >= {before, after}
