@@ -82,6 +82,9 @@ class RecallIndex:
         self._acc: list[np.ndarray] = [np.zeros(0, dtype=np.int64)]
         self._posting_bytes = 0  # numpy entries, kept up to date by _merge and _repack
         self._pending = 0  # entries still in append buffers
+        # The hybrid ranking's memo of English word forms (memoryapp.recall.stemming.StemForms),
+        # made on its first query: told of each new token, dropped when the postings repack.
+        self._stem_forms: Any = None
         self._reserve(64)
         self.bulk_load(records)
 
@@ -118,6 +121,7 @@ class RecallIndex:
                 + per_slot * len(self._updated)
                 + self._token_bytes()
                 + 175 * len(self._ids)  # the id string, dict entry, slot int, list slot
+                + (0 if self._stem_forms is None else self._stem_forms.nbytes)
             )
 
     def _token_bytes(self) -> int:
@@ -147,6 +151,8 @@ class RecallIndex:
                 posting = postings.get(token)
                 if posting is None:
                     posting = postings[token] = Posting()
+                    if self._stem_forms is not None:
+                        self._stem_forms.added(token)
                 if code & KW:
                     if posting.new_kw is None:
                         posting.new_kw = array("i")
@@ -389,6 +395,7 @@ class RecallIndex:
         self._postings = postings
         self._posting_bytes = arena.nbytes
         self._pending = 0
+        self._stem_forms = None  # tokens may have gone: the next hybrid query lists them anew
 
     # ------------------------------------------------------------------------------- query
     def query(

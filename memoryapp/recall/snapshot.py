@@ -130,6 +130,12 @@ class _PackedPostings(dict[str, Posting]):
         """Approximate bytes of the token table (see :attr:`RecallIndex.nbytes`)."""
         return self._packed_bytes + TOKEN_OBJECT_BYTES * dict.__len__(self)
 
+    def tokens(self) -> list[str]:
+        """Every token, sorted: the snapshot's (its table is sorted), then any added since."""
+        tokens = _split(self._table, len(self._token_ends))
+        added = [t for t in dict.keys(self) if self._find(t.encode("utf-8", "surrogatepass")) < 0]
+        return sorted(tokens + added) if added else tokens
+
     def unpacked(self) -> dict[str, Posting]:
         """Every posting as a plain dict: the snapshot's tokens, then any added since."""
         tokens = _split(self._table, len(self._token_ends))
