@@ -72,6 +72,7 @@ _GUARD = MemoryGuard()
 _WORD = re.compile(r"\w+")
 # The harness's own baselines (not recall rankings): plain BM25, and BM25 over Snowball stems.
 BASELINES = ("bm25", "bm25-stem")
+SETS = [DATA, DATA.with_name("retrieval_hard.json"), DATA.with_name("retrieval_locomo_shaped.json")]
 
 
 # ----------------------------------------------------------------------------- the data
@@ -175,48 +176,7 @@ class BM25:
         return [i for _, i in scored[:k]]
 
 
-# -------------------------------------------------------------------------- found@k
-def run_quality(convs: list[dict], keyings: list[str], rankings: list[str]) -> dict:
-    """found@k per (keying, ranking), overall and per category, and query latencies."""
-    results: dict = {}
-    now = time.time()
-    for keying in keyings:
-        for ranking in rankings:
-            hits: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # n, @5, @10
-            for conv in convs:
-                turns = conv["turns"]
-                if ranking in BASELINES:
-                    texts = {t["id"]: f"{t['speaker']}: {t['text']}" for t in turns}
-                    bm25 = BM25(texts, stemmed=ranking == "bm25-stem")
-                    rank = lambda q, bm25=bm25: bm25.top(q, max(KS))  # noqa: E731
-                else:
-                    index = RecallIndex(
-                        record_of(t, keying, now - 60.0 * (len(turns) - i))
-                        for i, t in enumerate(turns)
-                    )
-                    rank = _ranker(index, ranking, now)
-                for q in conv["questions"]:
-                    if not q.get("evidence"):
-                        continue
-                    top = rank(q["question"])
-                    evidence = set(q["evidence"])
-                    for cat in ("all", str(q.get("category", ""))):
-                        row = hits[cat]
-                        row[0] += 1
-                        for j, k in enumerate(KS):
-                            row[1 + j] += bool(evidence.intersection(top[:k]))
-            results[(keying, ranking)] = {
-                cat: {"n": n, **{f"found@{k}": row[1 + j] / n for j, k in enumerate(KS)}}
-                for cat, row in hits.items()
-                for n in (row[0],)
-            }
-            if ranking in BASELINES:  # the same for every keying
-                for other in keyings:
-                    results[(other, ranking)] = results[(keying, ranking)]
-        rankings = [r for r in rankings if r not in BASELINES]
-    return results
-
-
+# -------------------------------------------------------------------------- rankers
 def _ranker(index: RecallIndex, ranking: str, now: float):
     def rank(question: str) -> list[str]:
         qtokens = query_tokens(question)
@@ -227,6 +187,66 @@ def _ranker(index: RecallIndex, ranking: str, now: float):
         return [h.id for h in found]
 
     return rank
+
+
+# A ranker: (turns of one conversation, keying, now) -> rank(question) -> ids, best first.
+def _recall_ranker(ranking: str):
+    def make(turns: list[dict], keying: str, now: float):
+        index = RecallIndex(
+            record_of(t, keying, now - 60.0 * (len(turns) - i)) for i, t in enumerate(turns)
+        )
+        return _ranker(index, ranking, now)
+
+    return make
+
+
+def _bm25_ranker(stemmed: bool):
+    def make(turns: list[dict], keying: str, now: float):
+        bm25 = BM25({t["id"]: f"{t['speaker']}: {t['text']}" for t in turns}, stemmed=stemmed)
+        return lambda q: bm25.top(q, max(KS))
+
+    return make
+
+
+#: The rankings compared, in report order: (name, ranker factory, keyed). A new ranking is
+#: one line here; ``keyed`` False: it ignores the memory key (one run serves every keying).
+RANKERS = [
+    ("agentao", _recall_ranker("agentao"), True),
+    ("hybrid", _recall_ranker("hybrid"), True),
+    ("bm25", _bm25_ranker(False), False),
+    ("bm25-stem", _bm25_ranker(True), False),
+]
+
+
+# -------------------------------------------------------------------------- found@k
+def run_quality(convs: list[dict], keyings: list[str], rankings: list[str]) -> dict:
+    """found@k per (keying, ranking), overall and per category."""
+    results: dict = {}
+    now = time.time()
+    factories = {name: (make, keyed) for name, make, keyed in RANKERS}
+    for ranking in rankings:
+        make, keyed = factories[ranking]
+        for keying in keyings if keyed else keyings[:1]:
+            hits: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # n, @5, @10
+            for conv in convs:
+                rank = make(conv["turns"], keying, now)
+                for q in conv["questions"]:
+                    if not q.get("evidence"):
+                        continue
+                    top = rank(q["question"])
+                    evidence = set(q["evidence"])
+                    for cat in ("all", str(q.get("category", ""))):
+                        row = hits[cat]
+                        row[0] += 1
+                        for j, k in enumerate(KS):
+                            row[1 + j] += bool(evidence.intersection(top[:k]))
+            found = {
+                cat: {"n": row[0], **{f"found@{k}": row[1 + j] / row[0] for j, k in enumerate(KS)}}
+                for cat, row in hits.items()
+            }
+            for each in keyings if not keyed else [keying]:
+                results[(each, ranking)] = found
+    return results
 
 
 # --------------------------------------------------------------------------- latency
