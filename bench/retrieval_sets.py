@@ -60,7 +60,11 @@ ECHOES = [
     "{o} speaking of {w}, {c}.",
     "{o} {c}. Also the {w} again, ugh.",
 ]
-_STOP = set(
+_STOP_WORDS = (
+    "the and for with from that this have been our my his her she him was were are its "
+    "just so now a an to of in on at is it i i'm i've we're we it's"
+)
+_STOP = set(_STOP_WORDS.split())
     "the and for with from that this have been our my his her she him was were are its "
     "just so now a an to of in on at is it i i'm i've we're we it's".split()
 )
@@ -90,7 +94,10 @@ def _chat(rng: random.Random, c: int, shape: tuple) -> dict:
         other = b if who == a else a
         value = rng.choice(fact["vals"])
         first = rng.randrange(sessions - 2 if "later" in fact else sessions)
-        slots[first] += [(who, fact["say"].format(v=value), f"f{f}"), (other, rng.choice(REPLIES), None)]
+        slots[first] += [
+            (who, fact["say"].format(v=value), f"f{f}"),
+            (other, rng.choice(REPLIES), None),
+        ]
         if "later" in fact:
             later = rng.randrange(first + 1, sessions)
             slots[later].append((who, fact["later"].format(v=value), f"g{f}"))
