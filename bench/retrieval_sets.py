@@ -65,9 +65,6 @@ _STOP_WORDS = (
     "just so now a an to of in on at is it i i'm i've we're we it's"
 )
 _STOP = set(_STOP_WORDS.split())
-    "the and for with from that this have been our my his her she him was were are its "
-    "just so now a an to of in on at is it i i'm i've we're we it's".split()
-)
 
 
 def _small_talk(rng: random.Random) -> str:
