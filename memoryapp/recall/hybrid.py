@@ -174,8 +174,16 @@ class _Pass:
 
     def union(self, parts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """The slots of several postings, once each, with the OR of their field codes."""
+        total = sum(map(len, parts))
+        if 8 * total < self.size:
+            # Few entries (the usual case: a stem's rarer forms): sort the packed entries
+            # (slot, then code) and OR the codes of each slot's run; no full-length scratch.
+            merged = np.sort(np.concatenate(parts))
+            slots = merged >> CODE_BITS
+            first = np.flatnonzero(np.concatenate(([True], slots[1:] != slots[:-1])))
+            return slots[first], np.bitwise_or.reduceat(merged & CODE_MASK, first)
         # A posting holds each slot once, so OR-ing posting by posting into a per-slot
-        # scratch is exact, and cheaper than sorting the concatenation (np.unique).
+        # scratch is exact, and cheaper than sorting a long concatenation.
         acc = np.zeros(self.size, dtype=np.int64)
         for entries in parts:
             acc[entries >> CODE_BITS] |= entries & CODE_MASK
