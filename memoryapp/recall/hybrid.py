@@ -139,9 +139,11 @@ class _Pass:
         self.lengths = index._doc_len[: self.size]
         total = float(np.sum(self.lengths, where=alive, dtype=np.int64))
         self.length_step = B / max(total / max(self.n, 1), 1.0)  # b / average length
+        # Narrow per-slot arrays: at 100,000 memories a fresh int64 array is 800 KB that
+        # the allocator maps anew each query (page faults); the codes fit 5 bits.
         self.score = np.zeros(self.size, dtype=np.float64)
-        self.fired = np.zeros(self.size, dtype=np.int64)  # OR of the field bits hit
-        self.tags = np.zeros(self.size, dtype=np.int64)
+        self.fired = np.zeros(self.size, dtype=np.int8)  # OR of the field bits hit
+        self.tags = np.zeros(self.size, dtype=np.int32)
         self.hinted = np.zeros(self.size, dtype=bool)
 
     def entries(self, token: str) -> tuple[np.ndarray, int] | None:
@@ -184,7 +186,7 @@ class _Pass:
             return slots[first], np.bitwise_or.reduceat(merged & CODE_MASK, first)
         # A posting holds each slot once, so OR-ing posting by posting into a per-slot
         # scratch is exact, and cheaper than sorting a long concatenation.
-        acc = np.zeros(self.size, dtype=np.int64)
+        acc = np.zeros(self.size, dtype=np.int8)  # field codes fit 5 bits
         for entries in parts:
             acc[entries >> CODE_BITS] |= entries & CODE_MASK
         slots = np.flatnonzero(acc)  # every entry has a field bit: nonzero where held
