@@ -48,9 +48,10 @@ REPLIES = [
 ]
 
 SHAPES = {
-    # name: (chats, sessions, small-talk turns, facts, echoes per fact, phrasing) per chat
-    "hard": (10, 20, 102, 32, 2, "hard"),
-    "locomo_shaped": (10, 19, 24, 36, 2, "plain"),
+    # name: (chats, sessions, small-talk turns, facts, (echoes per fact, words per echo),
+    # phrasing) per chat
+    "hard": (10, 20, 102, 32, (2, 1), "hard"),
+    "locomo_shaped": (10, 19, 0, 36, (3, 2), "plain"),
 }
 # An echo: a later or earlier turn that comes back to one word of a fact, as a real chat
 # keeps coming back to its topics (so the fact's words are not unique to its turn).
@@ -105,9 +106,10 @@ def _chat(rng: random.Random, c: int, shape: tuple) -> dict:
             for w in fact["say"].format(v="").split()
             if w.strip(".,!?'").lower() not in _STOP and len(w) > 3
         ]
-        for _ in range(echoes):
+        for _ in range(echoes[0]):
+            echoed = " and the ".join(rng.sample(words, min(echoes[1], len(words))))
             text = rng.choice(ECHOES).format(
-                o=rng.choice(OPENERS), c=rng.choice(CLAUSES), w=rng.choice(words).lower()
+                o=rng.choice(OPENERS), c=rng.choice(CLAUSES), w=echoed.lower()
             )
             slots[rng.randrange(sessions)].append((rng.choice((a, b)), text, None))
         questions.append((f, fact, who, value))
