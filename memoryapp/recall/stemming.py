@@ -61,7 +61,7 @@ def stem(token: str) -> str:
 
 def _prefix(root: str) -> str:
     """The prefix every regular form of ``root`` starts with."""
-    return root[:-1] if len(root) > 3 and root[-1] in "ei" else root
+    return root[:-1] if len(root) >= 3 and root[-1] in "ei" else root
 
 
 class StemForms:

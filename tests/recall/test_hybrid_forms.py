@@ -47,6 +47,8 @@ def test_every_held_form_of_the_stem_and_nothing_else(index):
     assert _ids(index, "studies") == ["study"]  # y → i: the prefix drops the i
     assert _ids(index, "happy") == ["happiness"]
     assert _ids(index, "namesakes") == ["namesake"]
+    index.add(_rec("using", "using a cup"))  # a three-letter stem with a restored e: "use"
+    assert _ids(index, "uses") == ["using"]
 
 
 def test_the_memo_is_per_index_bounded_and_counted(index, monkeypatch):
