@@ -84,7 +84,9 @@ class StemForms:
         if is_word(token):
             root = stem(token)
             held = self._memo.get(root)
-            if held is not None:
+            # As a scan would find it (an irregular form outside the prefix is not), so an
+            # index ranks alike whatever the order of its writes and queries.
+            if held is not None and token.startswith(_prefix(root)):
                 self._memo[root] = held | {token}
                 self._memo_bytes += _POINTER
 

@@ -146,3 +146,14 @@ def test_through_the_store_forms_and_question_words(monkeypatch):
     assert [h.title for h in mm.recall("relocated", ranking="hybrid")] == ["move"]
     assert mm.delete_by_title("pet") == 1
     assert mm.recall("names", ranking="hybrid") == []
+
+
+def test_the_memo_does_not_depend_on_the_order_of_writes_and_queries():
+    texts = ["the die is cast", "dying plants", "naming day", "names", "nameless"]
+    bulk = RecallIndex([_rec(f"m{i}", t) for i, t in enumerate(texts)])
+    stepwise = RecallIndex()
+    for i, text in enumerate(texts):
+        stepwise.add(_rec(f"m{i}", text))
+        _ids(stepwise, "die name")  # the memo made early, then told of each new token
+    for query in ("die", "dies", "name", "naming"):
+        assert _ids(stepwise, query) == _ids(bulk, query)
