@@ -3,7 +3,7 @@
 Usage: .venv/bin/python bench/retrieval.py [--data PATH ...] [--locomo LOCOMO_JSON ...]
        [--keyings ids,summary] [--rankings agentao,hybrid,bm25,bm25-stem]
        [--latency-sizes 1000,100000] [--cold-tenants 300] [--quick]
-       [--markdown PATH] [--json PATH]
+       [--ablation] [--markdown PATH] [--json PATH]
 
 Without ``--data`` it runs the three shipped sets: ``retrieval_small.json``
 (bench/retrieval_data.py), ``retrieval_hard.json`` and ``retrieval_locomo_shaped.json``
@@ -389,6 +389,7 @@ def main() -> None:
     parser.add_argument("--latency-sizes", default="1000,100000")
     parser.add_argument("--quick", action="store_true", help="latency at 1,000, 30 tenants")
     parser.add_argument("--cold-tenants", type=int, default=300, help="0: no cold run")
+    parser.add_argument("--ablation", action="store_true", help="bench/retrieval_ablation.py too")
     parser.add_argument("--json", type=Path, help="also write the raw figures here")
     parser.add_argument("--markdown", type=Path, help="also write the tables here")
     parser.add_argument("--convert-locomo", nargs=2, type=Path, metavar=("IN", "OUT"))
@@ -410,6 +411,14 @@ def main() -> None:
         quality = run_quality(convs, keyings, rankings)
         raw["quality"][name] = {f"{k}/{r}": v for (k, r), v in quality.items()}
         out.append(report(name, quality, keyings, rankings))
+        print(out[-1], "\n", flush=True)
+    if args.ablation:
+        sys.path.insert(0, str(ROOT / "bench"))
+        import retrieval_ablation
+
+        parts = ["### Ablation: hybrid with one choice undone"]
+        parts += [retrieval_ablation.table(name, convs, keyings[0]) for name, convs in sets]
+        out.append("\n\n".join(parts))
         print(out[-1], "\n", flush=True)
     raw["latency"] = run_latency(sizes, rankings)
     tenants = min(args.cold_tenants, 30) if args.quick else args.cold_tenants

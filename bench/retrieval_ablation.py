@@ -46,25 +46,30 @@ VARIANTS = [
 ]  # fmt: skip
 
 
+def table(name: str, convs: list[dict], keying: str = "ids") -> str:
+    """A markdown table: found@5 of each variant, then of the baselines, on one set."""
+    lines = [f"#### {name} (keying {keying})", "", "| variant | found@5 |", "|---|---|"]
+    for label, target, attr, value in VARIANTS:
+        if target is None:
+            found = retrieval.run_quality(convs, [keying], ["hybrid"])
+        else:
+            with _patched(target, attr, value):
+                found = retrieval.run_quality(convs, [keying], ["hybrid"])
+        lines.append(f"| {label} | {found[(keying, 'hybrid')]['all']['found@5']:.3f} |")
+    base = retrieval.run_quality(convs, [keying], ["bm25", "bm25-stem"])
+    for b in ("bm25", "bm25-stem"):
+        lines.append(f"| baseline {b} | {base[(keying, b)]['all']['found@5']:.3f} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
-    """Print one table per set: found@5 of each variant and of the baselines."""
+    """Print one table per set."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, action="append")
     parser.add_argument("--keying", default="ids")
     args = parser.parse_args()
     for path in args.data or retrieval.SETS:
-        convs = retrieval.load(path)
-        print(f"\n### {path.stem} (keying {args.keying})\n\n| variant | found@5 |\n|---|---|")
-        base = retrieval.run_quality(convs, [args.keying], ["bm25", "bm25-stem"])
-        for label, target, name, value in VARIANTS:
-            if target is None:
-                found = retrieval.run_quality(convs, [args.keying], ["hybrid"])
-            else:
-                with _patched(target, name, value):
-                    found = retrieval.run_quality(convs, [args.keying], ["hybrid"])
-            print(f"| {label} | {found[(args.keying, 'hybrid')]['all']['found@5']:.3f} |")
-        for b in ("bm25", "bm25-stem"):
-            print(f"| baseline {b} | {base[(args.keying, b)]['all']['found@5']:.3f} |")
+        print(table(path.stem, retrieval.load(path), args.keying), "\n")
 
 
 if __name__ == "__main__":
