@@ -38,7 +38,7 @@ def _patched(target, name: str, value):
 VARIANTS = [
     ("hybrid as shipped", None, None, None),
     ("no stemming (a word matches itself only)", stemming.StemForms, "forms",
-     lambda self, token: frozenset((token,))),
+     lambda self, token: (token,)),
     ("question words are terms", hybrid, "QUESTION_WORDS", frozenset()),
     ("b 0.75 (BM25's usual)", hybrid, "B", 0.75),
     ("no recency term", hybrid, "RECENCY", 0.0),

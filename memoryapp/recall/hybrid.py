@@ -210,12 +210,13 @@ def stem_forms(index: RecallIndex) -> StemForms:
 
 def _terms(p: _Pass, qtokens: frozenset[str]) -> list[frozenset[str]]:
     """The query's terms: each token with its held word forms, tokens of one stem merged."""
-    by_stem: dict[str, frozenset[str]] = {}
+    by_stem: dict[str, set[str]] = {}
     memo = stem_forms(p.index)
     for token in sorted(qtokens - QUESTION_WORDS):
-        root = stem(token)
-        by_stem[root] = by_stem.get(root, frozenset()) | memo.forms(token)
-    return list(by_stem.values())
+        forms = by_stem.setdefault(stem(token), {token})  # itself, held or not: irregulars
+        forms.add(token)
+        forms.update(memo.forms(token))
+    return [frozenset(forms) for forms in by_stem.values()]
 
 
 def query(

@@ -36,7 +36,7 @@ _local = threading.local()
 #: memory whatever the queries, far above the distinct words of a namespace's usual queries).
 MEMO_STEMS = 4096
 _POINTER = 8  # bytes of one list slot
-_SET_BYTES = 216  # an empty frozenset with its small table, roughly (sys.getsizeof)
+_ENTRY_BYTES = 40 + 3 * _POINTER  # an empty tuple (sys.getsizeof) and a dict entry
 
 
 def _stem_word(word: str) -> str:
@@ -75,7 +75,7 @@ class StemForms:
     def __init__(self, tokens: list[str]) -> None:
         """Args: tokens: every token of the index, sorted."""
         self._tokens = tokens
-        self._memo: dict[str, frozenset[str]] = {}
+        self._memo: dict[str, tuple[str, ...]] = {}
         self._memo_bytes = 0
 
     def added(self, token: str) -> None:
@@ -87,14 +87,14 @@ class StemForms:
             # As a scan would find it (an irregular form outside the prefix is not), so an
             # index ranks alike whatever the order of its writes and queries.
             if held is not None and token.startswith(_prefix(root)):
-                self._memo[root] = held | {token}
+                self._memo[root] = (*held, token)
                 self._memo_bytes += _POINTER
 
-    def forms(self, token: str) -> frozenset[str]:
-        """``token`` and every held token whose stem is ``token``'s (``token`` alone when it
-        is not a word that is stemmed)."""
+    def forms(self, token: str) -> tuple[str, ...]:
+        """Every held token whose stem is ``token``'s (``token`` alone when it is not a word
+        that is stemmed, held or not)."""
         if not is_word(token):
-            return frozenset((token,))
+            return (token,)
         root = stem(token)
         held = self._memo.get(root)
         if held is None:
@@ -103,10 +103,10 @@ class StemForms:
                 self._memo.clear()
                 self._memo_bytes = 0
             self._memo[root] = held
-            self._memo_bytes += sys.getsizeof(root) + _SET_BYTES + _POINTER * (2 + len(held))
-        return held | {token} if token not in held else held
+            self._memo_bytes += sys.getsizeof(root) + _ENTRY_BYTES + _POINTER * len(held)
+        return held
 
-    def _scan(self, root: str) -> frozenset[str]:
+    def _scan(self, root: str) -> tuple[str, ...]:
         prefix = _prefix(root)
         tokens = self._tokens
         found = []
@@ -116,7 +116,7 @@ class StemForms:
                 break
             if stem(candidate) == root:
                 found.append(candidate)
-        return frozenset(found)
+        return tuple(found)
 
     @property
     def nbytes(self) -> int:
