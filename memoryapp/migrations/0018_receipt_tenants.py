@@ -9,7 +9,7 @@
 #      MEMORYAPP_ERASURE_KEY as the worker opens it.
 # A record none of these reaches keeps NULL: only officers without tenant grants see it.
 
-from django.db import migrations, models
+from django.db import migrations, models, router
 
 
 def _tenant_of(key):
@@ -53,6 +53,12 @@ def _from_sealed(receipt):
 def backfill(apps, schema_editor):
     alias = schema_editor.connection.alias
     request_model = apps.get_model("memoryapp", "SubjectRequest")
+    receipt_model = apps.get_model("memoryapp", "ErasureReceipt")
+    if not (
+        router.allow_migrate_model(alias, request_model)
+        and router.allow_migrate_model(alias, receipt_model)
+    ):
+        return  # a database without these tables (the user-scope database)
     hmacs: dict = {}
     for hmac, key_id, tenant in (
         request_model.objects.using(alias)
@@ -60,7 +66,7 @@ def backfill(apps, schema_editor):
         .values_list("subject_hmac", "key_id", "tenant")
     ):
         hmacs.setdefault((hmac, key_id), set()).add(tenant)
-    receipts = apps.get_model("memoryapp", "ErasureReceipt").objects.using(alias)
+    receipts = receipt_model.objects.using(alias)
     for receipt in receipts.filter(tenant__isnull=True).iterator():
         tenant = _from_requests(receipt, hmacs)
         if tenant is None and receipt.sealed:
