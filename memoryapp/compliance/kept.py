@@ -25,8 +25,8 @@ The check costs what was found and what the byte scan read, never the database:
    SQLite's scan reads the one file; the pass reads the tables that own the values
    an erasure removes (:data:`OWNING_TABLES`: the memory tables, their events, the
    slice counters and snapshots, the admin history), not every table of the file
-   (the receipts, requests, accounts and sessions of a large back office; issue
-   #39: 2.8–3.9 s of a verification read them, bench/ERASURE_VERIFY.md).
+   (the receipts, records, accounts and sessions of a back office; issue #39,
+   bench/kept_bound.py and bench/ERASURE_VERIFY.md).
    Rows the pass does not read are not read (beyond step 1): a fragment only
    such a row holds stays unexplained, which over-reports, never hides, residue.
 
