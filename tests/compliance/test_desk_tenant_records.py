@@ -8,7 +8,7 @@ tenant's receipt id or target: 404). Officers without a grant keep every tenant'
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import Group
+from django.contrib.auth.models import Group, Permission
 from django.db import connection
 
 from memoryapp import MemoryManager, compliance
@@ -182,6 +182,7 @@ def _api(name: str, *grants: str):
     user.is_staff = True
     user.save()
     user.groups.add(Group.objects.get(name=perms.COMPLIANCE_GROUP))
+    user.user_permissions.add(Permission.objects.get(codename="wipe_memory"))
     for ns in grants:
         DeskGrant.objects.create(user=user, namespace=ns)
     return client
@@ -203,6 +204,11 @@ def test_the_api_keeps_each_officer_to_their_tenant(tenants):
         r = client.post("/api/erasures/", body, format="json")
         assert r.status_code == 404, (body, r.content)
     assert client.post("/api/erasures/", {"everything": True}, format="json").status_code == 403
+    wipe = client.post("/api/wipe-all/", {"namespace": GLOBEX_NS}, format="json")
+    assert wipe.status_code == 404, wipe.content
+    assert Memory.objects.live().filter(namespace=GLOBEX_NS).exists()
+    own = client.post("/api/wipe-all/", {"namespace": ACME_NS}, format="json")
+    assert own.status_code == 200, own.content
     assert Memory.objects.filter(namespace=GLOBEX_KEY).exists()
     dry = client.post("/api/erasures/", {"subject": ACME_KEY, "dry_run": True}, format="json")
     assert dry.status_code == 200, dry.content
