@@ -67,14 +67,16 @@ def backfill(apps, schema_editor):
     ):
         hmacs.setdefault((hmac, key_id), set()).add(tenant)
     receipts = receipt_model.objects.using(alias)
-    for receipt in receipts.filter(tenant__isnull=True).iterator():
+    # Read before any update: no cursor stays open over the rows being written.
+    fields = ("pk", "subject_hmac", "key_id", "sealed")
+    for receipt in list(receipts.filter(tenant__isnull=True).only(*fields)):
         tenant = _from_requests(receipt, hmacs)
         if tenant is None and receipt.sealed:
             tenant = _from_sealed(receipt)
         if tenant is not None:
             receipts.filter(pk=receipt.pk).update(tenant=tenant)
     exports = apps.get_model("memoryapp", "ExportRecord").objects.using(alias)
-    for record in exports.filter(tenant__isnull=True).iterator():
+    for record in list(exports.filter(tenant__isnull=True).only("pk", "subject_hmac", "key_id")):
         tenant = _from_requests(record, hmacs)
         if tenant is not None:
             exports.filter(pk=record.pk).update(tenant=tenant)
