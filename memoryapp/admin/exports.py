@@ -21,7 +21,7 @@ from memoryapp.admin.responses import json_download
 from memoryapp.compliance import ErasureRequestError, authored_count, desk_scope, export, preview
 from memoryapp.compliance.lookup import lookup
 from memoryapp.fields import now
-from memoryapp.models import ExportRecord, ExportVia
+from memoryapp.models import ErasureReceipt, ExportRecord, ExportVia
 
 
 @requires(EXPORT_PERM, "Export a subject or namespace")
@@ -50,7 +50,7 @@ def export_view(modeladmin, request):
                 step="empty",
                 subject=subject,
                 namespace=namespace,
-                earlier_receipts=(lookup(subject).receipts.count() if subject is not None else 0),
+                earlier_receipts=_earlier_receipts(request.user, subject),
             )
         else:
             try:
@@ -71,6 +71,14 @@ def export_view(modeladmin, request):
         step="form",
         namespaces=known_namespaces(request.user),
     )
+
+
+def _earlier_receipts(user, subject: str | None) -> int:
+    """How many erasure receipts ``user`` may see name ``subject`` (the empty page says so)."""
+    if subject is None:
+        return 0
+    mine = desk_scope.visible_records(user, ErasureReceipt.objects.all())
+    return lookup(subject, receipts=mine).receipts.count()
 
 
 def _holds_anything(subject: str | None, namespace: str | None) -> bool:
