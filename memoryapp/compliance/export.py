@@ -11,6 +11,7 @@ from django.db.models import Q, QuerySet
 
 from memoryapp import conf
 from memoryapp.compliance import engine
+from memoryapp.compliance.desk_scope import tenant_of_target
 from memoryapp.compliance.receipts import as_dict, key_id, keyed_hmac, safe_actor
 from memoryapp.compliance.selection import (
     MEMORIES,
@@ -303,6 +304,7 @@ def record_export(
         namespace_hmac=keyed_hmac(namespace) if namespace is not None else None,
         key_id=key_id(),
         limited_to_grants=bool(document.get("limited_to_grants")),
+        tenant=tenant_of_target(subject, namespace),
         counts=dict(document.get("counts") or {}),
         request_id=str(request_id or "")[:64],
         user=user,
