@@ -113,6 +113,16 @@ _SQLITE_LIVE = (
     "SELECT key_normalized, id, created_at, subject FROM memories WHERE namespace = %s "
     "AND scope = %s AND key_normalized IN ({marks}) AND deleted_at IS NULL"
 )
+# A write's embeddings (memoryapp.recall.vectors): set after its rows are in, one statement
+# (PostgreSQL: per batch) for all of them, in the same transaction.
+_SQLITE_VECTORS = (
+    "UPDATE memories SET embedding = %s, embedding_model = %s WHERE namespace = %s AND id = %s"
+)
+_PG_VECTORS = (
+    "UPDATE memories AS m SET embedding = v.embedding, embedding_model = %s "
+    "FROM unnest(%s::text[], %s::bytea[]) AS v(id, embedding) "
+    "WHERE m.namespace = %s AND m.id = v.id"
+)
 _INSERT_EVENT = f"INSERT INTO memory_events ({', '.join(EVENT_COLUMNS)}) VALUES ({_marks(6)})"
 _PG_COPY_EVENT = f"COPY memory_events ({', '.join(EVENT_COLUMNS)}) FROM STDIN"
 
@@ -200,6 +210,20 @@ def update(cursor, postgresql: bool, rows: list[tuple], *, namespace: str, subje
         return
     cursor.executemany(
         _SQLITE_UPDATE, [(*row[:-1], subject, stamp, namespace, row[-1]) for row in rows]
+    )
+
+
+def set_vectors(
+    cursor, postgresql: bool, namespace: str, model: str, vectors: Sequence[tuple[str, bytes]]
+) -> None:
+    """Store ``(id, int8 embedding)`` pairs of ``namespace``'s rows, made by ``model``."""
+    if postgresql:
+        for start in range(0, len(vectors), PG_BATCH):
+            ids, blobs = _columns(vectors[start : start + PG_BATCH])
+            cursor.execute(_PG_VECTORS, [model, ids, blobs, namespace])
+        return
+    cursor.executemany(
+        _SQLITE_VECTORS, [(blob, model, namespace, memory_id) for memory_id, blob in vectors]
     )
 
 

@@ -18,9 +18,11 @@ from typing import Any, NamedTuple
 
 from django.db import IntegrityError, connections
 
+from memoryapp import conf
 from memoryapp.db import upsert as sql
 from memoryapp.db import vendor
 from memoryapp.models import Memory, new_id
+from memoryapp.recall import vectors
 
 _STAMP_FIELD = Memory._meta.get_field("updated_at")
 
@@ -108,6 +110,7 @@ def upsert_rows(
         memory_id, created_at, row_subject = found[(rows[n].scope, rows[n].key_normalized)]
         out[n] = Written(memory_id, False, created_at, row_subject if subject is None else subject)
     _update_phase(call, [(rows[n], out[n].id) for n in old])  # type: ignore[union-attr]
+    _vector_phase(call, rows, out)  # type: ignore[arg-type]
     events = [(n, "create") for n in ids] + [(n, "update") for n in old]
     sql.insert_events(
         connection,
@@ -170,6 +173,20 @@ def _update_phase(call: _Call, updates: list[tuple[Row, str]]) -> None:
         subject=call.subject,
         stamp=call.stamp,
     )
+
+
+def _vector_phase(call: _Call, rows: Sequence[Row], out: Sequence[Written]) -> None:
+    """Embed the rows written and store the vectors (nothing when embeddings are off).
+
+    One batch for the whole call: an import embeds its thousands of rows in one pass
+    of the tokenizer (memoryapp.recall.embedding), not one call per row.
+    """
+    embedder = conf.embedder()
+    if embedder is None or not rows:
+        return
+    embedded = vectors.embed(embedder, [vectors.text_of(r.title, r.content) for r in rows])
+    pairs = list(zip((w.id for w in out), embedded, strict=True))
+    sql.set_vectors(call.cursor, call.postgresql, call.namespace, embedder.model_id, pairs)
 
 
 def _insert_values(row: Row, memory_id: str, call: _Call) -> tuple:
