@@ -276,10 +276,10 @@ def strings(data: bytes) -> bytes:
     return data[at : at + id_bytes] + b"\x00" + data[at + id_bytes : at + id_bytes + token_bytes]
 
 
-def load(data: bytes, model: str = "") -> RecallIndex | None:
+def load(data: bytes, model: str | None = None) -> RecallIndex | None:
     """An index from :func:`dump`'s bytes; None when they were written in another format,
     under other rules or by another embedder (the caller rebuilds the index and writes it
-    anew). ``model``: the current embedder's model id ("" without embeddings).
+    anew). ``model``: the current embedder's model id ("" without embeddings; None: any).
 
     Raises:
         ValueError: the bytes are not a snapshot (truncated, corrupt).
