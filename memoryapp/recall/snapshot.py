@@ -276,6 +276,16 @@ def strings(data: bytes) -> bytes:
     return data[at : at + id_bytes] + b"\x00" + data[at + id_bytes : at + id_bytes + token_bytes]
 
 
+def _load_vectors(index: RecallIndex, vec: np.ndarray) -> None:
+    """The snapshot's vectors (and their sign bits) into the freshly reserved index."""
+    n, dim = vec.shape
+    if dim:
+        index._vec = np.zeros((len(index._updated), dim), dtype=np.int8)
+        index._vec[:n] = vec
+        index._bits = np.zeros((len(index._updated), dim // 8), dtype=np.uint8)
+        index._bits[:n] = sign_bits(vec)
+
+
 def load(data: bytes, model: str | None = None) -> RecallIndex | None:
     """An index from :func:`dump`'s bytes; None when they were written in another format,
     under other rules or by another embedder (the caller rebuilds the index and writes it
@@ -314,7 +324,7 @@ def load(data: bytes, model: str | None = None) -> RecallIndex | None:
     n_kw, sizes, arena = take(ints[2], n_tokens), take(ints[3], n_tokens), take(ints[4], n_entries)
     doc_len = take(ints[5], n)
     (dim,) = take("<u4", 1).tolist()
-    vec = take("i1", n * dim).reshape(n, dim)
+    vec = take("i1", n * dim)
     if at != len(data) or int(sizes.sum()) != n_entries:
         raise ValueError("recall snapshot sections do not add up")
     if n_tokens and (
@@ -336,11 +346,7 @@ def load(data: bytes, model: str | None = None) -> RecallIndex | None:
     index._doc_len[:n] = doc_len
     index._alive[:n] = True
     index._explicit[:n] = explicit.astype(bool)
-    if dim:
-        index._vec = np.zeros((len(index._updated), dim), dtype=np.int8)
-        index._vec[:n] = vec
-        index._bits = np.zeros((len(index._updated), dim // 8), dtype=np.uint8)
-        index._bits[:n] = sign_bits(vec)
+    _load_vectors(index, vec.reshape(n, dim))
     # Every section is copied out of ``data`` (entries are views of the arena's copy:
     # postings are never edited in place, only replaced by merges and repacks), so
     # that nothing keeps the fetched bytes alive and the cache counts what the index

@@ -47,6 +47,9 @@ class Row(NamedTuple):
     """The id a new row wants (None: a fresh one)."""
     created_at: Any = None
     """A new row's ``created_at`` (None: the write's stamp)."""
+    embedding_model: str | None = None
+    """Set by :func:`upsert_rows` (with ``embedding``) from the configured embedder."""
+    embedding: bytes | None = None
 
 
 class Written(NamedTuple):
@@ -99,6 +102,7 @@ def upsert_rows(
         cursor, connection, vendor.for_connection(connection).bulk_copy, namespace, subject,
         stamp_value(connection, stamp),
     )  # fmt: skip
+    rows = _embedded(rows)
     found = _live(call, rows, range(len(rows)), lock)
     new = [n for n, r in enumerate(rows) if (r.scope, r.key_normalized) not in found]
     ids = _insert_phase(call, rows, new, found)
@@ -110,7 +114,6 @@ def upsert_rows(
         memory_id, created_at, row_subject = found[(rows[n].scope, rows[n].key_normalized)]
         out[n] = Written(memory_id, False, created_at, row_subject if subject is None else subject)
     _update_phase(call, [(rows[n], out[n].id) for n in old])  # type: ignore[union-attr]
-    _vector_phase(call, rows, out)  # type: ignore[arg-type]
     events = [(n, "create") for n in ids] + [(n, "update") for n in old]
     sql.insert_events(
         connection,
@@ -162,7 +165,7 @@ def _update_phase(call: _Call, updates: list[tuple[Row, str]]) -> None:
         return
     values = [
         (r.type, r.title, r.content, r.tags_json, r.keywords_json, r.source, r.confidence,
-         r.sensitivity, memory_id)
+         r.embedding_model, r.embedding, r.sensitivity, memory_id)
         for r, memory_id in updates
     ]  # fmt: skip
     sql.update(
@@ -175,18 +178,21 @@ def _update_phase(call: _Call, updates: list[tuple[Row, str]]) -> None:
     )
 
 
-def _vector_phase(call: _Call, rows: Sequence[Row], out: Sequence[Written]) -> None:
-    """Embed the rows written and store the vectors (nothing when embeddings are off).
+def _embedded(rows: Sequence[Row]) -> Sequence[Row]:
+    """``rows`` with their int8 vectors and model id; as given with embeddings off (NULL).
 
     One batch for the whole call: an import embeds its thousands of rows in one pass
     of the tokenizer (memoryapp.recall.embedding), not one call per row.
     """
     embedder = conf.embedder()
     if embedder is None or not rows:
-        return
-    embedded = vectors.embed(embedder, [vectors.text_of(r.title, r.content) for r in rows])
-    pairs = list(zip((w.id for w in out), embedded, strict=True))
-    sql.set_vectors(call.cursor, call.postgresql, call.namespace, embedder.model_id, pairs)
+        return rows
+    blobs = vectors.embed(embedder, [vectors.text_of(r.title, r.content) for r in rows])
+    model = embedder.model_id
+    return [
+        r._replace(embedding_model=model, embedding=blob)
+        for r, blob in zip(rows, blobs, strict=True)
+    ]
 
 
 def _insert_values(row: Row, memory_id: str, call: _Call) -> tuple:
@@ -196,7 +202,7 @@ def _insert_values(row: Row, memory_id: str, call: _Call) -> tuple:
     return (
         memory_id, row.scope, row.key_normalized, row.type, row.title, row.content,
         row.tags_json, row.keywords_json, row.source, row.confidence,
-        row.sensitivity or _NORMAL, created_at,
+        row.sensitivity or _NORMAL, row.embedding_model, row.embedding, created_at,
     )  # fmt: skip
 
 

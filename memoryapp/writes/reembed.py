@@ -12,12 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from django.db import connections, transaction
+from django.db import transaction
 from django.db.models import Q
 
 from memoryapp import conf
-from memoryapp.db import upsert as sql
-from memoryapp.db import vendor
 from memoryapp.models import Memory
 from memoryapp.recall import vectors
 
@@ -53,19 +51,15 @@ def reembed(
     ids = list(
         stale_rows(using, model, everything=everything).order_by("pk").values_list("pk", flat=True)
     )
-    postgresql = vendor.for_connection(connections[using]).bulk_copy
     done = 0
     for start in range(0, len(ids), BATCH):
         chunk = ids[start : start + BATCH]
-        found = Memory.objects.using(using).filter(pk__in=chunk)
-        rows = list(found.values_list("pk", "namespace", "title", "content"))
-        blobs = vectors.embed(embedder, [vectors.text_of(r[2], r[3]) for r in rows])
-        by_namespace: dict[str, list[tuple[str, bytes]]] = {}
-        for (memory_id, namespace, _, _), blob in zip(rows, blobs, strict=True):
-            by_namespace.setdefault(namespace, []).append((memory_id, blob))
-        with transaction.atomic(using=using), connections[using].cursor() as cursor:
-            for namespace, pairs in by_namespace.items():
-                sql.set_vectors(cursor, postgresql, namespace, model, pairs)
+        rows = list(Memory.objects.using(using).filter(pk__in=chunk).only("pk", "title", "content"))
+        blobs = vectors.embed(embedder, [vectors.text_of(r.title, r.content) for r in rows])
+        for row, blob in zip(rows, blobs, strict=True):
+            row.embedding, row.embedding_model = blob, model
+        with transaction.atomic(using=using):
+            Memory.objects.using(using).bulk_update(rows, ["embedding", "embedding_model"])
         done += len(rows)
         if progress is not None:
             progress(done, len(ids))

@@ -61,6 +61,21 @@ def test_the_shipped_model_matches_wordllamas_own_embedding():
     assert not ours.embed([""]).any()  # an empty text is similar to nothing
 
 
+def test_the_word_cache_gives_the_tokenizers_own_ids():
+    ours = conf.embedder()
+    assert ours._by_word  # the shipped tokenizer is tokenised word by word
+    texts = [
+        "Deploy step 7: run src/app/main.py  then README.md; quote ' and \" and \\ backslash",
+        "tab\tend, ünïcødé 中文 emoji 🚀 newline\nnext   three spaces",
+        " leading space",
+        "trailing space ",
+        "",
+    ]
+    expected = [e.ids for e in ours.tokenizer.encode_batch(texts, add_special_tokens=False)]
+    assert ours.ids(texts) == expected
+    assert ours.ids(texts) == expected  # from the cache
+
+
 def test_int8_vectors_keep_the_cosine():
     e = conf.embedder()
     a, b = e.embed(["deploying the web service to production", "release the app to prod servers"])
