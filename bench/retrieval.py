@@ -1,7 +1,7 @@
 """Retrieval benchmark: does recall find the turn that answers a question?
 
 Usage: .venv/bin/python bench/retrieval.py [--data PATH] [--keyings ids,summary]
-       [--rankings agentao,hybrid,bm25,bm25-stem] [--latency-sizes 1000,100000] [--quick]
+       [--rankings agentao,hybrid,semantic,bm25,bm25-stem] [--latency-sizes 1000,100000] [--quick]
        [--json PATH]
 
 Data layout (JSON, UTF-8)::
@@ -30,7 +30,9 @@ guard's key normalisation and title, :func:`~memoryapp.rules.classify.extract_ke
 and put in a :class:`~memoryapp.recall.index.RecallIndex` (the per-namespace index the
 recall of every entry point runs on; the database only adds the reading of the hits'
 columns). Each question is recalled with ``top_k=10`` under ``agentao`` (the exact
-formula) and ``hybrid`` (:mod:`memoryapp.recall.hybrid`); ``bm25`` is plain Okapi BM25
+formula), ``hybrid`` (:mod:`memoryapp.recall.hybrid`) and ``semantic``
+(:mod:`memoryapp.recall.semantic`, the shipped model; its latency is bench/semantic.py's);
+``bm25`` is plain Okapi BM25
 (k1 1.5, b 0.75, idf ``ln(1 + (N − df + 0.5) / (df + 0.5))``) computed here over the
 same contents, lower-cased ``\\w+`` words minus the recall stop words; ``bm25-stem`` is
 the same over the words' English Snowball stems. A question is
@@ -45,6 +47,7 @@ untimed first), and the index's :attr:`~memoryapp.recall.index.RecallIndex.nbyte
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import re
@@ -191,8 +194,13 @@ def run_quality(convs: list[dict], keyings: list[str], rankings: list[str]) -> d
                     rank = lambda q, bm25=bm25: bm25.top(q, max(KS))  # noqa: E731
                 else:
                     index = RecallIndex(
-                        record_of(t, keying, now - 60.0 * (len(turns) - i))
-                        for i, t in enumerate(turns)
+                        _with_vectors(
+                            ranking,
+                            (
+                                record_of(t, keying, now - 60.0 * (len(turns) - i))
+                                for i, t in enumerate(turns)
+                            ),
+                        )
                     )
                     rank = _ranker(index, ranking, now)
                 for q in conv["questions"]:
@@ -222,11 +230,41 @@ def _ranker(index: RecallIndex, ranking: str, now: float):
         qtokens = query_tokens(question)
         if ranking == "hybrid":
             found = hybrid.query(index, qtokens, frozenset(), max(KS), (), now)
+        elif ranking == "semantic":
+            found = _semantic(index, question, qtokens, max(KS), now)
         else:
             found = index.query_tokenized(qtokens, frozenset(), max(KS), (), now)
         return [h.id for h in found]
 
     return rank
+
+
+# ------------------------------------------------- the semantic ranking (bench/semantic.py)
+@functools.cache
+def _model():
+    from memoryapp.recall import embedding
+
+    return embedding.load(embedding.DEFAULT)
+
+
+def _with_vectors(ranking: str, records):
+    """The records, with their int8 vectors (shipped model) for the semantic ranking."""
+    if ranking != "semantic":
+        return records
+    from memoryapp.recall import vectors
+
+    records = list(records)
+    model = _model()
+    texts = [vectors.text_of(r.title, r.content) for r in records]
+    blobs = vectors.encode_many(model.embed(texts))
+    return [IndexRecord(**{**r.__dict__, "vector": b}) for r, b in zip(records, blobs, strict=True)]
+
+
+def _semantic(index: RecallIndex, question: str, qtokens, k: int, now: float):
+    from memoryapp.recall import semantic
+
+    qvec = _model().embed([question])[0]
+    return semantic.query(index, qtokens, frozenset(), qvec, k, (), now)
 
 
 # --------------------------------------------------------------------------- latency
@@ -253,7 +291,7 @@ def run_latency(sizes: list[int], rankings: list[str]) -> list[dict]:
         )
         prepared = [(query_tokens(q), path_hints(_messages(h))) for q, h in queries]
         for ranking in rankings:
-            if ranking in BASELINES:
+            if ranking in BASELINES or ranking == "semantic":  # timed by bench/semantic.py
                 continue
             run = _timed(index, ranking, now)
             for qt, hints in prepared:  # warm: every posting merged, every layout built
@@ -326,7 +364,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--keyings", default="ids,summary")
-    parser.add_argument("--rankings", default="agentao,hybrid,bm25,bm25-stem")
+    parser.add_argument("--rankings", default="agentao,hybrid,semantic,bm25,bm25-stem")
     parser.add_argument("--latency-sizes", default="1000,100000")
     parser.add_argument("--quick", action="store_true", help="latency at 1,000 only")
     parser.add_argument("--json", type=Path, help="also write the raw figures here")
