@@ -3,7 +3,9 @@
 Usage: .venv/bin/python bench/semantic.py [--data PATH] [--sizes 1000,100000]
        [--writes 300] [--import-rows 5000] [--out bench/SEMANTIC.md]
 
-Quality (bench/retrieval.py's method and data: each turn one memory, each question recalled
+Quality (bench/retrieval.py's method on its shipped set and on bench/data/semantic_paraphrase.json,
+27 hand-written questions that paraphrase their answer turns: each turn one memory, each question
+recalled
 with top_k=10; found@k = an evidence turn among the first k): plain BM25 (the harness's
 baseline), ``hybrid``, and ``semantic`` with the shipped weights, beside the alternatives
 measured to choose them: other lexical/similarity weights and floors, reciprocal-rank
@@ -43,6 +45,8 @@ from memoryapp.recall.scoring import IndexRecord  # noqa: E402
 from memoryapp.recall.tokens import path_hints, query_tokens  # noqa: E402
 
 _EMBEDDER: embedding.Embedder | None = None
+# Hand-written paraphrase questions sharing few words with their answers (bench/data).
+PARAPHRASE = ROOT / "bench" / "data" / "semantic_paraphrase.json"
 
 
 def embedder() -> embedding.Embedder:
@@ -271,7 +275,7 @@ def report(quality: dict, latency: list[dict], writes: dict, load: float) -> str
     for keying, table in quality.items():
         bm25 = table["bm25"]["found@5"]
         lines += [
-            f"Quality, keying `{keying}` ({table['bm25']['n']} questions):",
+            f"Quality, {keying} ({table['bm25']['n']} questions):",
             "",
             "| ranking | found@5 | found@10 | found@5 / BM25 |",
             "|---|---|---|---|",
@@ -305,7 +309,9 @@ def report(quality: dict, latency: list[dict], writes: dict, load: float) -> str
 def main() -> None:
     """Parse the arguments, run, print and write the results."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=retrieval.DATA)
+    parser.add_argument(
+        "--data", default=f"{retrieval.DATA},{PARAPHRASE}", help="comma-separated data sets"
+    )
     parser.add_argument("--sizes", default="1000,100000")
     parser.add_argument("--writes", type=int, default=300)
     parser.add_argument("--import-rows", type=int, default=5000)
@@ -318,8 +324,12 @@ def main() -> None:
         return
     skip = set(args.skip.split(","))
     load = os.getloadavg()[0]
-    convs = retrieval.load(args.data)
-    quality = {} if "quality" in skip else {k: run_quality(convs, k) for k in ("ids", "summary")}
+    quality = {}
+    if "quality" not in skip:
+        for path in map(Path, args.data.split(",")):
+            convs = retrieval.load(path)
+            for keying in ("ids", "summary"):
+                quality[f"{path.name}, keying {keying}"] = run_quality(convs, keying)
     sizes = [int(s) for s in args.sizes.split(",") if s]
     latency = [] if "latency" in skip else run_latency(sizes)
     writes = {} if "writes" in skip else run_writes(args.writes, args.import_rows)
