@@ -6,9 +6,10 @@ Usage: .venv/bin/python bench/semantic.py [--data PATH] [--sizes 1000,100000]
 Quality (bench/retrieval.py's method on its shipped set and on
 bench/data/semantic_paraphrase.json, 27 hand-written questions that paraphrase their answer
 turns: each turn one memory, each question recalled with top_k=10; found@k = an evidence
-turn among the first k): plain BM25 (the harness's baseline), ``hybrid``, and ``semantic`` with the shipped weights, beside the alternatives
-measured to choose them: other lexical/similarity weights and floors, reciprocal-rank
-fusion (RRF, k=60) of hybrid's and the similarity's rankings, and similarity alone.
+turn among the first k): plain BM25 (the harness's baseline), ``hybrid``, and ``semantic``
+with the shipped weights, beside the alternatives measured to choose them: other
+lexical/similarity weights and floors, reciprocal-rank fusion (RRF, k=60) of hybrid's and
+the similarity's rankings, and similarity alone.
 
 Latency and bytes: warm recall p50/p95 (every query run once untimed first, then three
 timed passes) of ``agentao``, ``hybrid`` and ``semantic`` over bench/corpus.py's queries at
