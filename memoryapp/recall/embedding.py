@@ -20,6 +20,7 @@ is ever downloaded.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import re
 import struct

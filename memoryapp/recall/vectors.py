@@ -108,7 +108,9 @@ def sign_bits(matrix: np.ndarray) -> np.ndarray:
     return np.packbits(matrix > 0, axis=1)
 
 
-def similarities(matrix: np.ndarray, query: np.ndarray, rows: Sequence[int] | None = None):
+def similarities(
+    matrix: np.ndarray, query: np.ndarray, rows: Sequence[int] | np.ndarray | None = None
+) -> np.ndarray:
     """Cosine of the float unit vector ``query`` with each int8 row (all, or ``rows``)."""
     block = matrix if rows is None else matrix[np.asarray(rows, dtype=np.int64)]
     out = np.empty(len(block), dtype=np.float32)
