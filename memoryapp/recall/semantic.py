@@ -86,15 +86,16 @@ def query(
             if slot is not None:
                 allowed[slot] = False
         lexical = ((p.fired != 0) | p.hinted) & allowed
-        sim = _similarity(index, p.size, qvector, lexical, allowed)
+        sim = _similarity(index, p.size, qvector, _lexical_top(p, lexical), allowed)
         cand = np.flatnonzero(lexical | (sim > FLOOR))
         if not len(cand):
             return []
         return _ranked(p, cand, lexical[cand], sim[cand], top_k, now)
 
 
-def _similarity(index, size, qvector, lexical, allowed) -> np.ndarray:
-    """The cosine of each slot with ``qvector`` (0 where not computed or not allowed)."""
+def _similarity(index, size, qvector, lexical_top, allowed) -> np.ndarray:
+    """The cosine of each slot with ``qvector`` (0 where not computed or not allowed);
+    beyond :data:`PREFILTER_FROM` slots, of the shortlist and ``lexical_top`` only."""
     sim = np.zeros(size, dtype=np.float32)
     matrix = index._vec
     if qvector is None or not matrix.shape[1] or matrix.shape[1] != len(qvector):
@@ -102,16 +103,34 @@ def _similarity(index, size, qvector, lexical, allowed) -> np.ndarray:
     if size < PREFILTER_FROM:
         sim[:] = similarities(matrix[:size], qvector)
     else:
-        rows = np.union1d(_shortlist(index._bits[:size], qvector, allowed), np.flatnonzero(lexical))
+        rows = np.union1d(_shortlist(index._bits[:size], qvector, allowed), lexical_top)
         sim[rows] = similarities(matrix, qvector, rows)
     sim[~allowed] = 0.0
     return sim
 
 
+def _lexical_top(p, lexical: np.ndarray) -> np.ndarray:
+    """The :data:`SHORTLIST` lexical candidates of highest BM25 (all of them when fewer):
+    a candidate below them can only win on similarity, and then the prefilter finds it."""
+    slots = np.flatnonzero(lexical)
+    if len(slots) <= SHORTLIST or len(lexical) < PREFILTER_FROM:
+        return slots
+    score = p.score[slots]
+    return slots[np.argpartition(score, len(score) - SHORTLIST)[len(score) - SHORTLIST :]]
+
+
+def _hamming(bits: np.ndarray, qbits: np.ndarray) -> np.ndarray:
+    """Bits differing between each row of ``bits`` and ``qbits`` (packed, 8 bytes a word)."""
+    if hasattr(np, "bitwise_count") and bits.shape[1] % 8 == 0:  # numpy 2: a popcount ufunc
+        words = np.ascontiguousarray(bits).view(np.uint64)
+        return np.bitwise_count(words ^ qbits.view(np.uint64)).sum(axis=1, dtype=np.int32)
+    return _POPCOUNT[bits ^ qbits].sum(axis=1, dtype=np.int32)
+
+
 def _shortlist(bits: np.ndarray, qvector: np.ndarray, allowed: np.ndarray) -> np.ndarray:
     """The :data:`SHORTLIST` allowed slots whose sign bits are nearest the query's."""
     qbits = np.packbits(qvector > 0)
-    distance = _POPCOUNT[bits ^ qbits].sum(axis=1, dtype=np.int32)
+    distance = _hamming(bits, qbits)
     distance[~allowed] = bits.shape[1] * 8 + 1
     if len(distance) <= SHORTLIST:
         return np.flatnonzero(allowed)
