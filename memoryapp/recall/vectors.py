@@ -25,6 +25,7 @@ __all__ = [
     "text_of",
 ]  # fmt: skip
 
+INDEX_DIMS = 128  # components the recall index keeps of each vector (index_form)
 SCALE = 127.0  # int8 full scale of a unit vector's components (all within [-1, 1])
 _TEXT_CHARS = 2000  # what is embedded of a memory: the title and the content's start
 
@@ -88,7 +89,7 @@ def put(index, slot: int, vector: bytes | None) -> None:
     the slot stays similar to nothing until the row is embedded again.
     """
     matrix = index._vec
-    values = None if vector is None else np.frombuffer(vector, dtype=np.int8)
+    values = None if vector is None else index_form(np.frombuffer(vector, dtype=np.int8))
     if values is not None and not matrix.shape[1] and len(values) % 8 == 0:
         capacity = len(index._updated)
         matrix = index._vec = np.zeros((capacity, len(values)), dtype=np.int8)
@@ -101,6 +102,30 @@ def put(index, slot: int, vector: bytes | None) -> None:
         return
     matrix[slot] = values
     index._bits[slot] = np.packbits(values > 0)
+
+
+def index_form(values: np.ndarray) -> np.ndarray:
+    """A stored int8 vector as the index holds it: its first :data:`INDEX_DIMS` components,
+    scaled back to unit length (int8).
+
+    The shipped model is Matryoshka-trained (WordLlama: its leading components are an
+    embedding on their own), so the index keeps 128 of the 256 stored components: half
+    the bytes, for the index-memory bound (bench/SEMANTIC.md measures both).
+    """
+    if len(values) <= INDEX_DIMS:
+        return values
+    head = values[:INDEX_DIMS].astype(np.float32)
+    norm = float(np.linalg.norm(head))
+    if norm == 0.0:
+        return np.zeros(INDEX_DIMS, dtype=np.int8)
+    return np.clip(np.rint(head * (SCALE / norm)), -127, 127).astype(np.int8)
+
+
+def query_form(query: np.ndarray, dims: int) -> np.ndarray:
+    """The query's unit vector cut to the index's ``dims`` components, unit length again."""
+    head = np.asarray(query[:dims], dtype=np.float32)
+    norm = float(np.linalg.norm(head))
+    return head / norm if norm else head
 
 
 def sign_bits(matrix: np.ndarray) -> np.ndarray:

@@ -81,6 +81,10 @@ def test_int8_vectors_keep_the_cosine():
     a, b = e.embed(["deploying the web service to production", "release the app to prod servers"])
     stored = np.frombuffer(vectors.encode(b), dtype=np.int8).reshape(1, -1)
     assert abs(float(vectors.similarities(stored, a)[0]) - float(a @ b)) < 0.01
+    # The index's half-length form (Matryoshka prefix, unit length again) is a cosine too.
+    held = vectors.index_form(stored[0]).reshape(1, -1)
+    qa, qb = (vectors.query_form(v, vectors.INDEX_DIMS) for v in (a, b))
+    assert abs(float(vectors.similarities(held, qa)[0]) - float(qa @ qb)) < 0.01
 
 
 def test_a_dotted_path_names_another_embedder(settings):
@@ -132,6 +136,7 @@ def test_the_floor_keeps_unrelated_memories_out():
     assert mm.recall("zebra xylophone quantum", ranking="semantic") == []
     index = RecallIndex(live_records("default", NS, "project"))
     q = conf.embedder().embed(["how do we ship releases to the cluster"])[0]
+    q = vectors.query_form(q, vectors.INDEX_DIMS)
     sims = vectors.similarities(index._vec[: len(index._ids)], q)
     lunch = index._slot_of[Memory.objects.get(key_normalized="lunch").id]
     assert sims[lunch] <= semantic.FLOOR  # why it is left out: not a tie-break
@@ -218,7 +223,8 @@ def test_vectors_go_into_the_snapshot_and_leave_with_the_row():
     payload = bytes(RecallSnapshot.objects.get(namespace=NS, scope="project").payload)
     loaded = recall_snapshot.load(payload, MODEL)
     pet = Memory.objects.get(namespace=NS, key_normalized="pet")
-    vector = bytes(pet.embedding)
+    vector = vectors.index_form(np.frombuffer(bytes(pet.embedding), np.int8)).tobytes()
+    assert len(vector) == vectors.INDEX_DIMS
     assert loaded._vec[loaded._slot_of[pet.id]].tobytes() == vector
     assert vector in payload
     assert recall_snapshot.load(payload, "another/model") is None  # another model: rebuilt
