@@ -78,6 +78,8 @@ class StaticEmbedder(Embedder):
         self.model_id = model_id
         self.dim = int(self.table.shape[1])
         self._words: dict[str, list[int]] = {}
+        # Ids past the table are clipped (as WordLlama does) only if the vocabulary has any.
+        self._clip = tokenizer.get_vocab_size() > len(self.table)
         self._by_word = _splits_by_word(tokenizer)
 
     def ids(self, texts: Sequence[str]) -> list[list[int]]:
@@ -105,8 +107,12 @@ class StaticEmbedder(Embedder):
         for n, ids in enumerate(self.ids(texts)):
             if ids:
                 # A gather and a sum per text beat one batched gather and a segmented sum
-                # (np.add.reduceat along rows is several times slower than this loop).
-                out[n] = table[np.clip(np.asarray(ids), 0, top)].sum(axis=0) / len(ids)
+                # (np.add.reduceat along rows is several times slower than this loop). The
+                # sum, not the mean: the scaling to unit length below makes them one.
+                held = np.asarray(ids)
+                if self._clip:
+                    np.clip(held, 0, top, out=held)
+                table.take(held, axis=0).sum(axis=0, out=out[n])
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         return out / np.maximum(norms, 1e-12)
 
