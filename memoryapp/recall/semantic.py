@@ -104,7 +104,10 @@ def _similarity(index, size, qvector, lexical_top, allowed) -> np.ndarray:
     if size < PREFILTER_FROM:
         sim[:] = similarities(matrix[:size], qvector)
     else:
-        rows = np.union1d(_shortlist(index._bits[:size], qvector, allowed), lexical_top)
+        wanted = np.zeros(size, dtype=bool)  # a mask: cheaper than np.union1d's sort
+        wanted[_shortlist(index._bits[:size], qvector, allowed)] = True
+        wanted[lexical_top] = True
+        rows = np.flatnonzero(wanted)
         sim[rows] = similarities(matrix, qvector, rows)
     sim[~allowed] = 0.0
     return sim
