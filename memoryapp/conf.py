@@ -70,10 +70,13 @@ def recall_ranking(ranking: str | None = None) -> str:
     """The recall ranking of a call: ``ranking`` when given, else ``MEMORYAPP_RECALL_RANKING``.
 
     ``agentao`` (the default) is Agentao's exact formula (docs/behaviour.md §5);
-    ``hybrid`` is :mod:`memoryapp.recall.hybrid`. Both run on the same per-namespace index.
+    ``hybrid`` is :mod:`memoryapp.recall.hybrid`; ``semantic`` is
+    :mod:`memoryapp.recall.semantic`, served only with an embedder (:func:`embedder`).
+    All run on the same per-namespace index.
 
     Raises:
-        ValueError: the value (given or configured) names no ranking.
+        ValueError: the value (given or configured) names no ranking, or ``semantic``
+            without an embedder (never a silent fallback).
     """
     from memoryapp.recall.hybrid import check_ranking  # numpy: not for every conf reader
 
