@@ -1,7 +1,7 @@
 """Retrieval benchmark: does recall find the turn that answers a question?
 
 Usage: .venv/bin/python bench/retrieval.py [--data PATH ...] [--locomo LOCOMO_JSON ...]
-       [--keyings ids,summary] [--rankings agentao,hybrid,bm25,bm25-stem]
+       [--keyings ids,summary] [--rankings agentao,hybrid,semantic,bm25,bm25-stem]
        [--latency-sizes 1000,100000] [--cold-tenants 300] [--quick]
        [--ablation] [--markdown PATH] [--json PATH]
 
@@ -55,6 +55,7 @@ untimed first), and the index's :attr:`~memoryapp.recall.index.RecallIndex.nbyte
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -199,6 +200,8 @@ def _ranker(index: RecallIndex, ranking: str, now: float):
         qtokens = query_tokens(question)
         if ranking == "hybrid":
             found = hybrid.query(index, qtokens, frozenset(), max(KS), (), now)
+        elif ranking == "semantic":
+            found = _semantic(index, question, qtokens, max(KS), now)
         else:
             found = index.query_tokenized(qtokens, frozenset(), max(KS), (), now)
         return [h.id for h in found]
@@ -206,11 +209,41 @@ def _ranker(index: RecallIndex, ranking: str, now: float):
     return rank
 
 
+# ------------------------------------------------- the semantic ranking (bench/semantic.py)
+@functools.cache
+def _model():
+    from memoryapp.recall import embedding
+
+    return embedding.load(embedding.DEFAULT)
+
+
+def _with_vectors(ranking: str, records):
+    """The records, with their int8 vectors (shipped model) for the semantic ranking."""
+    if ranking != "semantic":
+        return records
+    from memoryapp.recall import vectors
+
+    records = list(records)
+    texts = [vectors.text_of(r.title, r.content) for r in records]
+    blobs = vectors.encode_many(_model().embed(texts))
+    return [IndexRecord(**{**r.__dict__, "vector": b}) for r, b in zip(records, blobs, strict=True)]
+
+
+def _semantic(index: RecallIndex, question: str, qtokens, k: int, now: float):
+    from memoryapp.recall import semantic
+
+    qvec = _model().embed([question])[0]
+    return semantic.query(index, qtokens, frozenset(), qvec, k, (), now)
+
+
 # A ranker: (turns of one conversation, keying, now) -> rank(question) -> ids, best first.
 def _recall_ranker(ranking: str):
     def make(turns: list[dict], keying: str, now: float):
         index = RecallIndex(
-            record_of(t, keying, now - 60.0 * (len(turns) - i)) for i, t in enumerate(turns)
+            _with_vectors(
+                ranking,
+                (record_of(t, keying, now - 60.0 * (len(turns) - i)) for i, t in enumerate(turns)),
+            )
         )
         return _ranker(index, ranking, now)
 
@@ -230,6 +263,7 @@ def _bm25_ranker(stemmed: bool):
 RANKERS = [
     ("agentao", _recall_ranker("agentao"), True),
     ("hybrid", _recall_ranker("hybrid"), True),
+    ("semantic", _recall_ranker("semantic"), True),
     ("bm25", _bm25_ranker(False), False),
     ("bm25-stem", _bm25_ranker(True), False),
 ]
@@ -291,6 +325,8 @@ def run_latency(sizes: list[int], rankings: list[str]) -> list[dict]:
         prepared = [(query_tokens(q), path_hints(_messages(h))) for q, h in queries]
         for ranking in rankings:
             if ranking not in hybrid.RANKINGS:  # a harness baseline: no recall index
+                continue
+            if ranking == "semantic":  # its warm latency is timed by bench/semantic.py
                 continue
             run = _timed(index, ranking, now)
             for qt, hints in prepared:  # warm: every posting merged, every layout built

@@ -123,6 +123,16 @@ def event_as_dict(e: MemoryEvent) -> dict:
     }
 
 
+#: What an export leaves out, and why: derived data recomputed from what it does list.
+OMITTED = {
+    "memory_embeddings": (
+        "left out: derived data. The semantic recall ranking's vectors are computed from "
+        "each memory's title and content (listed here) by a model, stored with the row "
+        "and erased with it."
+    ),
+}
+
+
 def retention_statement() -> dict:
     """The retention rules in force, for export documents and the docs."""
     return {
@@ -237,6 +247,7 @@ def export(
         **limited,
         "purposes": conf.export_purposes(),
         "retention": retention_statement(),
+        "omitted": OMITTED,
         "counts": {
             "memories": len(rows[MEMORIES]),
             "project_memories_authored": len(rows["authored"]),
@@ -330,6 +341,7 @@ def export_memories(*, rows: Sequence[Memory], using: str) -> dict:
         "format": FORMAT,
         "generated_at": now().isoformat(),
         "query": {"ids": wanted},
+        "omitted": OMITTED,
         "counts": {"memories": len(rows), "events": len(found)},
         "memories": [memory_as_dict(m) for m in rows],
         "events": [event_as_dict(e) for e in found],

@@ -84,7 +84,7 @@ def backfill(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("memoryapp", "0015_erasure_copy_checks"),
+        ("memoryapp", "0016_embeddings"),
     ]
 
     operations = [

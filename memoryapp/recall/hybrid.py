@@ -61,8 +61,9 @@ from memoryapp.recall.stemming import StemForms, stem
 
 __all__ = ["B", "K1", "QUESTION_WORDS", "RANKINGS", "check_ranking", "query"]
 
-#: The rankings recall knows: the exact formula of Agentao, and this one.
-RANKINGS = ("agentao", "hybrid")
+#: The rankings recall knows: the exact formula of Agentao, this one, and this one fused
+#: with embedding similarity (memoryapp.recall.semantic; served with the ``semantic`` extra).
+RANKINGS = ("agentao", "hybrid", "semantic")
 
 K1 = 1.2  # BM25 term saturation
 B = 0.4  # BM25 length normalisation: mild (see the module docstring)
