@@ -39,6 +39,7 @@ from memoryapp.compliance.holdings import (
     holdings,
     holds_any,
     kept,
+    within_reach,
 )
 from memoryapp.fields import now
 from memoryapp.models import ExportVia, SubjectRequest, SubjectRight
@@ -103,7 +104,7 @@ def _export(modeladmin, request, made: SubjectRequest) -> HttpResponse | str:
     sealed = desk.require_open(made)
     if not confirmed(request) and not holds_anything(sealed):
         return _confirm_page(modeladmin, request, made, step="empty", action="export")
-    documents = desk.export_for(made, actor=actor(request), via=ExportVia.ADMIN)
+    documents = desk.export_for(made, actor=actor(request), via=ExportVia.ADMIN, user=request.user)
     document = documents[0] if len(documents) == 1 else {"documents": documents}
     # Named by the request (hex id), never by the subject key.
     return json_download(document, f"export-request-{made.pk[:8]}-{now():%Y%m%d-%H%M%S}.json")
@@ -112,13 +113,15 @@ def _export(modeladmin, request, made: SubjectRequest) -> HttpResponse | str:
 # ------------------------------------------------------------------ erase
 
 
-def holdings_rows(sealed: desk.Sealed) -> list[dict]:
+def holdings_rows(sealed: desk.Sealed, user=None) -> list[dict]:
     """What we hold about the request's subject, a row per table and namespace (counts only).
 
     A user-scope namespace is the user key itself: it is named, not shown, so the
-    key stays off the page as everywhere else after intake.
+    key stays off the page as everywhere else after intake. A tenant-scoped officer
+    (``user``) sees, and erases, what lies in their tenants' namespaces only.
     """
-    return _rows(sealed, holdings(sealed.subject, sealed.namespaces), TABLE_LABELS)
+    found = within_reach(holdings(sealed.subject, sealed.namespaces), user)
+    return _rows(sealed, found, TABLE_LABELS)
 
 
 KEPT_LABELS = {
@@ -127,9 +130,9 @@ KEPT_LABELS = {
 }
 
 
-def kept_rows(sealed: desk.Sealed) -> list[dict]:
+def kept_rows(sealed: desk.Sealed, user=None) -> list[dict]:
     """The project memories an erasure keeps (exported all the same), as :func:`holdings_rows`."""
-    return _rows(sealed, kept(sealed.subject, sealed.namespaces), KEPT_LABELS)
+    return _rows(sealed, within_reach(kept(sealed.subject, sealed.namespaces), user), KEPT_LABELS)
 
 
 def _rows(sealed: desk.Sealed, found: dict[str, dict[str, int]], labels: dict) -> list[dict]:
@@ -151,7 +154,7 @@ def _erase(modeladmin, request, made: SubjectRequest) -> HttpResponse | str:
         raise desk.RequestError(NOT_ERASABLE.format(right=made.get_right_display()))
     sealed = desk.require_open(made)
     if not confirmed(request):
-        rows = holdings_rows(sealed)
+        rows = holdings_rows(sealed, request.user)
         return _confirm_page(
             modeladmin,
             request,
@@ -160,9 +163,9 @@ def _erase(modeladmin, request, made: SubjectRequest) -> HttpResponse | str:
             action="erase",
             rows=rows,
             total=sum(r["count"] for r in rows),
-            kept=kept_rows(sealed),
+            kept=kept_rows(sealed, request.user),
         )
-    receipts = desk.erase_for(made, actor=actor(request), purge=purge_now())
+    receipts = desk.erase_for(made, actor=actor(request), purge=purge_now(), user=request.user)
     links = format_html_join(
         ", ",
         '<a href="{}">{}</a>',

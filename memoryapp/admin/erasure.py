@@ -28,6 +28,7 @@ from memoryapp.compliance import (
     receipt_as_dict,
     retry_purge,
 )
+from memoryapp.compliance.holdings import desk_reach
 from memoryapp.conf import PURGE_METHODS
 from memoryapp.fields import now
 from memoryapp.models import ErasureReceipt, ReceiptState
@@ -43,11 +44,13 @@ def erase_subject_view(modeladmin, request):
     if request.method == "POST" and form.is_valid():
         subject = form.cleaned_data["subject"]
         include = form.cleaned_data["include_authored"]
+        # A scoped officer's erasure stays in their tenants' namespaces (None: every one).
+        reach = desk_reach(request.user, subject)
         if not desk_scope.may_handle_keys(request.user, subject):
             # A tenant-scoped officer erases the keys of their tenants only.
             form.add_error("subject", desk_scope.outside_desk(request.user, "key"))
         elif not confirmed(request):
-            found = preview(subject=subject, include_authored=include)
+            found = preview(subject=subject, include_authored=include, grants=reach)
             counts = count_rows(found["counts"])
             return page(
                 modeladmin,
@@ -70,6 +73,7 @@ def erase_subject_view(modeladmin, request):
                     include_authored=include,
                     actor=actor(request),
                     purge=purge_now(),
+                    grants=reach,
                 )
             except ErasureRequestError as exc:
                 form.add_error("subject", str(exc))

@@ -19,6 +19,7 @@ from memoryapp.admin.confirm import confirmed
 from memoryapp.admin.forms import ExportForm
 from memoryapp.admin.responses import json_download
 from memoryapp.compliance import ErasureRequestError, authored_count, desk_scope, export, preview
+from memoryapp.compliance.holdings import desk_reach
 from memoryapp.compliance.lookup import lookup
 from memoryapp.fields import now
 from memoryapp.models import ErasureReceipt, ExportRecord, ExportVia
@@ -54,8 +55,14 @@ def export_view(modeladmin, request):
             )
         else:
             try:
+                # A scoped officer's export of a person stays in their tenants' namespaces.
+                reach = desk_reach(request.user, subject) if namespace is None else None
                 document = export(
-                    subject=subject, namespace=namespace, actor=actor(request), via=ExportVia.ADMIN
+                    subject=subject,
+                    namespace=namespace,
+                    actor=actor(request),
+                    via=ExportVia.ADMIN,
+                    grants=reach,
                 )
             except ErasureRequestError as exc:
                 form.add_error(None, str(exc))

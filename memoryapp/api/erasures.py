@@ -32,6 +32,7 @@ from memoryapp.api.serializers.errors import ErrorSerializer
 from memoryapp.api.serializers.fields import NAMESPACE_MAX
 from memoryapp.compliance import desk_scope, erase, worker
 from memoryapp.compliance import engine as erasure_engine
+from memoryapp.compliance.holdings import desk_reach
 from memoryapp.compliance.leases import worker_name
 from memoryapp.compliance.selection import ROW_MODELS
 from memoryapp.fields import now
@@ -125,7 +126,9 @@ def subject_scope(
     path covers the rest.
     """
     access.require([subject], rule)
-    return access.grant_rule(rule)
+    granted = access.grant_rule(rule)
+    # Staff acting everywhere: a tenant-scoped officer still reaches their tenants only.
+    return desk_reach(access.user, subject) if granted is None else granted
 
 
 def rows_of_ids(

@@ -40,7 +40,7 @@ from memoryapp.compliance.desk_scope import (
     tenant_of,
     visible_requests,
 )
-from memoryapp.compliance.holdings import holdings, kept, without_key
+from memoryapp.compliance.holdings import holdings, kept, within_reach, without_key
 from memoryapp.compliance.service import purge_now
 from memoryapp.models import ExportVia, RequestStatus, SubjectRequest, SubjectRight
 
@@ -267,7 +267,9 @@ class SubjectRequestViewSet(
         try:
             # As the other erasure endpoints: with the erasure worker on, the request
             # deletes the rows and the worker purges and verifies.
-            receipts = desk.erase_for(made, actor=self._actor(), purge=purge_now())
+            receipts = desk.erase_for(
+                made, actor=self._actor(), purge=purge_now(), user=self.request.user
+            )
         except desk.RequestError as e:
             raise ValidationError({"detail": str(e)}) from e
         return Response({"receipts": [r.id for r in receipts]})
@@ -307,8 +309,9 @@ class SubjectRequestViewSet(
         user = request.user
         # A tenant-scoped officer sees the holdings of their tenants' keys only.
         if may_see_holdings(user) and may_handle_tenant(user, tenant_of(data["subject"])):
-            body["holdings"] = without_key(holdings(data["subject"]), data["subject"])
-            body["kept"] = without_key(kept(data["subject"]), data["subject"])
+            found, held = holdings(data["subject"]), kept(data["subject"])
+            body["holdings"] = without_key(within_reach(found, user), data["subject"])
+            body["kept"] = without_key(within_reach(held, user), data["subject"])
         response = Response(body)
         response["Cache-Control"] = "no-store"
         return response

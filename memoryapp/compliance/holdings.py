@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 
 from django.db.models import Count
 
-from memoryapp.compliance import deletion, engine
+from memoryapp.compliance import deletion, desk_scope, engine
 from memoryapp.compliance.selection import (
     EVENTS,
     ROW_MODELS,
@@ -138,3 +138,39 @@ def without_key(found: dict[str, dict[str, int]], subject: str) -> dict[str, dic
         for namespace, n in per.items():
             _add(shown, table, OWN_NAMESPACE if namespace == subject else namespace, n)
     return shown
+
+
+def desk_reach(user, subject: str) -> tuple[tuple[str, bool], ...] | None:
+    """The namespaces a tenant-scoped officer's erase or export of ``subject`` acts in.
+
+    A person's key names one tenant, but their rows may lie in other tenants'
+    namespaces too (a project memory they wrote elsewhere): a scoped officer's
+    erasure or export must reach only the namespaces of the tenants their desk
+    grants cover. The answer is those namespaces that hold the subject's data now, as
+    exact ``(namespace, False)`` grants for ``grants=`` (empty: nothing within reach);
+    None for an unscoped officer (every namespace), as ``grants=None`` means.
+    """
+    grants = desk_scope.grants_of(user)
+    if grants is None:
+        return None
+    spaces = {
+        ns for found in (holdings(subject), kept(subject)) for per in found.values() for ns in per
+    }
+    return tuple(
+        sorted((ns, False) for ns in spaces if desk_scope.covers(grants, desk_scope.tenant_of(ns)))
+    )
+
+
+def within_reach(found: dict[str, dict[str, int]], user) -> dict[str, dict[str, int]]:
+    """``found`` (table -> {namespace: rows}) narrowed to the namespaces of the tenants
+    ``user``'s desk grants cover (unchanged for an unscoped officer)."""
+    grants = desk_scope.grants_of(user)
+    if grants is None:
+        return found
+    narrowed = {
+        table: {
+            ns: n for ns, n in per.items() if desk_scope.covers(grants, desk_scope.tenant_of(ns))
+        }
+        for table, per in found.items()
+    }
+    return {table: per for table, per in narrowed.items() if per}

@@ -31,6 +31,7 @@ from memoryapp.compliance.desk_scope import (
     visible_requests,
 )
 from memoryapp.compliance.export import export
+from memoryapp.compliance.holdings import desk_reach
 from memoryapp.compliance.lookup import hmacs_of, lookup
 from memoryapp.compliance.receipts import key_id, keyed_hmac, safe_actor
 from memoryapp.compliance.request_input import (
@@ -336,6 +337,12 @@ def _namespaces(sealed: Sealed) -> list[str | None]:
     return list(sealed.namespaces) or [None]
 
 
+def _reach(user, subject: str, namespace: str | None):
+    # A request naming no namespace covers the person everywhere: a tenant-scoped
+    # officer's action still stays in their tenants' namespaces (desk_reach).
+    return desk_reach(user, subject) if namespace is None and user is not None else None
+
+
 def export_for(
     request: SubjectRequest, *, actor: str, via: str = ExportVia.ADMIN, user=None
 ) -> list[dict]:
@@ -350,6 +357,7 @@ def export_for(
             via=via,
             request_id=EXPORT_TAG + request.id,
             user=user,
+            grants=_reach(user, sealed.subject, ns),
         )
         for ns in _namespaces(sealed)
     ]
@@ -366,15 +374,25 @@ def export_for(
     return documents
 
 
-def erase_for(request: SubjectRequest, *, actor: str, purge: bool = True) -> list[ErasureReceipt]:
+def erase_for(
+    request: SubjectRequest, *, actor: str, purge: bool = True, user=None
+) -> list[ErasureReceipt]:
     """Erase the subject's data for the request (per namespace it covers); receipts linked.
 
     ``purge`` as for :func:`~memoryapp.compliance.service.erase`: False leaves the
     purge and verification to the erasure worker (the admin passes ``purge_now()``).
+    ``user``: the officer acting (None: the command line); a tenant-scoped one erases
+    in their tenants' namespaces only.
     """
     sealed = require_open(request)
     receipts = [
-        erase(subject=sealed.subject, namespace=ns, actor=actor, purge=purge)
+        erase(
+            subject=sealed.subject,
+            namespace=ns,
+            actor=actor,
+            purge=purge,
+            grants=_reach(user, sealed.subject, ns),
+        )
         for ns in _namespaces(sealed)
     ]
     ids = ", ".join(r.id for r in receipts)
