@@ -4,7 +4,7 @@ The standby is a second cluster made by ``scripts/pg_standby.sh`` (``tests/_repl
 The replica alias connects as a role the test creates: with the two grants it reads the
 standby's files through SQL; without them only ``memory verifier`` beside the standby can,
 and until it reports the copy is *not checked*, then late. A verifier killed during its scan
-leaves the copy not checked, and the next one completes it.
+leaves the copy not checked and claimed; the next one completes it once the claim expired.
 """
 
 from __future__ import annotations
@@ -233,7 +233,8 @@ def test_a_verifier_killed_mid_way_leaves_the_copy_not_checked_and_a_restart_com
     replica_db, scan_role, settings, tmp_path
 ):
     receipt = _refused_and_waiting(replica_db, scan_role, settings)
-    env = _verifier_env(scan_role, replica_db)
+    # Its claim on the row outlives it, for a short while here (10 minutes by default).
+    env = _verifier_env(scan_role, replica_db, MEMORYAPP_COPY_CLAIM_SECONDS="5")
     data = _data_directory(replica_db)
     log = tmp_path / "verifier.log"
     proc = subprocess.Popen(
@@ -253,15 +254,29 @@ def test_a_verifier_killed_mid_way_leaves_the_copy_not_checked_and_a_restart_com
         proc.wait(10)
     check = CopyCheck.objects.get(receipt=receipt, server=REPLICA_ALIAS)
     assert check.outcome == Outcome.NOT_CHECKED and check.sealed, check.reason
+    assert check.claimed_by and check.claimed_until  # the killed verifier's claim
 
-    again = subprocess.run(
-        [sys.executable, "manage.py", "memory", "verifier", "--server", REPLICA_ALIAS,
-         "--data-directory", data, "--once"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+    def verifier() -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "manage.py", "memory", "verifier", "--server", REPLICA_ALIAS,
+             "--data-directory", data, "--once"],
+            cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+
+    # While the claim holds, another verifier leaves the row alone (no two scans at once).
+    if dt.datetime.now(dt.UTC) < check.claimed_until - dt.timedelta(seconds=1):
+        early = verifier()
+        assert early.returncode == 0, early.stderr
+        check.refresh_from_db()
+        assert check.outcome == Outcome.NOT_CHECKED and check.attempts == 0
+    # Once it has expired, the next verifier takes the row over and completes it.
+    while dt.datetime.now(dt.UTC) <= check.claimed_until:
+        time.sleep(0.2)
+    again = verifier()
     assert again.returncode == 0, again.stderr
     check.refresh_from_db()
     assert check.outcome == Outcome.VERIFIED_BY_SCAN and check.method == "verifier"
+    assert check.claimed_by == "" and check.attempts == 1
 
 
 def test_a_refused_grant_without_a_verifier_is_not_checked_then_late_everywhere(
