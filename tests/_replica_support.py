@@ -212,7 +212,10 @@ class Standby:
 def pg_standby():
     """A streaming hot standby of the local cluster for the whole run; dropped at the end."""
     if connection.vendor != "postgresql":
-        pytest.skip("a streaming replica is a PostgreSQL feature (this pass runs on SQLite)")
+        pytest.skip(
+            "needs PostgreSQL: a streaming replica is a PostgreSQL feature"
+            " (this pass runs on SQLite)"
+        )
     reason = standby_impossible()
     if reason:
         no_standby(reason)
