@@ -233,8 +233,7 @@ def test_a_verifier_killed_mid_way_leaves_the_copy_not_checked_and_a_restart_com
     replica_db, scan_role, settings, tmp_path
 ):
     receipt = _refused_and_waiting(replica_db, scan_role, settings)
-    # Its claim on the row outlives it, for a short while here (10 minutes by default).
-    env = _verifier_env(scan_role, replica_db, MEMORYAPP_COPY_CLAIM_SECONDS="5")
+    env = _verifier_env(scan_role, replica_db)
     data = _data_directory(replica_db)
     log = tmp_path / "verifier.log"
     proc = subprocess.Popen(
@@ -263,15 +262,16 @@ def test_a_verifier_killed_mid_way_leaves_the_copy_not_checked_and_a_restart_com
             cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
 
-    # While the claim holds, another verifier leaves the row alone (no two scans at once).
-    if dt.datetime.now(dt.UTC) < check.claimed_until - dt.timedelta(seconds=1):
-        early = verifier()
-        assert early.returncode == 0, early.stderr
-        check.refresh_from_db()
-        assert check.outcome == Outcome.NOT_CHECKED and check.attempts == 0
-    # Once it has expired, the next verifier takes the row over and completes it.
-    while dt.datetime.now(dt.UTC) <= check.claimed_until:
-        time.sleep(0.2)
+    # While the claim holds (MEMORYAPP_COPY_CLAIM_SECONDS, 10 minutes), another verifier
+    # leaves the row alone: no two scans of one server for one erasure at once.
+    early = verifier()
+    assert early.returncode == 0, early.stderr
+    check.refresh_from_db()
+    assert check.outcome == Outcome.NOT_CHECKED and check.attempts == 0
+    # The claim expires (its time moved to the past rather than waited for): the next
+    # verifier takes the row over and completes it.
+    expired = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=1)
+    CopyCheck.objects.filter(pk=check.pk).update(claimed_until=expired)
     again = verifier()
     assert again.returncode == 0, again.stderr
     check.refresh_from_db()

@@ -172,17 +172,19 @@ def test_a_stopped_replica_is_skipped_and_nothing_fails(spare_replica_db, settin
     # A standby of its own: stopping the shared one took it down for every later test.
     replica_db = spare_replica_db
     settings.MEMORYAPP_REPLICA_CHECK_INTERVAL = 3600  # measured usable, and kept
+    acme = token_client("acme-down", ["acme/"])
+    admin = client_for(make_staff("replica-down-admin", superuser=True))
+    assert acme.get("/api/memories/", {"namespace": PROJECT}).status_code == 200  # token noted
+    read_your_writes.reset()  # the clients were made here: this thread reads as a reader
     key = marker("down")
     another_client_writes(key, f"the standby is down {key}")
-    replica_db.wait()
+    replica_db.wait()  # every write above replayed (the API client's token use included)
+    replicas.forget()
     mm = MemoryManager(project=PROJECT)
     assert [h.title for h in mm.recall(f"standby is down {key}")] == [key]  # from the standby
     assert "FROM memories" in standby_last_query(replica_db)
     measured = replicas.status(replica_db.alias)
     assert measured.usable
-    acme = token_client("acme-down", ["acme/"])
-    admin = client_for(make_staff("replica-down-admin", superuser=True))
-    assert acme.get("/api/memories/", {"namespace": PROJECT}).status_code == 200  # token noted
     replica_db.standby.stop_server()
     try:
         from memoryapp.recall.cache import INDEXES
