@@ -217,6 +217,7 @@ def erasures(args: argparse.Namespace, port: int, out: Any) -> None:
                     if c.checked_at
                 },
                 "bytes": {server: c.facts.get("bytes") for server, c in rows.items()},
+                "method": {server: c.method for server, c in rows.items()},
             }
         )
     out.put(found)
@@ -459,21 +460,23 @@ def render_erasures(r: dict[str, Any]) -> list[str]:
         f"{a['erasures']} namespaces of {a['erase_memories']:,} memories each (seeded with "
         "the others, never read before), erased one after another with "
         "`erase(namespace=...)` while `DATABASE_REPLICA_URLS` names the standby. The call "
-        "purges, byte-scans the primary's files, waits for the standby to replay the purge "
-        "and byte-scans its files through SQL (`pg_read_binary_file`, the bench's role is "
-        "a superuser); it returns with every copy's result. **Verified on every copy** is "
+        "purges, byte-scans the primary, waits for the standby to replay the purge and "
+        "byte-scans it (each server's scan method as recorded on its copy check: `sql` "
+        "reads the files through `pg_read_binary_file`, the bench's role being a "
+        "superuser); it returns with every copy's result. **Verified on every copy** is "
         '`details["outcome"] == "verified_by_byte_scan"`.',
         "",
         "| namespace | call s | outcome | primary checked after s | replica checked after s "
-        "| bytes scanned (primary / replica) |",
-        "|---|---:|---|---:|---:|---:|",
+        "| bytes scanned (primary / replica) | method (primary / replica) |",
+        "|---|---:|---|---:|---:|---:|---|",
     ]
     for e in r["erasures"]:
         after, scanned = e["after_s"], e["bytes"]
         lines.append(
             f"| {e['namespace']} | {e['wall_s']} | {e['outcome']} | {after.get('default', '-')} "
             f"| {after.get('replica_1', '-')} | {scanned.get('default')} / "
-            f"{scanned.get('replica_1')} |"
+            f"{scanned.get('replica_1')} | {e['method'].get('default') or '-'} / "
+            f"{e['method'].get('replica_1') or '-'} |"
         )
     walls = [e["wall_s"] for e in r["erasures"] if e["outcome"] == "verified_by_byte_scan"]
     if walls:
