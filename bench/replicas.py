@@ -381,7 +381,8 @@ def render(r: dict[str, Any]) -> str:
         "the **cold** rows or the load phases (every recall rebuilt its index from rows), "
         "nor for the erasures (their namespaces were never read before).",
         "",
-        f"`make bench-replicas` (`bench/replicas.py`), {r['started']}, commit "
+        f"`make bench-replicas` (`bench/replicas.py{' --quick' if a.get('quick') else ''}`), "
+        f"{r['started']}, commit "
         f"{r['code']['commit']}; {r['host']['cpu']}, {r['host']['cores']} cores. Primary: the "
         "local PostgreSQL 15 cluster; replica: a hot standby of it on the same machine "
         "(`scripts/pg_standby.sh`, streaming). Both servers share the machine's 2 cores with "
@@ -461,9 +462,10 @@ def render_erasures(r: dict[str, Any]) -> list[str]:
         "the others, never read before), erased one after another with "
         "`erase(namespace=...)` while `DATABASE_REPLICA_URLS` names the standby. The call "
         "purges, byte-scans the primary, waits for the standby to replay the purge and "
-        "byte-scans it (each server's scan method as recorded on its copy check: `sql` "
-        "reads the files through `pg_read_binary_file`, the bench's role being a "
-        "superuser); it returns with every copy's result. **Verified on every copy** is "
+        "byte-scans it; it returns with every copy's result. Each server's scan method is "
+        "the one recorded on its copy check: `files` read its data directory from this "
+        "machine (the bench runs beside both servers, as root), `sql` through "
+        "`pg_read_binary_file`. **Verified on every copy** is "
         '`details["outcome"] == "verified_by_byte_scan"`.',
         "",
         "| namespace | call s | outcome | primary checked after s | replica checked after s "
@@ -485,6 +487,16 @@ def render_erasures(r: dict[str, Any]) -> list[str]:
             f"Verified on every copy: {len(walls)} of {len(r['erasures'])}; time to verified "
             f"on every copy, median {statistics.median(walls):.2f} s, max {max(walls):.2f} s.",
         ]
+    gaps = [
+        e["after_s"]["replica_1"] - e["after_s"]["default"]
+        for e in r["erasures"]
+        if {"default", "replica_1"} <= set(e["after_s"])
+    ]
+    if gaps:
+        lines.append(
+            f"The replica's check was recorded a median {statistics.median(gaps):.2f} s after "
+            "the primary's: the rest of the time is the primary's purge and its own check."
+        )
     return lines
 
 
