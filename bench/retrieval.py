@@ -1,8 +1,18 @@
 """Retrieval benchmark: does recall find the turn that answers a question?
 
-Usage: .venv/bin/python bench/retrieval.py [--data PATH] [--keyings ids,summary]
-       [--rankings agentao,hybrid,bm25,bm25-stem] [--latency-sizes 1000,100000] [--quick]
-       [--json PATH]
+Usage: .venv/bin/python bench/retrieval.py [--data PATH ...] [--locomo LOCOMO_JSON ...]
+       [--keyings ids,summary] [--rankings agentao,hybrid,semantic,bm25,bm25-stem]
+       [--latency-sizes 1000,100000] [--cold-tenants 300] [--quick]
+       [--ablation] [--markdown PATH] [--json PATH]
+
+Without ``--data`` it runs the three shipped sets: ``retrieval_small.json``
+(bench/retrieval_data.py), ``retrieval_hard.json`` and ``retrieval_locomo_shaped.json``
+(bench/retrieval_sets.py). ``--locomo FILE`` reads a LoCoMo-format file (``locomo10.json``'s
+layout, below) directly; none is shipped or downloaded. The rankings compared are the list
+:data:`RANKERS` (name, ranker factory, keyed): adding one is one line. Then the warm
+latency (below) and a cold worker over ``--cold-tenants`` tenants
+(bench/retrieval_cold.py). Every figure of one invocation comes from that one run; the
+footer gives the machine's load average before and after.
 
 Data layout (JSON, UTF-8)::
 
@@ -45,8 +55,10 @@ untimed first), and the index's :attr:`~memoryapp.recall.index.RecallIndex.nbyte
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
+import os
 import re
 import statistics
 import sys
@@ -72,6 +84,7 @@ _GUARD = MemoryGuard()
 _WORD = re.compile(r"\w+")
 # The harness's own baselines (not recall rankings): plain BM25, and BM25 over Snowball stems.
 BASELINES = ("bm25", "bm25-stem")
+SETS = [DATA, DATA.with_name("retrieval_hard.json"), DATA.with_name("retrieval_locomo_shaped.json")]
 
 
 # ----------------------------------------------------------------------------- the data
@@ -81,9 +94,8 @@ def load(path: Path) -> list[dict]:
     return data["conversations"]
 
 
-def convert_locomo(source: Path, target: Path) -> None:
-    """Write LoCoMo's ``locomo10.json`` in this benchmark's layout."""
-    samples = json.loads(source.read_text(encoding="utf-8"))
+def locomo_conversations(samples: list[dict]) -> list[dict]:
+    """LoCoMo's samples (``locomo10.json``'s list) as this benchmark's conversations."""
     out = []
     for n, sample in enumerate(samples):
         sid = str(sample.get("sample_id", n))
@@ -112,6 +124,13 @@ def convert_locomo(source: Path, target: Path) -> None:
             for i, qa in enumerate(sample.get("qa", []))
         ]
         out.append({"id": sid, "turns": turns, "questions": questions})
+    return out
+
+
+def convert_locomo(source: Path, target: Path) -> None:
+    """Write LoCoMo's ``locomo10.json`` in this benchmark's layout."""
+    samples = json.loads(source.read_text(encoding="utf-8"))
+    out = locomo_conversations(samples)
     target.write_text(json.dumps({"name": "LoCoMo", "conversations": out}, ensure_ascii=False))
 
 
@@ -175,26 +194,93 @@ class BM25:
         return [i for _, i in scored[:k]]
 
 
+# -------------------------------------------------------------------------- rankers
+def _ranker(index: RecallIndex, ranking: str, now: float):
+    def rank(question: str) -> list[str]:
+        qtokens = query_tokens(question)
+        if ranking == "hybrid":
+            found = hybrid.query(index, qtokens, frozenset(), max(KS), (), now)
+        elif ranking == "semantic":
+            found = _semantic(index, question, qtokens, max(KS), now)
+        else:
+            found = index.query_tokenized(qtokens, frozenset(), max(KS), (), now)
+        return [h.id for h in found]
+
+    return rank
+
+
+# ------------------------------------------------- the semantic ranking (bench/semantic.py)
+@functools.cache
+def _model():
+    from memoryapp.recall import embedding
+
+    return embedding.load(embedding.DEFAULT)
+
+
+def _with_vectors(ranking: str, records):
+    """The records, with their int8 vectors (shipped model) for the semantic ranking."""
+    if ranking != "semantic":
+        return records
+    from memoryapp.recall import vectors
+
+    records = list(records)
+    texts = [vectors.text_of(r.title, r.content) for r in records]
+    blobs = vectors.encode_many(_model().embed(texts))
+    return [IndexRecord(**{**r.__dict__, "vector": b}) for r, b in zip(records, blobs, strict=True)]
+
+
+def _semantic(index: RecallIndex, question: str, qtokens, k: int, now: float):
+    from memoryapp.recall import semantic
+
+    qvec = _model().embed([question])[0]
+    return semantic.query(index, qtokens, frozenset(), qvec, k, (), now)
+
+
+# A ranker: (turns of one conversation, keying, now) -> rank(question) -> ids, best first.
+def _recall_ranker(ranking: str):
+    def make(turns: list[dict], keying: str, now: float):
+        index = RecallIndex(
+            _with_vectors(
+                ranking,
+                (record_of(t, keying, now - 60.0 * (len(turns) - i)) for i, t in enumerate(turns)),
+            )
+        )
+        return _ranker(index, ranking, now)
+
+    return make
+
+
+def _bm25_ranker(stemmed: bool):
+    def make(turns: list[dict], keying: str, now: float):
+        bm25 = BM25({t["id"]: f"{t['speaker']}: {t['text']}" for t in turns}, stemmed=stemmed)
+        return lambda q: bm25.top(q, max(KS))
+
+    return make
+
+
+#: The rankings compared, in report order: (name, ranker factory, keyed). A new ranking is
+#: one line here; ``keyed`` False: it ignores the memory key (one run serves every keying).
+RANKERS = [
+    ("agentao", _recall_ranker("agentao"), True),
+    ("hybrid", _recall_ranker("hybrid"), True),
+    ("semantic", _recall_ranker("semantic"), True),
+    ("bm25", _bm25_ranker(False), False),
+    ("bm25-stem", _bm25_ranker(True), False),
+]
+
+
 # -------------------------------------------------------------------------- found@k
 def run_quality(convs: list[dict], keyings: list[str], rankings: list[str]) -> dict:
-    """found@k per (keying, ranking), overall and per category, and query latencies."""
+    """found@k per (keying, ranking), overall and per category."""
     results: dict = {}
     now = time.time()
-    for keying in keyings:
-        for ranking in rankings:
+    factories = {name: (make, keyed) for name, make, keyed in RANKERS}
+    for ranking in rankings:
+        make, keyed = factories[ranking]
+        for keying in keyings if keyed else keyings[:1]:
             hits: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # n, @5, @10
             for conv in convs:
-                turns = conv["turns"]
-                if ranking in BASELINES:
-                    texts = {t["id"]: f"{t['speaker']}: {t['text']}" for t in turns}
-                    bm25 = BM25(texts, stemmed=ranking == "bm25-stem")
-                    rank = lambda q, bm25=bm25: bm25.top(q, max(KS))  # noqa: E731
-                else:
-                    index = RecallIndex(
-                        record_of(t, keying, now - 60.0 * (len(turns) - i))
-                        for i, t in enumerate(turns)
-                    )
-                    rank = _ranker(index, ranking, now)
+                rank = make(conv["turns"], keying, now)
                 for q in conv["questions"]:
                     if not q.get("evidence"):
                         continue
@@ -205,28 +291,13 @@ def run_quality(convs: list[dict], keyings: list[str], rankings: list[str]) -> d
                         row[0] += 1
                         for j, k in enumerate(KS):
                             row[1 + j] += bool(evidence.intersection(top[:k]))
-            results[(keying, ranking)] = {
-                cat: {"n": n, **{f"found@{k}": row[1 + j] / n for j, k in enumerate(KS)}}
+            found = {
+                cat: {"n": row[0], **{f"found@{k}": row[1 + j] / row[0] for j, k in enumerate(KS)}}
                 for cat, row in hits.items()
-                for n in (row[0],)
             }
-            if ranking in BASELINES:  # the same for every keying
-                for other in keyings:
-                    results[(other, ranking)] = results[(keying, ranking)]
-        rankings = [r for r in rankings if r not in BASELINES]
+            for each in keyings if not keyed else [keying]:
+                results[(each, ranking)] = found
     return results
-
-
-def _ranker(index: RecallIndex, ranking: str, now: float):
-    def rank(question: str) -> list[str]:
-        qtokens = query_tokens(question)
-        if ranking == "hybrid":
-            found = hybrid.query(index, qtokens, frozenset(), max(KS), (), now)
-        else:
-            found = index.query_tokenized(qtokens, frozenset(), max(KS), (), now)
-        return [h.id for h in found]
-
-    return rank
 
 
 # --------------------------------------------------------------------------- latency
@@ -253,7 +324,9 @@ def run_latency(sizes: list[int], rankings: list[str]) -> list[dict]:
         )
         prepared = [(query_tokens(q), path_hints(_messages(h))) for q, h in queries]
         for ranking in rankings:
-            if ranking in BASELINES:
+            if ranking not in hybrid.RANKINGS:  # a harness baseline: no recall index
+                continue
+            if ranking == "semantic":  # its warm latency is timed by bench/semantic.py
                 continue
             run = _timed(index, ranking, now)
             for qt, hints in prepared:  # warm: every posting merged, every layout built
@@ -265,6 +338,7 @@ def run_latency(sizes: list[int], rankings: list[str]) -> list[dict]:
                     "ranking": ranking,
                     "p50_ms": statistics.median(times) * 1e3,
                     "p95_ms": times[int(0.95 * len(times)) - 1] * 1e3,
+                    "p99_ms": times[int(0.99 * len(times)) - 1] * 1e3,
                     "index_bytes": index.nbytes,
                 }
             )
@@ -288,9 +362,10 @@ def _timed(index: RecallIndex, ranking: str, now: float):
 
 
 # ---------------------------------------------------------------------------- report
-def report(quality: dict, latency: list[dict], keyings: list[str], rankings: list[str]) -> str:
-    """Markdown tables of the results."""
-    lines = ["| keying | ranking | found@5 | found@10 | questions |", "|---|---|---|---|---|"]
+def report(name: str, quality: dict, keyings: list[str], rankings: list[str]) -> str:
+    """Markdown tables of one set's found@k, and hybrid's ratio to the BM25 baselines."""
+    lines = [f"### {name}", "", "| keying | ranking | found@5 | found@10 | questions |"]
+    lines.append("|---|---|---|---|---|")
     for keying in keyings:
         for ranking in rankings:
             row = quality[(keying, ranking)]["all"]
@@ -298,8 +373,16 @@ def report(quality: dict, latency: list[dict], keyings: list[str], rankings: lis
                 f"| {keying} | {ranking} | {row['found@5']:.3f} | {row['found@10']:.3f} "
                 f"| {row['n']} |"
             )
+    if "hybrid" in rankings:
+        lines.append("")
+        for keying in keyings:
+            ours = quality[(keying, "hybrid")]["all"]["found@5"]
+            for base in (r for r in rankings if r in BASELINES):
+                theirs = quality[(keying, base)]["all"]["found@5"]
+                ratio = f"{ours / theirs:.3f}" if theirs else "n/a (baseline 0)"
+                lines.append(f"- {keying}: hybrid / {base} at found@5 = {ratio}")
     cats = sorted({c for r in quality.values() for c in r if c != "all"})
-    lines += ["", "found@5 per category:", ""]
+    lines += ["", "found@5 per category (questions):", ""]
     lines.append("| keying | ranking | " + " | ".join(cats) + " |")
     lines.append("|---|---|" + "---|" * len(cats))
     for keying in keyings:
@@ -307,29 +390,44 @@ def report(quality: dict, latency: list[dict], keyings: list[str], rankings: lis
             r = quality[(keying, ranking)]
             cells = [f"{r[c]['found@5']:.3f} ({r[c]['n']})" if c in r else "-" for c in cats]
             lines.append(f"| {keying} | {ranking} | " + " | ".join(cells) + " |")
-    if latency:
-        lines += [
-            "",
-            "| memories | ranking | p50 ms | p95 ms | index bytes |",
-            "|---|---|---|---|---|",
-        ]
-        for row in latency:
-            lines.append(
-                f"| {row['memories']:,} | {row['ranking']} | {row['p50_ms']:.3f} "
-                f"| {row['p95_ms']:.3f} | {row['index_bytes']:,} |"
-            )
+    return "\n".join(lines)
+
+
+def report_latency(latency: list[dict], cold: dict | None) -> str:
+    """Markdown tables of the warm latencies and the cold worker."""
+    lines = ["### Warm recall latency", ""]
+    lines += ["| memories | ranking | p50 ms | p95 ms | p99 ms | index bytes |"]
+    lines.append("|---|---|---|---|---|---|")
+    for row in latency:
+        lines.append(
+            f"| {row['memories']:,} | {row['ranking']} | {row['p50_ms']:.3f} "
+            f"| {row['p95_ms']:.3f} | {row['p99_ms']:.3f} | {row['index_bytes']:,} |"
+        )
+    if cold:
+        lines += ["", "### Cold worker (hybrid)", ""]
+        lines.append(
+            f"{cold['tenants']} tenants × {cold['memories']:,} memories, fresh process: first "
+            f"recall per tenant (snapshot load + query) p50 {cold['cold_p50_ms']:.3f} ms, "
+            f"p99 {cold['cold_p99_ms']:.3f} ms; one tenant warm p50 {cold['warm_p50_ms']:.3f} "
+            f"ms, p99 {cold['warm_p99_ms']:.3f} ms; cold p99 / warm p99 = "
+            f"{cold['ratio_p99']:.2f} (mean snapshot {cold['snapshot_bytes_mean']:,.0f} bytes)."
+        )
     return "\n".join(lines)
 
 
 def main() -> None:
-    """Parse the arguments, run, print the tables."""
+    """Parse the arguments, run, print the tables (and write them with ``--markdown``)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--data", type=Path, action="append", help="a set (repeatable)")
+    parser.add_argument("--locomo", type=Path, action="append", help="a LoCoMo-format file")
     parser.add_argument("--keyings", default="ids,summary")
-    parser.add_argument("--rankings", default="agentao,hybrid,bm25,bm25-stem")
+    parser.add_argument("--rankings", default=",".join(name for name, _, _ in RANKERS))
     parser.add_argument("--latency-sizes", default="1000,100000")
-    parser.add_argument("--quick", action="store_true", help="latency at 1,000 only")
+    parser.add_argument("--quick", action="store_true", help="latency at 1,000, 30 tenants")
+    parser.add_argument("--cold-tenants", type=int, default=300, help="0: no cold run")
+    parser.add_argument("--ablation", action="store_true", help="bench/retrieval_ablation.py too")
     parser.add_argument("--json", type=Path, help="also write the raw figures here")
+    parser.add_argument("--markdown", type=Path, help="also write the tables here")
     parser.add_argument("--convert-locomo", nargs=2, type=Path, metavar=("IN", "OUT"))
     args = parser.parse_args()
     if args.convert_locomo:
@@ -338,11 +436,46 @@ def main() -> None:
     keyings = args.keyings.split(",")
     rankings = args.rankings.split(",")
     sizes = [1000] if args.quick else [int(s) for s in args.latency_sizes.split(",") if s]
-    quality = run_quality(load(args.data), keyings, rankings)
-    latency = run_latency(sizes, rankings)
-    print(report(quality, latency, keyings, rankings))
+    sets = [(p.stem, load(p)) for p in args.data or ([] if args.locomo else SETS)]
+    for path in args.locomo or ():
+        samples = json.loads(path.read_text(encoding="utf-8"))
+        sets.append((f"{path.stem} (LoCoMo)", locomo_conversations(samples)))
+    started = time.time()
+    load_before = os.getloadavg()
+    out, raw = [], {"quality": {}, "latency": [], "cold": None}
+    for name, convs in sets:
+        quality = run_quality(convs, keyings, rankings)
+        raw["quality"][name] = {f"{k}/{r}": v for (k, r), v in quality.items()}
+        out.append(report(name, quality, keyings, rankings))
+        print(out[-1], "\n", flush=True)
+    if args.ablation:
+        sys.path.insert(0, str(ROOT / "bench"))
+        import retrieval_ablation
+
+        parts = ["### Ablation: hybrid with one choice undone"]
+        parts += [retrieval_ablation.table(name, convs, keyings[0]) for name, convs in sets]
+        out.append("\n\n".join(parts))
+        print(out[-1], "\n", flush=True)
+    raw["latency"] = run_latency(sizes, rankings)
+    tenants = min(args.cold_tenants, 30) if args.quick else args.cold_tenants
+    if tenants and "hybrid" in rankings:
+        sys.path.insert(0, str(ROOT / "bench"))
+        import retrieval_cold
+
+        raw["cold"] = retrieval_cold.parent(tenants, 1000)
+    out.append(report_latency(raw["latency"], raw["cold"]))
+    print(out[-1])
+    load_after = os.getloadavg()
+    footer = (
+        f"\nRun {time.strftime('%Y-%m-%d %H:%M', time.gmtime(started))}-"
+        f"{time.strftime('%H:%M', time.gmtime())} UTC, {os.cpu_count()} cores, load average "
+        f"{load_before[0]:.2f}/{load_before[1]:.2f}/{load_before[2]:.2f} before, "
+        f"{load_after[0]:.2f}/{load_after[1]:.2f}/{load_after[2]:.2f} after."
+    )
+    print(footer)
+    if args.markdown:
+        args.markdown.write_text("\n\n".join(out) + "\n" + footer + "\n")
     if args.json:
-        raw = {"quality": {f"{k}/{r}": v for (k, r), v in quality.items()}, "latency": latency}
         args.json.write_text(json.dumps(raw, indent=1))
 
 

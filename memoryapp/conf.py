@@ -70,16 +70,65 @@ def recall_ranking(ranking: str | None = None) -> str:
     """The recall ranking of a call: ``ranking`` when given, else ``MEMORYAPP_RECALL_RANKING``.
 
     ``agentao`` (the default) is Agentao's exact formula (docs/behaviour.md §5);
-    ``hybrid`` is :mod:`memoryapp.recall.hybrid`. Both run on the same per-namespace index.
+    ``hybrid`` is :mod:`memoryapp.recall.hybrid`; ``semantic`` is
+    :mod:`memoryapp.recall.semantic`, served only with an embedder (:func:`embedder`).
+    All run on the same per-namespace index.
 
     Raises:
-        ValueError: the value (given or configured) names no ranking.
+        ValueError: the value (given or configured) names no ranking, or ``semantic``
+            without an embedder (never a silent fallback).
     """
     from memoryapp.recall.hybrid import check_ranking  # numpy: not for every conf reader
 
     if ranking is None:
         ranking = getattr(settings, "MEMORYAPP_RECALL_RANKING", "agentao")
-    return check_ranking(ranking)
+    ranking = check_ranking(ranking)
+    if ranking == "semantic":
+        problem = embedder_problem()
+        if problem is not None:
+            raise ValueError(f"the semantic recall ranking is not served here: {problem}")
+    return ranking
+
+
+def embedder_spec() -> str:
+    """``MEMORYAPP_EMBEDDER``: the embedder of the ``semantic`` ranking and of stored vectors.
+
+    ``wordllama`` (the default) is the model the ``semantic`` extra ships; a directory
+    names a model2vec or Sentence-Transformers model; anything else a dotted path to a
+    callable (:func:`memoryapp.recall.embedding.load`); ``none`` (or empty) turns
+    embeddings off: no vectors written, ``semantic`` refused.
+    """
+    return str(getattr(settings, "MEMORYAPP_EMBEDDER", "wordllama") or "none").strip()
+
+
+@lru_cache(maxsize=4)
+def _load_embedder(spec: str):
+    from memoryapp.recall.embedding import EmbedderUnavailable, load
+
+    if spec.lower() == "none":
+        return None, "MEMORYAPP_EMBEDDER is none"
+    try:
+        return load(spec), None
+    except EmbedderUnavailable as exc:
+        return None, str(exc)
+
+
+def embedder():
+    """The configured :class:`~memoryapp.recall.embedding.Embedder`, loaded once per
+    spec; None when embeddings are off or it cannot load (:func:`embedder_problem`)."""
+    return _load_embedder(embedder_spec())[0]
+
+
+def embedder_problem() -> str | None:
+    """Why no embedder is served (None when one is): the extra missing, a bad path."""
+    return _load_embedder(embedder_spec())[1]
+
+
+def served_rankings() -> tuple[str, ...]:
+    """The rankings this server answers: ``semantic`` only with an embedder."""
+    from memoryapp.recall.hybrid import RANKINGS
+
+    return tuple(r for r in RANKINGS if r != "semantic" or embedder_problem() is None)
 
 
 def ephemeral_database() -> str:

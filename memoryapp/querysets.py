@@ -101,7 +101,7 @@ class MemoryQuerySet(models.QuerySet):
         per-slice indexes. Both scopes of the namespace are ranked unless
         ``in_scope`` chose one (a project namespace holds only project rows).
 
-        ``ranking``: ``agentao`` or ``hybrid`` (None: ``MEMORYAPP_RECALL_RANKING``).
+        ``ranking``: ``agentao``, ``hybrid`` or ``semantic`` (None: ``MEMORYAPP_RECALL_RANKING``).
 
         Raises:
             ValueError: ``ranking`` names no ranking.

@@ -333,9 +333,13 @@ MEMORYAPP_GUARD = env("MEMORYAPP_GUARD", default="memoryapp.rules.guard.MemoryGu
 # Per-process cap of the recall indexes (an LRU over namespaces); an index takes
 # about 4.7 MiB per 10,000 memories (bench/RESULTS.md: 38 MiB at 100,000).
 MEMORYAPP_RECALL_CACHE_BYTES = env.int("MEMORYAPP_RECALL_CACHE_BYTES", default=256 * 1024 * 1024)
-# Recall's default ranking, agentao | hybrid (memoryapp/conf.py checks the name): a
-# deployment turns hybrid on without a settings module of its own.
+# Recall's default ranking, agentao | hybrid | semantic (memoryapp/conf.py checks the name):
+# a deployment turns hybrid on without a settings module of its own. semantic needs the
+# `semantic` extra (a system check refuses to start without it).
 MEMORYAPP_RECALL_RANKING = env("MEMORYAPP_RECALL_RANKING", default="agentao")
+# The embedder of the semantic ranking: "wordllama" (the model the extra ships), a model2vec
+# or Sentence-Transformers model directory, a dotted path to a callable, or "none".
+MEMORYAPP_EMBEDDER = env("MEMORYAPP_EMBEDDER", default="wordllama")
 # Persisted recall indexes: a cold worker loads a tenant's index instead of rebuilding it.
 MEMORYAPP_RECALL_SNAPSHOTS = env.bool("MEMORYAPP_RECALL_SNAPSHOTS", default=True)
 # Erasure receipts and retention (docs/compliance.md). The receipt key defaults

@@ -31,6 +31,7 @@ from memoryapp.admin.lookup import lookup_view
 from memoryapp.admin.wipe import wipe_namespace_view
 from memoryapp.compliance import (
     ReceiptInProgress,
+    desk_scope,
     outcome_of,
     outcome_words,
     receipt_as_dict,
@@ -271,6 +272,10 @@ class ErasureReceiptAdmin(ReadOnlyAdmin):
 
     def has_view_permission(self, request, obj=None):
         return perms.can_see_receipts(request.user)
+
+    def get_queryset(self, request):
+        # A tenant-scoped officer lists, opens and retries their tenants' receipts only.
+        return desk_scope.visible_records(request.user, super().get_queryset(request))
 
     def has_retry_permission(self, request):
         return request.user.has_perm(perms.ERASE_MEMORY)

@@ -10,6 +10,7 @@ from django.template.response import TemplateResponse
 from memoryapp import permissions as perms
 from memoryapp.admin.base import db_for
 from memoryapp.admin.responses import forbidden
+from memoryapp.compliance.desk_scope import covers, grants_of, tenant_of
 from memoryapp.models import Memory, ReviewItem, SessionSummary
 
 ERASE_PERM = perms.ERASE_MEMORY
@@ -37,8 +38,10 @@ def can_lookup(user) -> bool:
     )
 
 
-def known_namespaces(limit: int = 500) -> list[str]:
-    """Namespaces that hold something, for the forms' suggestions."""
+def known_namespaces(user=None, limit: int = 500) -> list[str]:
+    """Namespaces that hold something, for the forms' suggestions: those of the tenants
+    ``user``'s desk grants cover (a scoped officer is never offered another tenant's)."""
+    grants = grants_of(user)
     found: set[str] = set()
     for model in (Memory, SessionSummary, ReviewItem):
         found.update(
@@ -47,7 +50,7 @@ def known_namespaces(limit: int = 500) -> list[str]:
             .values_list("namespace", flat=True)
             .distinct()[:limit]
         )
-    return sorted(found)[:limit]
+    return sorted(ns for ns in found if covers(grants, tenant_of(ns)))[:limit]
 
 
 def page(modeladmin, request, template: str, **context) -> TemplateResponse:

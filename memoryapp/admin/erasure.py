@@ -20,6 +20,7 @@ from memoryapp.compliance import (
     ReceiptInProgress,
     attention,
     authored_count,
+    desk_scope,
     erase,
     outcome_words,
     preview,
@@ -42,7 +43,10 @@ def erase_subject_view(modeladmin, request):
     if request.method == "POST" and form.is_valid():
         subject = form.cleaned_data["subject"]
         include = form.cleaned_data["include_authored"]
-        if not confirmed(request):
+        if not desk_scope.may_handle_keys(request.user, subject):
+            # A tenant-scoped officer erases the keys of their tenants only.
+            form.add_error("subject", desk_scope.outside_desk(request.user, "key"))
+        elif not confirmed(request):
             found = preview(subject=subject, include_authored=include)
             counts = count_rows(found["counts"])
             return page(
@@ -59,17 +63,21 @@ def erase_subject_view(modeladmin, request):
                 kept=found.get("project_memories_kept", 0),
                 authored=authored_count(subject),
             )
-        try:
-            receipt = erase(
-                subject=subject, include_authored=include, actor=actor(request), purge=purge_now()
-            )
-        except ErasureRequestError as exc:
-            form.add_error("subject", str(exc))
         else:
-            modeladmin.message_user(request, erased_message(receipt), messages.SUCCESS)
-            return HttpResponseRedirect(
-                reverse("admin:memoryapp_erasurereceipt_change", args=[receipt.pk])
-            )
+            try:
+                receipt = erase(
+                    subject=subject,
+                    include_authored=include,
+                    actor=actor(request),
+                    purge=purge_now(),
+                )
+            except ErasureRequestError as exc:
+                form.add_error("subject", str(exc))
+            else:
+                modeladmin.message_user(request, erased_message(receipt), messages.SUCCESS)
+                return HttpResponseRedirect(
+                    reverse("admin:memoryapp_erasurereceipt_change", args=[receipt.pk])
+                )
     return page(
         modeladmin,
         request,
@@ -103,11 +111,13 @@ def retry_command(receipt_id: str, method: str | None = None) -> str:
 
 
 def attention_summary(user) -> dict | None:
-    """The overview's banner: erasures a person must look at (None when there are none)."""
-    found = attention.status()
+    """The overview's banner: erasures a person must look at (None when there are none);
+    a tenant-scoped officer's counts and list are those of their tenants' receipts."""
+    mine = desk_scope.visible_records(user, ErasureReceipt.objects.all())
+    found = attention.status(receipts=mine)
     if not found.problems:
         return None
-    receipts = list(attention.needing_attention()[:5])
+    receipts = list(attention.needing_attention(receipts=mine)[:5])
     return {
         "needs_attention": found.needs_attention,
         "stale": found.stale,
@@ -209,7 +219,8 @@ def receipt_print_view(modeladmin, request, object_id: str):
     """
     if not perms.can_see_receipts(request.user):
         return forbidden(modeladmin, request, perms.VIEW_ERASURERECEIPT, "Print a receipt")
-    receipt = ErasureReceipt.objects.filter(pk=object_id).first()
+    receipt = desk_scope.visible_records(request.user, ErasureReceipt.objects).filter(pk=object_id)
+    receipt = receipt.first()
     if receipt is None:
         raise Http404("No such receipt.")
     return page(

@@ -18,10 +18,10 @@ from memoryapp.admin.compliance import (
 from memoryapp.admin.confirm import confirmed
 from memoryapp.admin.forms import ExportForm
 from memoryapp.admin.responses import json_download
-from memoryapp.compliance import ErasureRequestError, authored_count, export, preview
+from memoryapp.compliance import ErasureRequestError, authored_count, desk_scope, export, preview
 from memoryapp.compliance.lookup import lookup
 from memoryapp.fields import now
-from memoryapp.models import ExportRecord, ExportVia
+from memoryapp.models import ErasureReceipt, ExportRecord, ExportVia
 
 
 @requires(EXPORT_PERM, "Export a subject or namespace")
@@ -30,13 +30,17 @@ def export_view(modeladmin, request):
 
     A target that holds nothing (a mistyped key, most often) is a warning page
     first, as on the erase page; downloading it anyway is one more click. Every
-    download writes an export record (``export(via="admin")``).
+    download writes an export record (``export(via="admin")``). A tenant-scoped
+    officer's target outside their desk grants is refused on the form.
     """
     form = ExportForm(request.POST if request.method == "POST" else None)
     title = "Export a subject or namespace"
     if request.method == "POST" and form.is_valid():
         subject, namespace = form.cleaned_data["subject"], form.cleaned_data["namespace"]
-        if not confirmed(request) and not _holds_anything(subject, namespace):
+        if not desk_scope.may_handle_keys(request.user, subject, namespace):
+            field = "subject" if subject is not None else "namespace"
+            form.add_error(field, desk_scope.outside_desk(request.user, field))
+        elif not confirmed(request) and not _holds_anything(subject, namespace):
             return page(
                 modeladmin,
                 request,
@@ -46,17 +50,18 @@ def export_view(modeladmin, request):
                 step="empty",
                 subject=subject,
                 namespace=namespace,
-                earlier_receipts=(lookup(subject).receipts.count() if subject is not None else 0),
+                earlier_receipts=_earlier_receipts(request.user, subject),
             )
-        try:
-            document = export(
-                subject=subject, namespace=namespace, actor=actor(request), via=ExportVia.ADMIN
-            )
-        except ErasureRequestError as exc:
-            form.add_error(None, str(exc))
         else:
-            label = slugify(subject or namespace or "default") or "default"
-            return json_download(document, f"export-{label}-{now():%Y%m%d-%H%M%S}.json")
+            try:
+                document = export(
+                    subject=subject, namespace=namespace, actor=actor(request), via=ExportVia.ADMIN
+                )
+            except ErasureRequestError as exc:
+                form.add_error(None, str(exc))
+            else:
+                label = slugify(subject or namespace or "default") or "default"
+                return json_download(document, f"export-{label}-{now():%Y%m%d-%H%M%S}.json")
     return page(
         modeladmin,
         request,
@@ -64,8 +69,16 @@ def export_view(modeladmin, request):
         title=title,
         form=form,
         step="form",
-        namespaces=known_namespaces(),
+        namespaces=known_namespaces(request.user),
     )
+
+
+def _earlier_receipts(user, subject: str | None) -> int:
+    """How many erasure receipts ``user`` may see name ``subject`` (the empty page says so)."""
+    if subject is None:
+        return 0
+    mine = desk_scope.visible_records(user, ErasureReceipt.objects.all())
+    return lookup(subject, receipts=mine).receipts.count()
 
 
 def _holds_anything(subject: str | None, namespace: str | None) -> bool:
@@ -106,6 +119,10 @@ class ExportRecordAdmin(ReadOnlyAdmin):
 
     def has_view_permission(self, request, obj=None):
         return can_see_exports(request.user)
+
+    def get_queryset(self, request):
+        # A tenant-scoped officer lists (and opens) the records of their tenants only.
+        return desk_scope.visible_records(request.user, super().get_queryset(request))
 
     def changelist_view(self, request, extra_context=None):
         extra = {**links(request.user), **(extra_context or {})}

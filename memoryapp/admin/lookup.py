@@ -8,10 +8,10 @@ from memoryapp import permissions as perms
 from memoryapp.admin.compliance import can_lookup, can_see_exports, page
 from memoryapp.admin.responses import forbidden
 from memoryapp.compliance import receipt_as_dict
-from memoryapp.compliance.desk_scope import visible_requests
+from memoryapp.compliance.desk_scope import visible_records, visible_requests
 from memoryapp.compliance.lookup import lookup
 from memoryapp.compliance.requests import urgency
-from memoryapp.models import SubjectRequest
+from memoryapp.models import ErasureReceipt, ExportRecord, SubjectRequest
 from memoryapp.rules.receipt_text import summarize
 
 
@@ -68,6 +68,8 @@ def lookup_view(modeladmin, request):
         user = request.user
         found = lookup(
             form.cleaned_data["subject"],
+            receipts=visible_records(user, ErasureReceipt.objects.all()),
+            exports=visible_records(user, ExportRecord.objects.all()),
             requests=visible_requests(user)
             if can_see_requests(user)
             else SubjectRequest.objects.none(),

@@ -16,7 +16,13 @@ from django.utils.text import Truncator
 from memoryapp import permissions as perms
 from memoryapp.admin.base import db_for
 from memoryapp.admin.labels import namespace_label
-from memoryapp.compliance.desk_scope import may_see_holdings
+from memoryapp.compliance.desk_scope import (
+    covers,
+    grants_of,
+    may_see_holdings,
+    tenant_of,
+    visible_records,
+)
 from memoryapp.db.meta import read_change_counter
 from memoryapp.facade import MemoryManager
 from memoryapp.models import (
@@ -69,7 +75,7 @@ def overview(user) -> dict:
     data: dict = {"problems": problems, "chart": None, "namespaces": [], "totals": {}}
     data.update(opens(user))
     try:
-        data.update(_counts(data, per_user=may_see_holdings(user)))
+        data.update(_counts(data, per_user=may_see_holdings(user), user=user))
     except DatabaseError as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         problems.append(f"The overview could not be counted: {first}")
@@ -147,7 +153,19 @@ def _late_copies() -> list[str]:
     ]
 
 
-def _counts(links: dict, *, per_user: bool) -> dict:
+def _count_in(queryset, grants) -> int:
+    """``queryset``'s rows, or (``grants`` given: a tenant-scoped officer) those of the
+    namespaces whose tenant the grants cover, counted per namespace in one query."""
+    if grants is None:
+        return queryset.count()
+    per_ns = queryset.order_by().values_list("namespace").annotate(n=Count("pk"))
+    return sum(n for ns, n in per_ns if covers(grants, tenant_of(ns)))
+
+
+def _counts(links: dict, *, per_user: bool, user=None) -> dict:
+    """The chart's rows and the tiles' totals; a tenant-scoped officer's are those of
+    their tenants' namespaces (and receipts) only."""
+    grants = grants_of(user)
     using = db_for(Memory)
     by_type: dict[str, dict[str, int]] = defaultdict(dict)
     for ns, mem_type, n in (
@@ -174,6 +192,7 @@ def _counts(links: dict, *, per_user: bool) -> dict:
             "pending": pending.get(ns, 0),
         }
         for ns in set(by_type) | set(pending)
+        if covers(grants, tenant_of(ns))
     ]
     namespaces = len(rows)
     if not per_user:
@@ -199,10 +218,10 @@ def _counts(links: dict, *, per_user: bool) -> dict:
         "users_folded": any(r["namespace"] is None for r in rows),
         "totals": {
             "live": sum(r["memories"] for r in rows),
-            "deleted": Memory.objects.using(using).deleted().count(),
-            "pending": sum(pending.values()),
-            "summaries": SessionSummary.objects.using(using).count(),
-            "receipts": ErasureReceipt.objects.using(using).count(),
+            "deleted": _count_in(Memory.objects.using(using).deleted(), grants),
+            "pending": sum(r["pending"] for r in rows),
+            "summaries": _count_in(SessionSummary.objects.using(using), grants),
+            "receipts": visible_records(user, ErasureReceipt.objects.using(using)).count(),
             "namespaces": namespaces,
             "change_counter": read_change_counter(using),
         },

@@ -11,6 +11,7 @@ from memoryapp.admin.compliance import WIPE_PERM, known_namespaces, page, requir
 from memoryapp.admin.confirm import confirmed
 from memoryapp.admin.forms import WipeForm
 from memoryapp.admin.labels import namespace_label
+from memoryapp.compliance import desk_scope
 from memoryapp.facade import MemoryManager
 
 
@@ -19,8 +20,8 @@ def wipe_namespace_view(modeladmin, request):
     """The seed's ``wipe_all`` for one project (and user): a soft reset, not erasure."""
     form = WipeForm(request.POST if request.method == "POST" else None)
     title = "Wipe a namespace"
-    common = {"title": title, "form": form, "namespaces": known_namespaces()}
-    if request.method == "POST" and form.is_valid():
+    common = {"title": title, "form": form, "namespaces": known_namespaces(request.user)}
+    if request.method == "POST" and form.is_valid() and _within_desk(request.user, form):
         project = form.cleaned_data["project"].strip()
         user = form.cleaned_data["user"].strip() or None
         names = {
@@ -63,6 +64,16 @@ def wipe_namespace_view(modeladmin, request):
             )
         common["gone"] = True  # another browser, or a session that has ended
     return page(modeladmin, request, "memoryapp/admin/wipe_namespace.html", step="form", **common)
+
+
+def _within_desk(user, form) -> bool:
+    """Whether the project (and user) namespace are of tenants ``user``'s desk handles;
+    if not, the form says so (a tenant-scoped officer wipes their tenants' only)."""
+    named = (form.cleaned_data["project"].strip(), form.cleaned_data["user"].strip() or None)
+    if desk_scope.may_handle_keys(user, *named):
+        return True
+    form.add_error("project", desk_scope.outside_desk(user, "namespace"))
+    return False
 
 
 WIPE_RESULT = "result"

@@ -30,8 +30,8 @@ from memoryapp.api.permissions import Access
 from memoryapp.api.serializers.erasures import ErasurePreviewSerializer, ReceiptSerializer
 from memoryapp.api.serializers.errors import ErrorSerializer
 from memoryapp.api.serializers.fields import NAMESPACE_MAX
+from memoryapp.compliance import desk_scope, erase, worker
 from memoryapp.compliance import engine as erasure_engine
-from memoryapp.compliance import erase, worker
 from memoryapp.compliance.leases import worker_name
 from memoryapp.compliance.selection import ROW_MODELS
 from memoryapp.fields import now
@@ -148,6 +148,15 @@ def rows_of_ids(
     return found
 
 
+def within_desk(access: Access, rule: permissions.Rule, *keys: str | None) -> None:
+    """404 when staff acting under ``rule`` everywhere hold desk tenant grants that do
+    not cover every key or namespace given: a tenant-scoped officer's API reaches their
+    tenants only, and another tenant's target is hidden as an unknown one is. API
+    clients are narrowed by their namespace grants instead (``Access.require``)."""
+    if access.is_global(rule) and not desk_scope.may_handle_keys(access.user, *keys):
+        raise NotFound("Not found.")
+
+
 # The checks below get the view's declared rule: the view passes them to
 # ``check_target_permissions`` once the body is valid (see DeclaredRule).
 def authorize(data: dict, access: Access, rule: permissions.Rule) -> None:
@@ -160,17 +169,20 @@ def authorize(data: dict, access: Access, rule: permissions.Rule) -> None:
     grants let it erase in (``data["grants"]``, see :func:`subject_scope`).
     """
     if data["everything"]:
-        if not access.is_global(rule):
+        if not access.is_global(rule) or desk_scope.grants_of(access.user) is not None:
             raise PermissionDenied(
-                f"Erasing everything needs the {' and '.join(rule.perms)} permission."
+                f"Erasing everything needs the {' and '.join(rule.perms)} permission "
+                "and a desk without tenant grants."
             )
         return
+    within_desk(access, rule, data["subject"], data["namespace"])
     if data["namespace"] is not None:
         access.require([data["namespace"]], rule)
     if data["ids"]:
         rows = rows_of_ids(access, data["ids"], rule, data["namespace"])
         if {pk for pairs in rows.values() for _, pk in pairs} != set(data["ids"]):
             raise NotFound("Unknown id(s).")  # unknown or another tenant's: alike
+        within_desk(access, rule, *(ns for pairs in rows.values() for ns, _ in pairs))
         access.require(sorted({ns for pairs in rows.values() for ns, _ in pairs}), rule)
         data["rows"] = rows
     if data["subject"] is not None and data["namespace"] is None:
@@ -181,6 +193,7 @@ def authorize_export(data: dict, access: Access, rule: permissions.Rule) -> None
     """Check the target of an export: a namespace (alone, or restricting the subject to
     it), else a subject, exported from the namespaces the client may export from
     (``data["grants"]``); the receipts listed are the client's own (``data["receipts"]``)."""
+    within_desk(access, rule, data["subject"], data["namespace"])
     if data["namespace"] is not None:
         access.require([data["namespace"]], rule)
     else:
@@ -209,6 +222,9 @@ def authorize_receipt(pk: str, access: Access, rule: permissions.Rule) -> None:
     if not pk or len(pk) > 64 or "\x00" in pk:
         raise NotFound()
     if access.is_global(rule):
+        receipt = ErasureReceipt.objects.filter(pk=pk).only("tenant").first()
+        if receipt is not None and not desk_scope.may_handle_record(access.user, receipt):
+            raise NotFound()  # another tenant's receipt, to a tenant-scoped officer
         return
     if not ErasureRequest.objects.filter(user=access.user, receipt_id=pk).exists():
         raise NotFound()

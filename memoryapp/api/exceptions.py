@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from rest_framework import status
 from rest_framework.exceptions import APIException, ValidationError
@@ -9,6 +10,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from memoryapp.compliance import ErasureRequestError
 from memoryapp.rules.errors import MemoryValidationError, SensitiveMemoryError
+from memoryapp.rules.wording import byte_size
 
 
 class PayloadTooLarge(APIException):
@@ -41,7 +43,8 @@ def exception_handler(exc, context):
     A ``SensitiveMemoryError`` message is a fixed sentence: nothing refused is echoed.
     """
     if isinstance(exc, RequestDataTooBig):
-        exc = PayloadTooLarge()
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        exc = PayloadTooLarge(f"Request body too large: the limit is {byte_size(limit)}.")
     elif isinstance(exc, SensitiveMemoryError | MemoryValidationError | ErasureRequestError):
         exc = ValidationError({"non_field_errors": [str(exc)]})
     return drf_exception_handler(exc, context)

@@ -1,7 +1,8 @@
 """The erasure receipts a client may list, and the lookup of a user key's records.
 
 Which receipts and export records a client sees follows who asked for them: staff
-holding the rule see all, anyone else those of the erasures they asked for.
+holding the rule see all (a tenant-scoped officer: those of the tenants their desk
+grants cover), anyone else those of the erasures they asked for.
 Data-subject requests carry no namespace: the lookup lists them only to staff
 holding the request view permission; for anyone else ``requests`` is an empty
 list (the key is always there, so the answer has one shape).
@@ -90,7 +91,7 @@ def visible_receipts(access: Access, rule: permissions.Rule):
     erasures it asked for (as :func:`authorize_receipt` decides for one receipt)."""
     receipts = ErasureReceipt.objects.order_by("-created_at", "id")
     if access.is_global(rule):
-        return receipts
+        return desk_scope.visible_records(access.user, receipts)
     mine = ErasureRequest.objects.filter(user=access.user).exclude(receipt_id="")
     return receipts.filter(pk__in=mine.values("receipt_id"))
 
@@ -101,7 +102,7 @@ def visible_exports(access: Access):
     lose their account and go to no later client reusing its name."""
     records = ExportRecord.objects.order_by("-created_at", "id")
     if access.is_global(permissions.EXPORT):
-        return records
+        return desk_scope.visible_records(access.user, records)
     if access.user is None or access.user.pk is None:
         return records.none()
     return records.filter(user=access.user, via=ExportVia.API)

@@ -18,6 +18,7 @@ VERB_MODULES = [
     "memoryapp.cli.records",
     "memoryapp.cli.requests",
     "memoryapp.cli.indexes",
+    "memoryapp.cli.embeddings",
     "memoryapp.cli.verifier",
     "memoryapp.cli.demo",
 ]

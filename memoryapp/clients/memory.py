@@ -326,7 +326,8 @@ class MemoryClient:
     ) -> RecallTurn:
         """Candidates, stable block and context block of one turn, in one request.
 
-        ``ranking``: ``agentao`` or ``hybrid``; None leaves it to the server's setting.
+        ``ranking``: ``agentao``, ``hybrid`` or ``semantic``; None leaves it to the server's
+        setting.
         """
         body = self._bound(
             query=query, messages=list(messages or []), top_k=top_k, session_id=self.session_id

@@ -124,21 +124,19 @@ class Status:
         return max(0.0, ((at or now()) - self.oldest_pending).total_seconds())
 
 
-def status(using: str | None = None) -> Status:
+def status(using: str | None = None, *, receipts=None) -> Status:
     """One aggregate query over the receipts (its cost does not grow with their number
-    beyond the index on ``state``)."""
+    beyond the index on ``state``); ``receipts`` narrows them (a scoped officer's)."""
     stale_after = conf.erasure_stale_after()
     cutoff = now() - dt.timedelta(seconds=stale_after)
     retried = Q(state__in=RETRIED_STATES)
-    row = (
-        ErasureReceipt.objects.using(using or DEFAULT_DB_ALIAS)
-        .exclude(target_kind="")
-        .aggregate(
-            pending=Count("pk", filter=retried),
-            needs_attention=Count("pk", filter=Q(state=ReceiptState.NEEDS_ATTENTION)),
-            stale=Count("pk", filter=retried & Q(created_at__lt=cutoff)),
-            oldest=Min("created_at", filter=retried),
-        )
+    if receipts is None:
+        receipts = ErasureReceipt.objects.using(using or DEFAULT_DB_ALIAS)
+    row = receipts.exclude(target_kind="").aggregate(
+        pending=Count("pk", filter=retried),
+        needs_attention=Count("pk", filter=Q(state=ReceiptState.NEEDS_ATTENTION)),
+        stale=Count("pk", filter=retried & Q(created_at__lt=cutoff)),
+        oldest=Min("created_at", filter=retried),
     )
     return Status(
         pending=row["pending"] or 0,
@@ -149,10 +147,13 @@ def status(using: str | None = None) -> Status:
     )
 
 
-def needing_attention(using: str | None = None):
-    """The receipts a person must look at: needing attention, or pending too long."""
+def needing_attention(using: str | None = None, *, receipts=None):
+    """The receipts a person must look at: needing attention, or pending too long
+    (of ``receipts`` when given: a scoped officer's)."""
     cutoff = now() - dt.timedelta(seconds=conf.erasure_stale_after())
-    qs = ErasureReceipt.objects.using(using or DEFAULT_DB_ALIAS).exclude(target_kind="")
+    if receipts is None:
+        receipts = ErasureReceipt.objects.using(using or DEFAULT_DB_ALIAS)
+    qs = receipts.exclude(target_kind="")
     return qs.filter(
         Q(state=ReceiptState.NEEDS_ATTENTION) | Q(state__in=RETRIED_STATES, created_at__lt=cutoff)
     ).order_by("created_at", "id")

@@ -7,6 +7,13 @@ a prefix ending in ``/``, compared case-sensitively as the API clients' namespac
 grants are); a user with none, or a superuser, handles every tenant's. Every interface
 asks here: the admin's list, pages and actions, the front page's counts, the look-up,
 and ``/api/subject-requests/`` — a request of another tenant is a 404 at each.
+
+Erasure receipts and export records carry a tenant too (``tenant``: the one of the
+subject key, else of the namespace, the erasure or export named; NULL when it named no
+single tenant — everything, retention, ids across tenants — or was recorded before
+tenants were and could not be traced back). A scoped officer sees those of their
+tenants only (:func:`visible_records`); a NULL tenant is for unscoped officers alone.
+The command line is the operator's tool and is never narrowed.
 """
 
 from __future__ import annotations
@@ -54,6 +61,65 @@ def visible_requests(user, queryset=None):
     queryset = SubjectRequest.objects.all() if queryset is None else queryset
     grants = grants_of(user)
     return queryset if grants is None else queryset.filter(covering_q("tenant", grants))
+
+
+def tenant_of_target(subject: str | None, namespace: str | None) -> str | None:
+    """The tenant an erasure or export of ``subject`` / ``namespace`` belongs to: the
+    subject key's, else the namespace's; None when it names neither (everything)."""
+    if subject is not None:
+        return tenant_of(subject)
+    if namespace is not None:
+        return tenant_of(namespace)
+    return None
+
+
+def tenant_of_targets(targets) -> str | None:
+    """The one tenant an erasure's targets name (its receipt's ``tenant``): a subject's,
+    else a namespace's, else that of every row an ids target resolved to; None when
+    they name none (everything, retention) or several."""
+    tenants: set[str] = set()
+    for target in targets:
+        if target.subject is not None or target.namespace is not None:
+            tenants.add(tenant_of_target(target.subject, target.namespace) or "")
+        elif target.rows:
+            tenants.update(tenant_of(ns) for pairs in target.rows.values() for ns, _ in pairs)
+        else:
+            return None
+    return tenants.pop() if len(tenants) == 1 else None
+
+
+def visible_records(user, queryset):
+    """``queryset`` of erasure receipts or export records narrowed to the tenants ``user``
+    handles: unchanged for an unscoped officer (no grant, superuser, the command line);
+    for a scoped one, the records whose ``tenant`` their grants cover (NULL: none)."""
+    grants = grants_of(user)
+    return queryset if grants is None else queryset.filter(covering_q("tenant", grants))
+
+
+def may_handle_keys(user, *keys: str | None) -> bool:
+    """Whether ``user``'s grants cover the tenant of every key or namespace given
+    (``None`` entries skipped): what an erase, export or wipe page asks before it acts."""
+    grants = grants_of(user)
+    return all(covers(grants, tenant_of(k)) for k in keys if k is not None)
+
+
+def may_handle_record(user, record) -> bool:
+    """Whether ``user`` handles the tenant of one receipt or export record (NULL: only
+    an unscoped officer)."""
+    grants = grants_of(user)
+    if grants is None:
+        return True
+    return record.tenant is not None and covers(grants, record.tenant)
+
+
+OUTSIDE_DESK = "The {what}'s tenant is not one your desk handles (yours: {tenants})."
+
+
+def outside_desk(user, what: str) -> str:
+    """The refusal a scoped officer reads for a key or namespace outside their grants."""
+    grants = grants_of(user) or ()
+    tenants = ", ".join(ns or "(no tenant)" for ns, _ in grants)
+    return OUTSIDE_DESK.format(what=what, tenants=tenants)
 
 
 def may_see_holdings(user) -> bool:

@@ -19,6 +19,7 @@ from django.db import DEFAULT_DB_ALIAS, IntegrityError, connections, transaction
 from memoryapp import conf
 from memoryapp.compliance import attention, merging, phases, probes, sealed
 from memoryapp.compliance.deletion import Work, apply
+from memoryapp.compliance.desk_scope import tenant_of_targets
 from memoryapp.compliance.leases import ReceiptInProgress, drop_lease, take_lease, worker_name
 from memoryapp.compliance.purging import caveats, finish, finish_after_commit, unfinished
 from memoryapp.compliance.receipts import append_ledger, key_id, keyed_hmac, safe_actor
@@ -111,6 +112,7 @@ def execute(
         key_id=key_id(),
         include_authored=include_authored,
         criteria=criteria or {},
+        tenant=tenant_of_targets(targets),
         databases=list(aliases),
         state=ReceiptState.REQUESTED,
         sealed=sealed.seal(list(targets)),

@@ -11,6 +11,7 @@ from django.db.models import Q, QuerySet
 
 from memoryapp import conf
 from memoryapp.compliance import engine
+from memoryapp.compliance.desk_scope import tenant_of_target
 from memoryapp.compliance.receipts import as_dict, key_id, keyed_hmac, safe_actor
 from memoryapp.compliance.selection import (
     MEMORIES,
@@ -122,6 +123,16 @@ def event_as_dict(e: MemoryEvent) -> dict:
     }
 
 
+#: What an export leaves out, and why: derived data recomputed from what it does list.
+OMITTED = {
+    "memory_embeddings": (
+        "left out: derived data. The semantic recall ranking's vectors are computed from "
+        "each memory's title and content (listed here) by a model, stored with the row "
+        "and erased with it."
+    ),
+}
+
+
 def retention_statement() -> dict:
     """The retention rules in force, for export documents and the docs."""
     return {
@@ -216,6 +227,7 @@ def export(
         **limited,
         "purposes": conf.export_purposes(),
         "retention": retention_statement(),
+        "omitted": OMITTED,
         "counts": {
             "memories": len(rows[MEMORIES]),
             "project_memories_authored": len(rows["authored"]),
@@ -311,6 +323,7 @@ def record_export(
         namespace_hmac=keyed_hmac(namespace) if namespace is not None else None,
         key_id=key_id(),
         limited_to_grants=bool(document.get("limited_to_grants")),
+        tenant=tenant_of_target(subject, namespace),
         counts=dict(document.get("counts") or {}),
         request_id=str(request_id or "")[:64],
         user=user,
@@ -336,6 +349,7 @@ def export_memories(*, rows: Sequence[Memory], using: str) -> dict:
         "format": FORMAT,
         "generated_at": now().isoformat(),
         "query": {"ids": wanted},
+        "omitted": OMITTED,
         "counts": {"memories": len(rows), "events": len(found)},
         "memories": [memory_as_dict(m) for m in rows],
         "events": [event_as_dict(e) for e in found],

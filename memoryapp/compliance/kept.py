@@ -21,11 +21,14 @@ The check costs what was found and what the byte scan read, never the database:
    text column of each, in primary-key chunks, every remaining fragment tested
    against each chunk at once (:class:`memoryapp.db.finder.Finder`). On
    PostgreSQL those are the partitions that held the erased rows (the found
-   bytes are in their files, so a row that put them there is a row of theirs);
-   SQLite's scan reads the one file, so the pass reads every table of it.
-   Rows of partitions the scan did not read are not read (beyond step 1): a
-   fragment only such a row holds stays unexplained, which over-reports, never
-   hides, residue.
+   bytes are in their files, so a row that put them there is a row of theirs).
+   SQLite's scan reads the one file; the pass reads the tables that own the values
+   an erasure removes (:data:`OWNING_TABLES`: the memory tables, their events, the
+   slice counters and snapshots, the admin history), not every table of the file
+   (the receipts, records, accounts and sessions of a back office; issue #39,
+   bench/kept_bound.py and bench/ERASURE_VERIFY.md).
+   Rows the pass does not read are not read (beyond step 1): a fragment only
+   such a row holds stays unexplained, which over-reports, never hides, residue.
 
 It is byte-exact and case-sensitive: a fragment is explained only when the
 UTF-8 encoding of one column value of one kept row contains it, or one id or
@@ -48,7 +51,14 @@ from django.apps import apps
 from django.db import connections, router
 from django.db.models import Model
 
-from memoryapp.compliance.selection import ROW_MODELS, SLICES, SNAPSHOTS, batches
+from memoryapp.compliance.selection import (
+    ADMIN_LOG,
+    CONTENT_TABLES,
+    ROW_MODELS,
+    SLICES,
+    SNAPSHOTS,
+    batches,
+)
 from memoryapp.db import partitioning
 from memoryapp.db.vendor import for_connection
 
@@ -60,6 +70,11 @@ KEYED_TABLES = frozenset({*partitioning.TABLES, SLICES})
 """The tables whose indexed keys are looked up (step 1): those of the memory, where other
 people's keys, namespaces and session ids are. Other tables are read by the pass only."""
 
+OWNING_TABLES = frozenset({*CONTENT_TABLES, ADMIN_LOG, SLICES, SNAPSHOTS})
+"""The tables whose rows hold the values an erasure removes, and the copies of them its
+triggers keep: where a kept row may hold the same bytes as an erased one. The pass over a
+whole file (SQLite) reads these, not every table of it."""
+
 TEXT_TYPES = frozenset({"CharField", "TextField", "JSONField", "SlugField", "EmailField"})
 """The column types whose stored bytes are text a fragment may be found in."""
 
@@ -69,19 +84,27 @@ TEXT_TYPES = frozenset({"CharField", "TextField", "JSONField", "SlugField", "Ema
 SEPARATOR = b"\x00"
 
 
-def explained(alias: str, pieces: Sequence[bytes], scanned: Sequence[str] = ()) -> set[int]:
+def explained(
+    alias: str,
+    pieces: Sequence[bytes],
+    scanned: Sequence[str] = (),
+    *,
+    every_table: bool = False,
+) -> set[int]:
     """The indexes of ``pieces`` that occur byte-exactly in a value of a kept row.
 
     ``scanned`` names the relations the byte scan read (PostgreSQL partitions
     or tables): the pass reads their rows only. Empty, or on SQLite (whose scan
-    reads the whole file): every table's rows. Stops as soon as every piece is
-    explained. Pieces shorter than 8 bytes or containing NUL are never explained
-    (no stored text could be told apart from them, or hold them).
+    reads the whole file): the rows of :data:`OWNING_TABLES` (``every_table``:
+    of every table, the unbounded pass bench/kept_bound.py compares with). Stops
+    as soon as every piece is explained. Pieces shorter than 8 bytes or containing
+    NUL are never explained (no stored text could be told apart from them, or hold
+    them).
     """
     candidates = [i for i, p in enumerate(pieces) if len(p) >= 8 and SEPARATOR not in p]
     if not candidates:
         return set()
-    models = _scope(alias, scanned)
+    models = _scope(alias, scanned, every_table=every_table)
     hits = _by_index(alias, models, {i: pieces[i] for i in candidates})
     rest = [i for i in candidates if i not in hits]
     if rest:
@@ -233,16 +256,18 @@ def _partitioned(alias: str) -> bool:
     return for_connection(connections[alias]).partitions_by_namespace
 
 
-def _scope(alias: str, scanned: Sequence[str]) -> list[type[Model]]:
+def _scope(alias: str, scanned: Sequence[str], *, every_table: bool = False) -> list[type[Model]]:
     """The models whose rows may hold what the scan found: those of the relations it
-    read (every model stored on ``alias`` when it read the whole file), the content
-    tables first (they most often hold a fragment, and the check stops once all are
-    explained)."""
+    read (when it read the whole file: those of :data:`OWNING_TABLES`, or with
+    ``every_table`` every model stored on ``alias``), the content tables first (they
+    most often hold a fragment, and the check stops once all are explained)."""
     content = list(ROW_MODELS.values())
     others = [m for m in apps.get_models() if m not in content and not m._meta.proxy]
     existing = set(connections[alias].introspection.table_names())
     if not _whole_file(alias, scanned):
         existing &= {partitioning.table_of(t) or t for t in scanned}
+    elif not every_table:
+        existing &= OWNING_TABLES
     return [
         m
         for m in [*content, *others]

@@ -29,16 +29,27 @@ PG_BATCH = 500  # rows per INSERT/UPDATE of memories on PostgreSQL (bulk_create'
 _SQLITE_KEYS = 500  # keys per IN list: far below SQLite's bound-parameter limit
 
 # Per-row columns of an insert, then those the same for every row of the call.
+# The embedding (memoryapp.recall.vectors; NULL with embeddings off) is written with the
+# row it was computed from, so no write leaves a vector of an older text behind.
 INSERT_ROW_COLUMNS = (
     "id", "scope", "key_normalized", "type", "title", "content", "tags_json",
-    "keywords_json", "source", "confidence", "sensitivity", "created_at",
+    "keywords_json", "source", "confidence", "sensitivity", "embedding_model", "embedding",
+    "created_at",
 )  # fmt: skip
 INSERT_CALL_COLUMNS = ("namespace", "subject", "updated_at")
 # What an update sets per row (then the id); subject and updated_at are per call.
 UPDATE_ROW_COLUMNS = (
     "type", "title", "content", "tags_json", "keywords_json", "source", "confidence",
-    "sensitivity",
+    "embedding_model", "embedding", "sensitivity",
 )  # fmt: skip
+# PostgreSQL array types of the columns bound as arrays (every other one: text[]).
+_PG_TYPES = {"embedding": "bytea", "created_at": "timestamptz"}
+
+
+def _pg_type(column: str) -> str:
+    return _PG_TYPES.get(column, "text")
+
+
 EVENT_COLUMNS = ("memory_id", "event_type", "detail", "timestamp", "namespace", "actor")
 
 
@@ -69,17 +80,15 @@ _PG_INSERT = (
     "SELECT v.*, %s::text, %s::text, %s::timestamptz FROM {rows} "
     "ON CONFLICT DO NOTHING RETURNING id"
 )
-_PG_ARRAYS = (
-    f"unnest({', '.join(['%s::text[]'] * (len(INSERT_ROW_COLUMNS) - 1))}, %s::timestamptz[]) AS v"
-)
+_PG_ARRAYS = f"unnest({', '.join(f'%s::{_pg_type(c)}[]' for c in INSERT_ROW_COLUMNS)}) AS v"
 # Many rows: COPY into a temporary table that goes at the end of the transaction (the
 # rows are the memories' own text, on their way into the table), then one insert per batch.
 PG_STAGE_MIN = 64  # rows from which COPY + a staged insert beat one round trip of arrays
 _STAGE = "memoryapp_staged_rows"
 _PG_STAGE_TABLE = (
     f"CREATE TEMPORARY TABLE IF NOT EXISTS {_STAGE} (n integer, "
-    + ", ".join(f"{c} text" for c in INSERT_ROW_COLUMNS[:-1])
-    + ", created_at timestamptz) ON COMMIT DROP"
+    + ", ".join(f"{c} {_pg_type(c)}" for c in INSERT_ROW_COLUMNS)
+    + ") ON COMMIT DROP"
 )
 _PG_STAGE_COPY = f"COPY {_STAGE} (n, {', '.join(INSERT_ROW_COLUMNS)}) FROM STDIN"
 _PG_STAGED = (
@@ -91,7 +100,7 @@ _PG_UPDATE = (
     + ", ".join(f"{column} = v.{column}" for column in UPDATE_ROW_COLUMNS[:-1])
     + ", sensitivity = COALESCE(v.sensitivity, m.sensitivity), "
     "subject = COALESCE(%s::text, m.subject), updated_at = %s::timestamptz "
-    f"FROM unnest({', '.join(['%s::text[]'] * (len(UPDATE_ROW_COLUMNS) + 1))}) "
+    f"FROM unnest({', '.join(f'%s::{_pg_type(c)}[]' for c in (*UPDATE_ROW_COLUMNS, 'id'))}) "
     f"AS v({', '.join(UPDATE_ROW_COLUMNS)}, id) WHERE m.namespace = %s AND m.id = v.id"
 )
 

@@ -76,6 +76,10 @@ class ErasureReceipt(models.Model):
     verified = models.BooleanField(default=False)
     verification = models.TextField(default="", blank=True)
     caveats = models.TextField(default="", blank=True)
+    # The tenant the erasure named (the subject key's, else the namespace's; see
+    # compliance.desk_scope): tenant-scoped officers see the receipts of their tenants.
+    # NULL: no single tenant (everything, retention, ids across tenants) or unknown.
+    tenant = models.CharField(max_length=255, null=True, blank=True)
     details = models.JSONField(default=dict, blank=True)
     attempts = models.IntegerField(default=0)
     state = models.CharField(
@@ -98,6 +102,7 @@ class ErasureReceipt(models.Model):
             models.Index(fields=["namespace_hmac"], name="ix_receipts_namespace"),
             models.Index(fields=["purge_status"], name="ix_receipts_status"),
             models.Index(fields=["state", "created_at"], name="ix_receipts_state"),
+            models.Index(fields=["tenant", "created_at"], name="ix_receipts_tenant"),
         ]
 
     def __str__(self) -> str:
@@ -137,6 +142,8 @@ class ExportRecord(models.Model):
     namespace_hmac = models.CharField(max_length=64, null=True, blank=True)
     key_id = models.CharField(max_length=16, default="", blank=True)
     limited_to_grants = models.BooleanField(default=False)
+    # As on a receipt: the tenant exported (NULL: unknown), for tenant-scoped officers.
+    tenant = models.CharField(max_length=255, null=True, blank=True)
     counts = models.JSONField(default=dict, blank=True)
     request_id = models.CharField(max_length=64, default="", blank=True)
     # The account that exported (API clients): whose records a client may read back. A
@@ -160,6 +167,7 @@ class ExportRecord(models.Model):
             models.Index(fields=["subject_hmac"], name="ix_exports_subject"),
             models.Index(fields=["namespace_hmac"], name="ix_exports_namespace"),
             models.Index(fields=["created_at"], name="ix_exports_created"),
+            models.Index(fields=["tenant", "created_at"], name="ix_exports_tenant"),
         ]
 
     def __str__(self) -> str:

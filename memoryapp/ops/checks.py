@@ -1,5 +1,5 @@
-"""System checks: a supported vendor, IMMEDIATE SQLite transactions, a valid guard, replicas,
-and how each server's copy of an erasure can be verified."""
+"""System checks: a supported vendor, IMMEDIATE SQLite transactions, a valid guard, a servable
+recall ranking, replicas, and how each server's copy of an erasure can be verified."""
 
 from __future__ import annotations
 
@@ -50,6 +50,23 @@ def check_guard_setting(app_configs=None, **kwargs):
                 id="memoryapp.E002",
             )
         ]
+    return []
+
+
+@checks.register()
+def check_recall_ranking(app_configs=None, **kwargs):
+    """memoryapp.E004: MEMORYAPP_RECALL_RANKING names a ranking this server can serve.
+
+    ``semantic`` without an embedder (the ``semantic`` extra not installed, a
+    ``MEMORYAPP_EMBEDDER`` that does not load) is refused at start-up: recall never
+    falls back to another ranking silently.
+    """
+    from memoryapp.conf import recall_ranking
+
+    try:
+        recall_ranking()
+    except ValueError as exc:
+        return [checks.Error(f"MEMORYAPP_RECALL_RANKING: {exc}", id="memoryapp.E004")]
     return []
 
 

@@ -32,6 +32,7 @@ from typing import Protocol
 
 from django.db import connections
 
+from memoryapp import conf
 from memoryapp.conf import recall_cache_bytes, recall_snapshots
 from memoryapp.db import read_your_writes
 from memoryapp.db import snapshots as stored_snapshots
@@ -127,6 +128,12 @@ class _Read:
 
 NOT_READ = object()
 """``RecallIndexes.get``'s ``stored`` default: the caller did not read the snapshot."""
+
+
+def _model() -> str:
+    """The model id of the indexes' vectors ("" with embeddings off): snapshots name it."""
+    embedder = conf.embedder()
+    return "" if embedder is None else embedder.model_id
 
 
 def _in_transaction(using: str) -> bool:
@@ -281,7 +288,7 @@ class RecallIndexes:
         if not isinstance(stored, stored_snapshots.StoredSnapshot):
             return None
         try:
-            index = recall_snapshot.load(stored.payload)
+            index = recall_snapshot.load(stored.payload, _model())
         except ValueError:
             index = None  # corrupt: rebuilt and rewritten below
         if index is None:  # written under other tokenisation rules
@@ -312,7 +319,7 @@ class RecallIndexes:
             # What the bytes describe, taken before they are cut: the write below is
             # refused if the slice has moved past this counter since.
             counter, watermark, rows = entry.counter, entry.watermark.timestamp(), len(index)
-            payload = recall_snapshot.dump(index)
+            payload = recall_snapshot.dump(index, _model())
             if payload is None:
                 return
             self._resized(entry, index.nbytes)

@@ -28,7 +28,17 @@ and the stale penalty::
 A query token stands for every held form of its English stem (``deployments`` reads the
 postings of ``deploy`` and ``deployed`` too, :mod:`memoryapp.recall.stemming`), merged
 into one posting so a memory holding several forms counts once; query tokens of one stem
-are one term. The index's tokens are unchanged: only this ranking stems.
+are one term. The held forms are found exactly, by prefix in the index's sorted tokens,
+and remembered per index (:class:`~memoryapp.recall.stemming.StemForms`). The index's
+tokens are unchanged: only this ranking stems.
+
+Question words (``what``, ``when``, ``who``, ``how``…, :data:`QUESTION_WORDS`) are not
+terms: a question says *what* it asks with them, never *about what*, and a conversation
+is full of them (a turn asking "what time?" matched "what did Ana name the puppy?").
+
+Length normalisation is mild (``b`` 0.4, not BM25's usual 0.75): a memory is one turn or
+one note, and a long turn that answers is not less about the question than a short one
+that merely repeats one of its words; with 0.75 the short chatter won.
 
 A memory with no query token in any field and no path-hint keyword is never returned:
 recency and staleness only reorder memories that have lexical evidence. ``reasons`` uses
@@ -47,15 +57,16 @@ import numpy as np
 from memoryapp.recall.index import RecallIndex
 from memoryapp.recall.postings import CODE_BITS, CODE_MASK, CODES, CONTENT, KW, TAG, TAIL, TITLE
 from memoryapp.recall.scoring import SECONDS_PER_DAY, STALE_DAYS, Scored, rank_key, reasons
-from memoryapp.recall.stemming import forms, stem
+from memoryapp.recall.stemming import StemForms, stem
 
-__all__ = ["B", "K1", "RANKINGS", "check_ranking", "query"]
+__all__ = ["B", "K1", "QUESTION_WORDS", "RANKINGS", "check_ranking", "query"]
 
-#: The rankings recall knows: the exact formula of Agentao, and this one.
-RANKINGS = ("agentao", "hybrid")
+#: The rankings recall knows: the exact formula of Agentao, this one, and this one fused
+#: with embedding similarity (memoryapp.recall.semantic; served with the ``semantic`` extra).
+RANKINGS = ("agentao", "hybrid", "semantic")
 
 K1 = 1.2  # BM25 term saturation
-B = 0.75  # BM25 length normalisation
+B = 0.4  # BM25 length normalisation: mild (see the module docstring)
 # Field weights of tf' (field bits as in memoryapp.recall.index: 1 tag, 2 title, 4 kw, 8
 # content). A title word the content lacks says what the memory is about (a key an agent
 # chose) and counts like a mention; a title word the content holds too is an echo (a key
@@ -75,6 +86,25 @@ def _weight(code: int) -> float:
         weight += _W_KW  # e.g. a whole file path, which the content splits into words
     return weight
 
+
+#: Words that say a query is a question, not what it is about: never terms of this ranking
+#: (the recall stop words, docs/behaviour.md §5, already drop "did", "does", "is"…).
+QUESTION_WORDS = frozenset(
+    [
+        "what",
+        "when",
+        "where",
+        "who",
+        "whom",
+        "whose",
+        "which",
+        "why",
+        "how",
+        "whatever",
+        "whenever",
+        "wherever",
+    ]
+)
 
 TAG_BONUS = 0.5  # per exact tag hit, times the tag's idf
 HINT_BONUS = 2.0  # a file named in recent messages is in the memory's keywords
@@ -110,9 +140,11 @@ class _Pass:
         self.lengths = index._doc_len[: self.size]
         total = float(np.sum(self.lengths, where=alive, dtype=np.int64))
         self.length_step = B / max(total / max(self.n, 1), 1.0)  # b / average length
+        # Narrow per-slot arrays: at 100,000 memories a fresh int64 array is 800 KB that
+        # the allocator maps anew each query (page faults); the codes fit 5 bits.
         self.score = np.zeros(self.size, dtype=np.float64)
-        self.fired = np.zeros(self.size, dtype=np.int64)  # OR of the field bits hit
-        self.tags = np.zeros(self.size, dtype=np.int64)
+        self.fired = np.zeros(self.size, dtype=np.int8)  # OR of the field bits hit
+        self.tags = np.zeros(self.size, dtype=np.int32)
         self.hinted = np.zeros(self.size, dtype=bool)
 
     def entries(self, token: str) -> tuple[np.ndarray, int] | None:
@@ -145,9 +177,17 @@ class _Pass:
 
     def union(self, parts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """The slots of several postings, once each, with the OR of their field codes."""
+        total = sum(map(len, parts))
+        if 8 * total < self.size:
+            # Few entries (the usual case: a stem's rarer forms): sort the packed entries
+            # (slot, then code) and OR the codes of each slot's run; no full-length scratch.
+            merged = np.sort(np.concatenate(parts))
+            slots = merged >> CODE_BITS
+            first = np.flatnonzero(np.concatenate(([True], slots[1:] != slots[:-1])))
+            return slots[first], np.bitwise_or.reduceat(merged & CODE_MASK, first)
         # A posting holds each slot once, so OR-ing posting by posting into a per-slot
-        # scratch is exact, and cheaper than sorting the concatenation (np.unique).
-        acc = np.zeros(self.size, dtype=np.int64)
+        # scratch is exact, and cheaper than sorting a long concatenation.
+        acc = np.zeros(self.size, dtype=np.int8)  # field codes fit 5 bits
         for entries in parts:
             acc[entries >> CODE_BITS] |= entries & CODE_MASK
         slots = np.flatnonzero(acc)  # every entry has a field bit: nonzero where held
@@ -159,13 +199,25 @@ class _Pass:
             self.hinted[found[0][: found[1]] >> CODE_BITS] = True
 
 
+def stem_forms(index: RecallIndex) -> StemForms:
+    """The index's memo of word forms, made from its sorted tokens on first use."""
+    memo = index._stem_forms
+    if memo is None:
+        postings = index._postings
+        listed = getattr(postings, "tokens", None)  # a loaded snapshot's, already sorted
+        memo = index._stem_forms = StemForms(listed() if listed else sorted(postings))
+    return cast(StemForms, memo)
+
+
 def _terms(p: _Pass, qtokens: frozenset[str]) -> list[frozenset[str]]:
     """The query's terms: each token with its held word forms, tokens of one stem merged."""
-    by_stem: dict[str, frozenset[str]] = {}
-    for token in sorted(qtokens):
-        root = stem(token)
-        by_stem[root] = by_stem.get(root, frozenset()) | forms(token, p.index._postings.get)
-    return list(by_stem.values())
+    by_stem: dict[str, set[str]] = {}
+    memo = stem_forms(p.index)
+    for token in sorted(qtokens - QUESTION_WORDS):
+        forms = by_stem.setdefault(stem(token), {token})  # itself, held or not: irregulars
+        forms.add(token)
+        forms.update(memo.forms(token))
+    return [frozenset(forms) for forms in by_stem.values()]
 
 
 def query(

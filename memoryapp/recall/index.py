@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from memoryapp.recall import pruning
+from memoryapp.recall import pruning, vectors
 from memoryapp.recall.postings import (
     BOUND_REFRESH_SECONDS,
     CODE_BITS,
@@ -78,10 +78,15 @@ class RecallIndex:
         # time passes, so this bounds it at any ``now`` >= _bound_time.
         self._bound = np.zeros(0, dtype=np.float64)
         self._bound_time: float | None = None
+        self._vec = np.zeros((0, 0), dtype=np.int8)  # embeddings (vectors.put), per slot
+        self._bits = np.zeros((0, 0), dtype=np.uint8)  # and their sign bits
         # Accumulator lanes; all zero between queries (a query re-zeroes what it touched).
         self._acc: list[np.ndarray] = [np.zeros(0, dtype=np.int64)]
         self._posting_bytes = 0  # numpy entries, kept up to date by _merge and _repack
         self._pending = 0  # entries still in append buffers
+        # The hybrid ranking's memo of English word forms (memoryapp.recall.stemming.StemForms),
+        # made on its first query: told of each new token, dropped when the postings repack.
+        self._stem_forms: Any = None
         self._reserve(64)
         self.bulk_load(records)
 
@@ -93,11 +98,7 @@ class RecallIndex:
         return id in self._slot_of
 
     def ids(self) -> set[str]:
-        """The ids of the indexed records.
-
-        Returns:
-            A new set.
-        """
+        """The ids of the indexed records, as a new set."""
         with self._lock:
             return set(self._slot_of)
 
@@ -118,6 +119,9 @@ class RecallIndex:
                 + per_slot * len(self._updated)
                 + self._token_bytes()
                 + 175 * len(self._ids)  # the id string, dict entry, slot int, list slot
+                + (0 if self._stem_forms is None else self._stem_forms.nbytes)
+                + self._vec.nbytes
+                + self._bits.nbytes
             )
 
     def _token_bytes(self) -> int:
@@ -147,6 +151,8 @@ class RecallIndex:
                 posting = postings.get(token)
                 if posting is None:
                     posting = postings[token] = Posting()
+                    if self._stem_forms is not None:
+                        self._stem_forms.added(token)
                 if code & KW:
                     if posting.new_kw is None:
                         posting.new_kw = array("i")
@@ -244,7 +250,7 @@ class RecallIndex:
         capacity = max(capacity, 2 * len(self._updated))
 
         def grown(a: np.ndarray) -> np.ndarray:
-            out = np.zeros(capacity, dtype=a.dtype)
+            out = np.zeros((capacity, *a.shape[1:]), dtype=a.dtype)
             out[: len(a)] = a
             return out
 
@@ -255,6 +261,7 @@ class RecallIndex:
         self._alive = grown(self._alive)
         self._explicit = grown(self._explicit)
         self._bound = grown(self._bound)
+        self._vec, self._bits = grown(self._vec), grown(self._bits)
         self._acc = [grown(a) for a in self._acc]
 
     def _new_slot(self, record: IndexRecord, fields: Fields, tail: int) -> int:
@@ -272,6 +279,7 @@ class RecallIndex:
         self._doc_len[slot] = len(fields.content) + tail
         self._alive[slot] = True
         self._explicit[slot] = record.explicit
+        vectors.put(self, slot, record.vector)
         if self._bound_time is not None:
             self._bound[slot] = recency_bound(self._updated[slot], self._bound_time)
         return slot
@@ -312,7 +320,7 @@ class RecallIndex:
         capacity = max(64, 2 * len(live))
         for name in SLOT_ARRAYS:
             old = getattr(self, name)
-            fresh = np.zeros(capacity, dtype=old.dtype)
+            fresh = np.zeros((capacity, *old.shape[1:]), dtype=old.dtype)
             fresh[: len(live)] = old[live]
             setattr(self, name, fresh)
         self._acc = [np.zeros(capacity, dtype=np.int64) for _ in self._acc]
@@ -389,6 +397,7 @@ class RecallIndex:
         self._postings = postings
         self._posting_bytes = arena.nbytes
         self._pending = 0
+        self._stem_forms = None  # tokens may have gone: the next hybrid query lists them anew
 
     # ------------------------------------------------------------------------------- query
     def query(

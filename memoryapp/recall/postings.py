@@ -57,6 +57,8 @@ SLOT_ARRAYS = (
     "_alive",
     "_explicit",
     "_bound",
+    "_vec",  # (capacity, dim) int8 embeddings (memoryapp.recall.vectors); dim 0 without
+    "_bits",  # (capacity, dim / 8) their sign bits, the semantic ranking's prefilter
 )
 BOUND_REFRESH_SECONDS = 3600.0  # the cached recency bound is recomputed when older
 SMALL_CANDIDATES = 64  # up to this many candidates (or 4·top_k), score them all without pruning

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
 import json
@@ -11,13 +12,16 @@ from typing import Any
 from django.db import connections
 from django.utils.dateparse import parse_datetime
 
+from memoryapp import conf
 from memoryapp.db import vendor
 from memoryapp.models import Confidence, Memory, json_list
+from memoryapp.recall import vectors
 from memoryapp.recall.scoring import IndexRecord
 
 __all__ = ["live_records", "record_of", "row_fingerprint", "slice_rows", "to_record"]
 
 _FIELDS = ("id", "title", "content", "tags_json", "keywords_json", "updated_at", "confidence")
+_VECTOR_FIELDS = ("embedding", "embedding_model")  # read only while embeddings are on
 _FETCH = 2000  # rows per fetch while streaming a build
 _IN_CHUNK = 500  # ids per "IN (...)" list, well under every vendor's parameter limit
 _EXPLICIT = str(Confidence.EXPLICIT_USER)
@@ -72,8 +76,8 @@ def row_fingerprint(
 
 
 def record_of(memory: Memory) -> IndexRecord:
-    """An :class:`IndexRecord` from a model instance."""
-    return to_record(
+    """An :class:`IndexRecord` from a model instance (with its vector, embeddings on)."""
+    record = to_record(
         memory.id,
         memory.title,
         memory.content,
@@ -82,6 +86,30 @@ def record_of(memory: Memory) -> IndexRecord:
         memory.updated_at,
         memory.confidence,
     )
+    embedder = conf.embedder()
+    if embedder is None:
+        return record
+    (found,) = with_vectors(embedder, [(record, memory.embedding, memory.embedding_model)])
+    return found
+
+
+def with_vectors(embedder, rows: list[tuple[IndexRecord, Any, Any]]) -> list[IndexRecord]:
+    """The records of ``(record, stored embedding, its model)`` with their vectors.
+
+    A stored vector of the current model is used as it is; a missing one, or one of
+    another model, is computed now from the record's text, all of them in one batch
+    (the lazy re-embedding of a model change; ``memory reembed`` stores them).
+    """
+    model = embedder.model_id
+    stale = [n for n, (_, blob, made_by) in enumerate(rows) if not blob or made_by != model]
+    fresh: dict[int, bytes] = {}
+    if stale:
+        texts = [vectors.text_of(rows[n][0].title, rows[n][0].content) for n in stale]
+        fresh = dict(zip(stale, vectors.embed(embedder, texts), strict=True))
+    return [
+        dataclasses.replace(record, vector=fresh[n] if n in fresh else bytes(blob))
+        for n, (record, blob, _) in enumerate(rows)
+    ]
 
 
 def _timestamp(value: dt.datetime) -> float:
@@ -157,7 +185,8 @@ def slice_rows(
     distinct ``tags_json`` text is parsed once.
     """
     connection = connections[using]
-    columns = ", ".join((*_FIELDS, "deleted_at"))
+    embedder = conf.embedder()
+    columns = ", ".join((*_FIELDS, *(_VECTOR_FIELDS if embedder else ()), "deleted_at"))
     live_only = " AND deleted_at IS NULL" if live else ""
     base = f"SELECT {columns} FROM memories WHERE namespace = %s AND scope = %s{live_only}"
     if ids is not None:
@@ -182,9 +211,16 @@ def slice_rows(
         with connection.chunked_cursor() as cursor:
             cursor.execute(sql, params)
             while rows := cursor.fetchmany(_FETCH):
-                for *row, deleted_at in rows:
+                records = []
+                for row in rows:
                     tags_json = row[3]
                     tags = tags_of.get(tags_json)
                     if tags is None:
                         tags = tags_of[tags_json] = _json_tuple(tags_json)
-                    yield to_record(*row, tags=tags), deleted_at is not None
+                    records.append(to_record(*row[:7], tags=tags))
+                if embedder is not None:
+                    records = with_vectors(
+                        embedder, [(r, *row[7:9]) for r, row in zip(records, rows, strict=True)]
+                    )
+                for record, row in zip(records, rows, strict=True):
+                    yield record, row[-1] is not None

@@ -56,6 +56,7 @@ class IndexRecord:
             and returned by :meth:`~memoryapp.recall.index.RecallIndex.fingerprint`, so a caller
             can tell
             whether a row it reads again is the one indexed); 0 when unused.
+        vector: The int8 embedding (:mod:`memoryapp.recall.vectors`), or None.
     """
 
     id: str
@@ -66,6 +67,7 @@ class IndexRecord:
     updated_at: float = 0.0
     explicit: bool = False
     fingerprint: int = 0
+    vector: bytes | None = None
 
 
 @dataclass(frozen=True)

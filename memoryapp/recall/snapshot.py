@@ -16,7 +16,11 @@ The format (all numbers little-endian)::
     ids joined by NUL | tokens (sorted, UTF-8) joined by NUL | token-ends int[tokens]
     updated f8[slots] | fingerprint i8[slots] | title-length int[slots] | explicit u1[slots]
     keyword-entries int[tokens] | entries-per-token int[tokens] | entries int[entries]
-    content-length int[slots]
+    content-length int[slots] | u32 dim | vectors i1[slots × dim]
+
+``dim`` is 0 for an index without embeddings (the ``semantic`` ranking's int8 vectors,
+:mod:`memoryapp.recall.vectors`); the embedder's model id is part of ``rules``, so a
+snapshot written under another model is not loaded either.
 
 Each ``int`` section is u2 when all its values fit in 16 bits (bit k of ``narrow``, in
 the order the six are listed), else i4: at a thousand memories every one fits, and
@@ -46,14 +50,15 @@ import numpy as np
 from memoryapp.recall.index import RecallIndex
 from memoryapp.recall.postings import CODE_BITS, TOKEN_OBJECT_BYTES, Posting
 from memoryapp.recall.tokens import rules_id
+from memoryapp.recall.vectors import sign_bits
 
 __all__ = ["FORMAT", "dump", "load", "strings"]
 
 #: Bump when the meaning of a posting entry or of a section changes. 2: tokens sorted;
 #: 3: not compressed, token ends stored; 4: content lengths (the hybrid ranking's) and the
-#: tokens of the content after its first 500 characters (a fifth field bit).
+#: tokens of the content after its first 500 characters (a fifth field bit); 5: vectors.
 #: Snapshots of another format are not loaded: the first use rebuilds and rewrites them.
-FORMAT = 4
+FORMAT = 5
 _MAGIC = b"MRIX"
 _COUNTS = struct.Struct("<6I")
 _WIDE, _NARROW = np.dtype("<i4"), np.dtype("<u2")
@@ -130,6 +135,12 @@ class _PackedPostings(dict[str, Posting]):
         """Approximate bytes of the token table (see :attr:`RecallIndex.nbytes`)."""
         return self._packed_bytes + TOKEN_OBJECT_BYTES * dict.__len__(self)
 
+    def tokens(self) -> list[str]:
+        """Every token, sorted: the snapshot's (its table is sorted), then any added since."""
+        tokens = _split(self._table, len(self._token_ends))
+        added = [t for t in dict.keys(self) if self._find(t.encode("utf-8", "surrogatepass")) < 0]
+        return sorted(tokens + added) if added else tokens
+
     def unpacked(self) -> dict[str, Posting]:
         """Every posting as a plain dict: the snapshot's tokens, then any added since."""
         tokens = _split(self._table, len(self._token_ends))
@@ -157,11 +168,16 @@ def _split(blob: bytes | memoryview, count: int) -> list[str]:
     return parts
 
 
-def dump(index: RecallIndex) -> bytes | None:
+def _rules(model: str) -> str:
+    return f"{rules_id()}|{model}" if model else rules_id()
+
+
+def dump(index: RecallIndex, model: str = "") -> bytes | None:
     """The index as snapshot bytes (compacting it first), or None if it cannot be written.
 
     Args:
         index: Any recall index; it is compacted in place (same answers, dense slots).
+        model: The embedder's model id of the index's vectors ("" without embeddings).
 
     Returns:
         The snapshot, or None when an id or token holds a NUL character.
@@ -177,7 +193,7 @@ def dump(index: RecallIndex) -> bytes | None:
         if id_blob is None or token_blob is None or len(ids) != n:
             return None
         token_ends, n_kw, sizes, arena = _posting_arrays(postings, tokens)
-        rules = rules_id().encode()
+        rules = _rules(model).encode()
         head = _MAGIC + struct.pack("<II", FORMAT, len(rules)) + rules
         sections: list[np.ndarray] = [token_ends, index._title_len[:n], n_kw, sizes, arena]
         sections.append(index._doc_len[:n])
@@ -195,6 +211,8 @@ def dump(index: RecallIndex) -> bytes | None:
                 packed[1],
                 index._explicit[:n].astype(np.uint8).tobytes(),
                 *packed[2:],
+                struct.pack("<I", index._vec.shape[1]),
+                index._vec[:n].tobytes(),
             )
         )
 
@@ -226,7 +244,9 @@ def _fits_u2(values: np.ndarray) -> bool:
     return not len(values) or (int(values.min()) >= 0 and int(values.max()) <= 0xFFFF)
 
 
-def _header(data: bytes) -> tuple[int, tuple[int, int, int, int, int, int]] | None:
+def _header(
+    data: bytes, model: str | None = ""
+) -> tuple[int, tuple[int, int, int, int, int, int]] | None:
     """Where the sections start, the five counts and ``narrow``; None for another format
     or rules.
 
@@ -237,7 +257,10 @@ def _header(data: bytes) -> tuple[int, tuple[int, int, int, int, int, int]] | No
         raise ValueError("not a recall snapshot")
     fmt, rules_len = struct.unpack_from("<II", data, 4)
     at = 12 + rules_len
-    if fmt != FORMAT or data[12:at].decode("utf-8", "replace") != rules_id():
+    rules = data[12:at].decode("utf-8", "replace")
+    if model is None:  # any embedder's (the erasure reads a snapshot's strings whatever made it)
+        rules = rules.split("|", 1)[0]
+    if fmt != FORMAT or rules != _rules(model or ""):
         return None
     if len(data) < at + _COUNTS.size:
         raise ValueError("recall snapshot is truncated")
@@ -250,7 +273,7 @@ def strings(data: bytes) -> bytes:
     Empty for bytes of another format (nothing a current snapshot could explain).
     """
     try:
-        found = _header(data)
+        found = _header(data, None)
     except ValueError:
         return b""
     if found is None:
@@ -259,9 +282,20 @@ def strings(data: bytes) -> bytes:
     return data[at : at + id_bytes] + b"\x00" + data[at + id_bytes : at + id_bytes + token_bytes]
 
 
-def load(data: bytes) -> RecallIndex | None:
-    """An index from :func:`dump`'s bytes; None when they were written in another format
-    or under other rules (the caller rebuilds the index and writes it anew).
+def _load_vectors(index: RecallIndex, vec: np.ndarray) -> None:
+    """The snapshot's vectors (and their sign bits) into the freshly reserved index."""
+    n, dim = vec.shape
+    if dim:
+        index._vec = np.zeros((len(index._updated), dim), dtype=np.int8)
+        index._vec[:n] = vec
+        index._bits = np.zeros((len(index._updated), dim // 8), dtype=np.uint8)
+        index._bits[:n] = sign_bits(vec)
+
+
+def load(data: bytes, model: str | None = None) -> RecallIndex | None:
+    """An index from :func:`dump`'s bytes; None when they were written in another format,
+    under other rules or by another embedder (the caller rebuilds the index and writes it
+    anew). ``model``: the current embedder's model id ("" without embeddings; None: any).
 
     Raises:
         ValueError: the bytes are not a snapshot (truncated, corrupt).
@@ -270,7 +304,7 @@ def load(data: bytes) -> RecallIndex | None:
         if data[:1] == b"\x78":  # a format 1-2 snapshot: zlib, whose stream starts 0x78
             return None
         raise ValueError("not a recall snapshot")
-    found = _header(data)
+    found = _header(data, model)
     if found is None:
         return None
     at, (n, n_tokens, id_bytes, token_bytes, n_entries, narrow) = found
@@ -295,6 +329,8 @@ def load(data: bytes) -> RecallIndex | None:
     title_len, explicit = take(ints[1], n), take("u1", n)
     n_kw, sizes, arena = take(ints[2], n_tokens), take(ints[3], n_tokens), take(ints[4], n_entries)
     doc_len = take(ints[5], n)
+    (dim,) = take("<u4", 1).tolist()
+    vec = take("i1", n * dim)
     if at != len(data) or int(sizes.sum()) != n_entries:
         raise ValueError("recall snapshot sections do not add up")
     if n_tokens and (
@@ -316,6 +352,7 @@ def load(data: bytes) -> RecallIndex | None:
     index._doc_len[:n] = doc_len
     index._alive[:n] = True
     index._explicit[:n] = explicit.astype(bool)
+    _load_vectors(index, vec.reshape(n, dim))
     # Every section is copied out of ``data`` (entries are views of the arena's copy:
     # postings are never edited in place, only replaced by merges and repacks), so
     # that nothing keeps the fetched bytes alive and the cache counts what the index

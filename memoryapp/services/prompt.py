@@ -16,13 +16,14 @@ from django.db import DatabaseError, connections
 from django.db.models import Q, Value
 from django.db.models.functions import Least, Length
 
+from memoryapp.conf import embedder as embedder_of_conf
 from memoryapp.conf import recall_ranking, recall_snapshots
 from memoryapp.db import compiled, replicas, vendor
 from memoryapp.db import snapshots as stored_snapshots
 from memoryapp.db.meta import read_slice_counters
 from memoryapp.db.read_your_writes import lag_tolerant
 from memoryapp.models import Memory, Scope, json_list
-from memoryapp.recall import hybrid
+from memoryapp.recall import hybrid, semantic
 from memoryapp.recall.cache import INDEXES, NOT_READ
 from memoryapp.recall.rows import column_timestamp
 from memoryapp.recall.scoring import Scored, rank_key
@@ -80,7 +81,7 @@ def recall(
     kept fresh by the slice's change counter; only the shown columns of the hits are read.
     ``counters`` reads those counters (a turn passes its own, so that its stable block
     and its recall share one read; by default a fresh :class:`TurnCounters`).
-    ``ranking`` is ``agentao`` or ``hybrid`` (None: ``MEMORYAPP_RECALL_RANKING``).
+    ``ranking`` is ``agentao``, ``hybrid`` or ``semantic`` (None: ``MEMORYAPP_RECALL_RANKING``).
 
     Raises:
         ValueError: ``ranking`` names no ranking.
@@ -92,7 +93,7 @@ def recall(
     if counters is None:
         counters = TurnCounters()
     try:
-        return _recall(stores, scored, top_k, exclude_ids, counters, ranking)
+        return _recall(stores, scored, top_k, exclude_ids, counters, ranking, query)
     except DatabaseError:
         failed = counters.replicas_used()
         if not failed:
@@ -101,11 +102,12 @@ def recall(
         # primary serves (the replica is skipped until measured again).
         for alias in failed:
             replicas.mark_down(alias, "a read failed")
-        return _recall(stores, scored, top_k, exclude_ids, TurnCounters(), ranking)
+        return _recall(stores, scored, top_k, exclude_ids, TurnCounters(), ranking, query)
 
 
-def _recall(stores, scored, top_k, exclude_ids, counters, ranking) -> list[RecallCandidate]:
+def _recall(stores, scored, top_k, exclude_ids, counters, ranking, text) -> list[RecallCandidate]:
     qtokens, hints = scored
+    qvector = _query_vector(text) if ranking == "semantic" else None
     exclude = frozenset(exclude_ids or ())
     now = time.time()
     versions = {
@@ -118,6 +120,8 @@ def _recall(stores, scored, top_k, exclude_ids, counters, ranking) -> list[Recal
         index = INDEXES.get(*key, versions[key], counters.snapshot(*key), source)
         if ranking == "hybrid":
             found = hybrid.query(index, qtokens, hints, top_k, exclude, now)
+        elif ranking == "semantic":
+            found = semantic.query(index, qtokens, hints, qvector, top_k, exclude, now)
         else:
             found = index.query_tokenized(qtokens, hints, top_k, exclude, now)
         hits.extend((hit, s) for hit in found)
@@ -137,6 +141,14 @@ def _recall(stores, scored, top_k, exclude_ids, counters, ranking) -> list[Recal
         for h, _ in hits
         if h.id in rows
     ]
+
+
+def _query_vector(text):
+    """The query's unit embedding for the semantic ranking (None for a blank query)."""
+    embedder = embedder_of_conf()
+    if embedder is None or not str(text or "").strip():
+        return None
+    return embedder.embed([str(text)])[0]
 
 
 def _hit_rows(hits, counters: TurnCounters) -> dict[str, tuple[str, str, str, str]]:

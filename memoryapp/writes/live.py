@@ -18,9 +18,11 @@ from typing import Any, NamedTuple
 
 from django.db import IntegrityError, connections
 
+from memoryapp import conf
 from memoryapp.db import upsert as sql
 from memoryapp.db import vendor
 from memoryapp.models import Memory, new_id
+from memoryapp.recall import vectors
 
 _STAMP_FIELD = Memory._meta.get_field("updated_at")
 
@@ -45,6 +47,9 @@ class Row(NamedTuple):
     """The id a new row wants (None: a fresh one)."""
     created_at: Any = None
     """A new row's ``created_at`` (None: the write's stamp)."""
+    embedding_model: str | None = None
+    """Set by :func:`upsert_rows` (with ``embedding``) from the configured embedder."""
+    embedding: bytes | None = None
 
 
 class Written(NamedTuple):
@@ -97,6 +102,7 @@ def upsert_rows(
         cursor, connection, vendor.for_connection(connection).bulk_copy, namespace, subject,
         stamp_value(connection, stamp),
     )  # fmt: skip
+    rows = _embedded(rows)
     found = _live(call, rows, range(len(rows)), lock)
     new = [n for n, r in enumerate(rows) if (r.scope, r.key_normalized) not in found]
     ids = _insert_phase(call, rows, new, found)
@@ -159,7 +165,7 @@ def _update_phase(call: _Call, updates: list[tuple[Row, str]]) -> None:
         return
     values = [
         (r.type, r.title, r.content, r.tags_json, r.keywords_json, r.source, r.confidence,
-         r.sensitivity, memory_id)
+         r.embedding_model, r.embedding, r.sensitivity, memory_id)
         for r, memory_id in updates
     ]  # fmt: skip
     sql.update(
@@ -172,6 +178,23 @@ def _update_phase(call: _Call, updates: list[tuple[Row, str]]) -> None:
     )
 
 
+def _embedded(rows: Sequence[Row]) -> Sequence[Row]:
+    """``rows`` with their int8 vectors and model id; as given with embeddings off (NULL).
+
+    One batch for the whole call: an import embeds its thousands of rows in one pass
+    of the tokenizer (memoryapp.recall.embedding), not one call per row.
+    """
+    embedder = conf.embedder()
+    if embedder is None or not rows:
+        return rows
+    blobs = vectors.embed(embedder, [vectors.text_of(r.title, r.content) for r in rows])
+    model = embedder.model_id
+    return [
+        r._replace(embedding_model=model, embedding=blob)
+        for r, blob in zip(rows, blobs, strict=True)
+    ]
+
+
 def _insert_values(row: Row, memory_id: str, call: _Call) -> tuple:
     created_at = (
         call.stamp if row.created_at is None else stamp_value(call.connection, row.created_at)
@@ -179,7 +202,7 @@ def _insert_values(row: Row, memory_id: str, call: _Call) -> tuple:
     return (
         memory_id, row.scope, row.key_normalized, row.type, row.title, row.content,
         row.tags_json, row.keywords_json, row.source, row.confidence,
-        row.sensitivity or _NORMAL, created_at,
+        row.sensitivity or _NORMAL, row.embedding_model, row.embedding, created_at,
     )  # fmt: skip
 
 

@@ -48,7 +48,11 @@ def test_an_oversized_body_is_413(acme, settings):
     body["messages"][0]["content"] = "x" * 20_000
     r = acme.post("/api/recall/", body, format="json")
     assert r.status_code == 413
-    assert r.json() == {"detail": "Request body too large."}
+    assert r.json() == {"detail": "Request body too large: the limit is 9.8 KiB."}
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024  # the default
+    body["messages"][0]["content"] = "x" * (2 * 1024 * 1024 + 1)
+    r = acme.post("/api/recall/", body, format="json")
+    assert r.json() == {"detail": "Request body too large: the limit is 2 MiB."}
 
 
 @pytest.mark.parametrize(
@@ -229,3 +233,16 @@ def test_the_core_app_never_imports_the_api_stack():
                     continue
                 offenders.append(f"{rel}:{node.lineno}")
     assert offenders == []
+
+
+def test_help_texts_write_thousands_with_separators():
+    from memoryapp.admin.forms import MemoryForm
+    from memoryapp.api.serializers.memories import MemoryWriteSerializer
+    from memoryapp.rules.validation import MAX_CONTENT_CHARS
+
+    assert MAX_CONTENT_CHARS >= 1000  # else no separator to show
+    said = f"{MAX_CONTENT_CHARS:,} characters"
+    api = MemoryWriteSerializer().fields["value"].help_text
+    assert said in api, api
+    admin = " ".join(str(f.help_text) for f in MemoryForm.base_fields.values())
+    assert said in admin, admin

@@ -50,6 +50,9 @@ def test_memories_columns_are_agentaos_plus_ours():
         "id", "scope", "type", "key_normalized", "title", "content", "tags_json",
         "keywords_json", "source", "confidence", "sensitivity", "created_at",
         "updated_at", "deleted_at", "namespace", "subject",
+        # The semantic ranking's vectors: nullable, so Agentao's own inserts leave them NULL
+        # (recall embeds such rows as it reads them).
+        "embedding", "embedding_model",
     }  # fmt: skip
 
 

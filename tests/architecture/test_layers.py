@@ -147,7 +147,10 @@ def test_memoryapp_has_no_import_cycle():
 # docs/design.md: "Pure rules are plain Python over plain values ... None of them imports Django."
 # Every module of ``memoryapp.rules`` is pure, and so is the core of recall (what a query
 # matches, how it scores, the index and its bytes): workers and clients reuse them without Django.
-RECALL_CORE = ("tokens", "scoring", "index", "postings", "pruning", "snapshot", "hybrid")
+RECALL_CORE = (
+    "tokens", "scoring", "index", "postings", "pruning", "snapshot", "hybrid", "semantic",
+    "vectors", "embedding",
+)  # fmt: skip
 PURE_RULES = tuple(
     sorted(
         [

@@ -37,7 +37,17 @@ from tests._admin_support import make_staff
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("purge_settings")]
 
-ROUNDS = 24
+LAGS = 8  # the head starts one sweep tries (_lag)
+SWEEPS = {"postgresql": 3, "sqlite": 1}
+"""Sweeps of every head start per test: PostgreSQL, where the race is real, runs three
+(24 rounds); SQLite, whose IMMEDIATE transactions serialise the two wholly, one (8 rounds,
+every head start still tried once) — the test time of issue #39, nothing asserted less."""
+
+
+def _rounds() -> range:
+    return range(LAGS * SWEEPS.get(connections["default"].vendor, 3))
+
+
 PROJECT = "acme/web"
 
 
@@ -103,7 +113,7 @@ def _all_receipts_verify(receipts: list[ErasureReceipt]) -> None:
 
 def _lag(n: int) -> float:
     """Round ``n``'s head start of the erasure: 0 to 42 ms."""
-    return (n % 8) * 0.006
+    return (n % LAGS) * 0.006
 
 
 def _text(kind: str, n: int) -> str:
@@ -121,7 +131,7 @@ def test_erase_racing_approve_leaves_no_approved_memory_of_the_subject():
     memory is erased with the subject."""
     eraser, approver = _clients()
     receipts, outcomes = [], set()
-    for n in range(ROUNDS):
+    for n in _rounds():
         subject = f"acme/ann{n}"
         item = ReviewItem.objects.create(
             namespace=PROJECT,
@@ -157,7 +167,7 @@ def test_erase_racing_a_write_for_the_subject():
     after the erasure committed (a new write, never one the erasure's selection missed)."""
     eraser, writer = _clients()
     receipts = []
-    for n in range(ROUNDS):
+    for n in _rounds():
         subject = f"acme/bea{n}"
         Memory.objects.upsert(
             namespace=subject, key=f"old {n}", value=_text("old", n), scope="user"
@@ -194,7 +204,7 @@ def test_erase_of_a_namespace_racing_a_write_into_it():
     """A namespace erasure and a write into that namespace: the same rule."""
     eraser, writer = _clients()
     receipts = []
-    for n in range(ROUNDS):
+    for n in _rounds():
         namespace = f"acme/proj{n}"
         Memory.objects.upsert(namespace=namespace, key=f"old {n}", value=_text("nsold", n))
         erased, wrote = _together(
@@ -226,7 +236,7 @@ def test_erase_racing_an_admin_edit_of_the_row():
     operator = Client()
     operator.force_login(make_staff("root", superuser=True))
     receipts = []
-    for n in range(ROUNDS):
+    for n in _rounds():
         subject = f"acme/cid{n}"
         row = Memory.objects.upsert(
             namespace=subject, key=f"editor {n}", value=_text("before", n), scope="user"
@@ -283,7 +293,7 @@ def test_erase_racing_a_crystallize_and_a_summary_of_the_subject():
     eraser, writer = _clients()
     summarizer = Client(HTTP_AUTHORIZATION=writer.defaults["HTTP_AUTHORIZATION"])
     receipts = []
-    for n in range(ROUNDS):
+    for n in _rounds():
         subject = f"acme/dee{n}"
         Memory.objects.upsert(
             namespace=subject, key=f"old {n}", value=_text("dold", n), scope="user"

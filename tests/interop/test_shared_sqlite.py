@@ -8,14 +8,18 @@ tests use their own SQLite files, so they run in both vendor passes.
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import io
+import shutil
 import sqlite3
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
-from django.db import OperationalError
+from django.db import OperationalError, connections
 
 pytest.importorskip("agentao.memory")
 
@@ -85,13 +89,34 @@ def _comparable(records) -> list[tuple]:
     ]
 
 
+@pytest.fixture(scope="module")
+def _migrated_once(tmp_path_factory, django_db_blocker):
+    """One SQLite file migrated by this app, for the module's tests to copy: migrating
+    took 3-5 s a test (issue #39's test time); a copy of the file is the same file."""
+    path = tmp_path_factory.mktemp("migrated") / "memory.db"
+    alias = f"template_{uuid.uuid4().hex[:8]}"
+    settings = copy.deepcopy(connections.settings["default"])
+    settings.update(ENGINE="django.db.backends.sqlite3", NAME=str(path), TEST={"NAME": str(path)})
+    connections.settings[alias] = settings
+    try:
+        with django_db_blocker.unblock():
+            call_command("migrate", database=alias, verbosity=0, interactive=False)
+            with connections[alias].cursor() as cursor:
+                cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            connections[alias].close()
+    finally:
+        del connections.settings[alias]
+        with contextlib.suppress(AttributeError, KeyError):
+            del connections[alias]
+    return path
+
+
 @pytest.fixture
-def migrated(extra_alias, tmp_path):
-    """A fresh SQLite file migrated by this app, and its alias."""
+def migrated(_migrated_once, extra_alias, tmp_path):
+    """A fresh SQLite file migrated by this app (a copy of the module's), and its alias."""
     path = tmp_path / "memory.db"
-    alias = extra_alias(path)
-    call_command("migrate", database=alias, verbosity=0, interactive=False)
-    return path, alias
+    shutil.copyfile(_migrated_once, path)
+    return path, extra_alias(path)
 
 
 def test_agentao_opens_a_file_migrated_here(migrated):

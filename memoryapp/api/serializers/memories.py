@@ -32,7 +32,7 @@ class MemoryWriteSerializer(BoundInput):
     value = StrictCharField(
         trim_whitespace=False,
         allow_blank=True,
-        help_text=f"The content (1 to {MAX_CONTENT_CHARS} characters once stripped).",
+        help_text=f"The content (1 to {MAX_CONTENT_CHARS:,} characters once stripped).",
         schema_pattern=NON_BLANK_PATTERN,
     )
     tags = serializers.ListField(

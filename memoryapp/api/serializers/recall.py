@@ -12,8 +12,8 @@ from memoryapp.api.serializers.fields import (
     namespace_field,
 )
 from memoryapp.api.serializers.messages import messages_field
+from memoryapp.conf import served_rankings
 from memoryapp.models import MemoryType, Scope
-from memoryapp.recall.hybrid import RANKINGS
 
 MAX_TOP_K = 50
 
@@ -34,13 +34,20 @@ class RecallInputSerializer(BoundInput):
         help_text="The current session: the stable block's session tail leaves it out.",
     )
     ranking = StrictChoiceField(
-        choices=[(r, r) for r in RANKINGS],
+        choices=[("agentao", "agentao"), ("hybrid", "hybrid")],  # set per instance below
         required=False,
         allow_null=True,
         default=None,
-        help_text="agentao (Agentao's exact formula) or hybrid (BM25 fused with tags, path "
-        "hints, recency, staleness); absent or null: the server's MEMORYAPP_RECALL_RANKING.",
+        help_text="agentao (Agentao's exact formula), hybrid (BM25 fused with tags, path "
+        "hints, recency, staleness) or, where the server has an embedder, semantic (hybrid "
+        "fused with embedding similarity); absent or null: the server's "
+        "MEMORYAPP_RECALL_RANKING.",
     )
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # The rankings this server serves: the schema lists semantic only where it is.
+        self.fields["ranking"].choices = [(r, r) for r in served_rankings()]
 
 
 class RecallCandidateSerializer(serializers.Serializer):

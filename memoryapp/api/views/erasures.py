@@ -40,7 +40,11 @@ class WipeAllView(MemoryAPIMixin, APIView):
         responses={200: WipeOutputSerializer},
     )
     def post(self, request):
-        _, mm = bound_manager(self, BoundInput)
+        data, mm = bound_manager(self, BoundInput)
+        # A tenant-scoped officer wipes their tenants' namespaces only (else 404).
+        erasures.within_desk(
+            permissions.access_for(request), self.rule, data["namespace"], data["subject"]
+        )
         result = mm.wipe_all(actor=actor_of(request))
         return Response(WipeOutputSerializer(result.as_dict()).data)
 

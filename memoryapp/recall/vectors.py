@@ -1,0 +1,146 @@
+"""Memory embeddings as stored data: int8 quantisation, the embedded text, the index's matrix.
+
+No Django. A memory's vector is its embedder's unit vector scaled by 127 and rounded
+to int8 (``dim`` bytes: 256 for the shipped model, a quarter of float32); the cosine
+of a float query with it is ``q · v / 127`` to within about 0.4 % (the rounding of
+each component is at most 1/254). The row keeps the bytes with the model id
+(``Memory.embedding``, ``Memory.embedding_model``): a vector of another model is
+never compared, it is recomputed (lazily on read, or by ``memory reembed``).
+
+The recall index holds the vectors of its slots in one ``(capacity, dim)`` int8
+matrix (``RecallIndex._vec``, renumbered with the other per-slot arrays); a slot
+without a vector is all zeros, which is similar to nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+
+import numpy as np
+
+__all__ = [
+    "SCALE", "decode", "embed", "encode", "encode_many", "put", "sign_bits", "similarities",
+    "text_of",
+]  # fmt: skip
+
+INDEX_DIMS = 128  # components the recall index keeps of each vector (index_form)
+SCALE = 127.0  # int8 full scale of a unit vector's components (all within [-1, 1])
+_TEXT_CHARS = 2000  # what is embedded of a memory: the title and the content's start
+
+
+def text_of(title: str, content: str) -> str:
+    """The text embedded for a memory: its title, then the start of its content.
+
+    A static model's vector is a mean of word vectors: a longer tail only dilutes it.
+    """
+    return f"{title}\n{content[:_TEXT_CHARS]}"
+
+
+def encode_many(vectors: np.ndarray) -> list[bytes]:
+    """Each unit vector of ``vectors`` (rows) as its int8 bytes."""
+    quantised = np.clip(np.rint(vectors * SCALE), -127, 127).astype(np.int8)
+    return [row.tobytes() for row in quantised]
+
+
+_recent: OrderedDict[tuple[str, str], bytes] = OrderedDict()
+_RECENT = 1024  # texts: a write embeds a row, and the cache's own-write fold reads it back
+_recent_lock = threading.Lock()
+
+
+def embed(embedder, texts: Sequence[str]) -> list[bytes]:
+    """The int8 vectors of ``texts`` by ``embedder``, the recently embedded ones reused.
+
+    A single write embeds its row, then folds the same row into the cached index
+    (memoryapp.recall.rows.record_of): the second embedding is a dictionary hit.
+    """
+    model = embedder.model_id
+    with _recent_lock:
+        found = [_recent.get((model, text)) for text in texts]
+    missing = [n for n, blob in enumerate(found) if blob is None]
+    if missing:
+        made = encode_many(embedder.embed([texts[n] for n in missing]))
+        with _recent_lock:
+            for n, blob in zip(missing, made, strict=True):
+                found[n] = _recent[(model, texts[n])] = blob
+            while len(_recent) > _RECENT:
+                _recent.popitem(last=False)
+    return found  # type: ignore[return-value]
+
+
+def encode(vector: np.ndarray) -> bytes:
+    """One unit vector as its int8 bytes."""
+    return encode_many(vector.reshape(1, -1))[0]
+
+
+def decode(data: bytes | memoryview | None) -> np.ndarray | None:
+    """Stored bytes as an int8 vector (None for None or empty)."""
+    if not data:
+        return None
+    return np.frombuffer(bytes(data), dtype=np.int8)
+
+
+def put(index, slot: int, vector: bytes | None) -> None:
+    """Store ``vector`` (int8 bytes) at ``slot`` of ``index``'s matrix, growing it as needed.
+
+    The matrix is created at the first vector (its dimension is the model's); a vector
+    of another dimension (an embedder changed under a running process) is dropped:
+    the slot stays similar to nothing until the row is embedded again.
+    """
+    matrix = index._vec
+    values = None if vector is None else index_form(np.frombuffer(vector, dtype=np.int8))
+    if values is not None and not matrix.shape[1] and len(values) % 8 == 0:
+        capacity = len(index._updated)
+        matrix = index._vec = np.zeros((capacity, len(values)), dtype=np.int8)
+        index._bits = np.zeros((capacity, len(values) // 8), dtype=np.uint8)
+    if not matrix.shape[1]:
+        return
+    if values is None or len(values) != matrix.shape[1]:
+        matrix[slot] = 0
+        index._bits[slot] = 0
+        return
+    matrix[slot] = values
+    index._bits[slot] = np.packbits(values > 0)
+
+
+def index_form(values: np.ndarray) -> np.ndarray:
+    """A stored int8 vector as the index holds it: its first :data:`INDEX_DIMS` components,
+    scaled back to unit length (int8).
+
+    The shipped model is Matryoshka-trained (WordLlama: its leading components are an
+    embedding on their own), so the index keeps 128 of the 256 stored components: half
+    the bytes, for the index-memory bound (bench/SEMANTIC.md measures both).
+    """
+    if len(values) <= INDEX_DIMS:
+        return values
+    head = values[:INDEX_DIMS].astype(np.float32)
+    norm = float(np.linalg.norm(head))
+    if norm == 0.0:
+        return np.zeros(INDEX_DIMS, dtype=np.int8)
+    return np.clip(np.rint(head * (SCALE / norm)), -127, 127).astype(np.int8)
+
+
+def query_form(query: np.ndarray, dims: int) -> np.ndarray:
+    """The query's unit vector cut to the index's ``dims`` components, unit length again."""
+    head = np.asarray(query[:dims], dtype=np.float32)
+    norm = float(np.linalg.norm(head))
+    return head / norm if norm else head
+
+
+def sign_bits(matrix: np.ndarray) -> np.ndarray:
+    """The sign bits of int8 rows, packed (a loaded snapshot's prefilter)."""
+    return np.packbits(matrix > 0, axis=1)
+
+
+def similarities(
+    matrix: np.ndarray, query: np.ndarray, rows: Sequence[int] | np.ndarray | None = None
+) -> np.ndarray:
+    """Cosine of the float unit vector ``query`` with each int8 row (all, or ``rows``)."""
+    block = matrix if rows is None else matrix[np.asarray(rows, dtype=np.int64)]
+    out = np.empty(len(block), dtype=np.float32)
+    q = (query / SCALE).astype(np.float32)
+    step = 4096  # float32 blocks of 4 MiB: BLAS speed without a copy of the whole matrix
+    for start in range(0, len(block), step):
+        out[start : start + step] = block[start : start + step].astype(np.float32) @ q
+    return out
