@@ -8,7 +8,7 @@ import memoryapp.fields
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("memoryapp", "0015_erasure_copy_checks"),
+        ("memoryapp", "0016_embeddings"),
     ]
 
     operations = [
