@@ -57,7 +57,13 @@ def test_hard_questions_rarely_repeat_the_evidence_words():
 
 def test_the_bench_rankers_are_a_list_and_locomo_converts():
     bench = _module("retrieval")
-    assert [name for name, _, _ in bench.RANKERS] == ["agentao", "hybrid", "bm25", "bm25-stem"]
+    assert [name for name, _, _ in bench.RANKERS] == [
+        "agentao",
+        "hybrid",
+        "semantic",
+        "bm25",
+        "bm25-stem",
+    ]
     sample = {
         "sample_id": "s1",
         "conversation": {
