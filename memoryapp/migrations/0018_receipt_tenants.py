@@ -84,7 +84,7 @@ def backfill(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("memoryapp", "0017_copy_check_claims"),
+        ("memoryapp", "0016_embeddings"),
     ]
 
     operations = [

@@ -8,7 +8,7 @@ import memoryapp.fields
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("memoryapp", "0016_embeddings"),
+        ("memoryapp", "0018_receipt_tenants"),
     ]
 
     operations = [
