@@ -15,7 +15,13 @@
    seconds, first with the replica configured, then without: the primary's and the
    standby's ``pg_stat_database`` counters for the bench database over each phase
    (transactions, rows returned, blocks read or hit), and recalls per second.
-5. The standby dropped, the database dropped.
+5. Erasure with the replica configured: ``E`` namespaces (seeded beside the others,
+   ``--erase-memories`` each) erased one after another with ``erase(namespace=...)``,
+   each timed from the call to the receipt *verified on every copy*
+   (``details["outcome"] == "verified_by_byte_scan"``, the primary and ``replica_1``
+   both byte-scanned), with each server's check time after the receipt's creation.
+6. The standby dropped, the database dropped. The machine's load average is recorded
+   before and after each phase.
 """
 
 from __future__ import annotations
@@ -54,6 +60,14 @@ def namespace(i: int) -> str:
     return f"bench/tenant-{i:03d}"
 
 
+def erased_namespace(i: int) -> str:
+    return f"bench/erased-{i:03d}"
+
+
+def load_average() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
 def pg(port: int = 5432, dbname: str = "postgres") -> psycopg.Connection:
     return psycopg.connect(
         host="127.0.0.1", port=port, user="postgres", dbname=dbname, autocommit=True
@@ -89,6 +103,13 @@ def seed(args: argparse.Namespace) -> None:
         triples, _, _ = corpus.make_corpus(args.memories, seed=1000 + i, n_extras=0)
         records = [{"key": k, "value": v, "tags": t} for k, v, t in triples]
         report = MemoryManager(project=namespace(i)).import_memories(
+            enumerate(records, start=1), actor="bench-replicas"
+        )
+        assert report.created == len(records), report
+    for i in range(args.erasures):  # erased in the last phase, never read before
+        triples, _, _ = corpus.make_corpus(args.erase_memories, seed=5000 + i, n_extras=0)
+        records = [{"key": k, "value": v, "tags": t} for k, v, t in triples]
+        report = MemoryManager(project=erased_namespace(i)).import_memories(
             enumerate(records, start=1), actor="bench-replicas"
         )
         assert report.created == len(records), report
@@ -169,6 +190,37 @@ def _worker(port: int | None, seconds: float, namespaces: int, seed_: int, out: 
         done += 1
         n += 7
     out.put(done)
+
+
+def erasures(args: argparse.Namespace, port: int, out: Any) -> None:
+    """Each erasure's time to verified on every copy, the replica configured."""
+    django_env(port, MEMORYAPP_ERASURE_PURGE_TIMEOUT="300", MEMORYAPP_REPLICA_REPLAY_WAIT="120")
+    from memoryapp.compliance import erase
+    from memoryapp.models import CopyCheck
+
+    found = []
+    for i in range(args.erasures):
+        began = time.perf_counter()
+        r = erase(namespace=erased_namespace(i), actor="bench-replicas")
+        wall = time.perf_counter() - began
+        rows = {c.server: c for c in CopyCheck.objects.filter(receipt=r)}
+        found.append(
+            {
+                "namespace": erased_namespace(i),
+                "counts": dict(r.counts or {}),
+                "wall_s": round(wall, 3),
+                "outcome": (r.details or {}).get("outcome"),
+                "copies": [[c["server"], c["outcome"]] for c in r.details.get("copies", [])],
+                "after_s": {
+                    server: round((c.checked_at - r.created_at).total_seconds(), 3)
+                    for server, c in rows.items()
+                    if c.checked_at
+                },
+                "bytes": {server: c.facts.get("bytes") for server, c in rows.items()},
+                "method": {server: c.method for server, c in rows.items()},
+            }
+        )
+    out.put(found)
 
 
 def db_stats(port: int) -> dict[str, int]:
@@ -272,10 +324,13 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200, help="paired recalls per phase")
     parser.add_argument("--seconds", type=float, default=20.0, help="each load phase")
     parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--erasures", type=int, default=3, help="namespaces erased")
+    parser.add_argument("--erase-memories", type=int, default=300, help="per erased namespace")
     parser.add_argument("--out", default=str(ROOT / "bench" / "REPLICAS.md"))
     args = parser.parse_args()
     if args.quick:
         args.namespaces, args.memories, args.queries, args.seconds = 4, 300, 40, 5.0
+        args.erasures, args.erase_memories = 2, 100
     report: dict[str, Any] = {
         "args": vars(args),
         "host": benchlib.host_info(),
@@ -293,12 +348,19 @@ def main() -> None:
     try:
         wait_replayed(port)
         report["standby_s"] = round(time.perf_counter() - started, 1)
+        loads = report["load_average"] = {"start": load_average()}
         log("latency: paired recalls, primary vs replica")
         report["latency"] = child(latency, args, port)
+        loads["after latency"] = load_average()
         log(f"load: {args.workers} workers from the replica")
         report["load_replica"] = load(args, port, use_replica=True)
+        loads["after load from the replica"] = load_average()
         log(f"load: {args.workers} workers from the primary")
         report["load_primary"] = load(args, port, use_replica=False)
+        loads["after load from the primary"] = load_average()
+        log(f"erasures: {args.erasures}, the replica configured")
+        report["erasures"] = child(erasures, args, port)
+        loads["after erasures"] = load_average()
     finally:
         standby("stop", port)
         with contextlib.suppress(psycopg.Error), pg() as conn:
@@ -313,7 +375,14 @@ def render(r: dict[str, Any]) -> str:
     lines = [
         "# Recall from a streaming replica vs from the primary",
         "",
-        f"`make bench-replicas` (`bench/replicas.py`), {r['started']}, commit "
+        "What was warmed: in the **warm** latency rows, every namespace's recall index was "
+        "built in the process before timing; the servers' caches were warm from the seed "
+        "(imported just before) and the standby's from replaying it. Nothing was warmed for "
+        "the **cold** rows or the load phases (every recall rebuilt its index from rows), "
+        "nor for the erasures (their namespaces were never read before).",
+        "",
+        f"`make bench-replicas` (`bench/replicas.py{' --quick' if a.get('quick') else ''}`), "
+        f"{r['started']}, commit "
         f"{r['code']['commit']}; {r['host']['cpu']}, {r['host']['cores']} cores. Primary: the "
         "local PostgreSQL 15 cluster; replica: a hot standby of it on the same machine "
         "(`scripts/pg_standby.sh`, streaming). Both servers share the machine's 2 cores with "
@@ -370,15 +439,65 @@ def render(r: dict[str, Any]) -> str:
                 f"{p['tup_returned']:,} | {p['tup_fetched']:,} | {p['blks_hit']:,} | "
                 f"{p['blks_read']:,} |"
             )
+    lines += render_erasures(r)
     lines += [
         "",
-        "## Erasure: time to verified on every copy",
+        "## Machine load",
         "",
-        "_Placeholder: measured by the erasure-on-every-copy work (per-server verification), "
-        "not by this script._",
+        "Load average (1, 5, 15 min) of the 2-core machine at each point of the run: "
+        + "; ".join(f"{k}: {', '.join(map(str, v))}" for k, v in r["load_average"].items())
+        + ".",
         "",
     ]
     return "\n".join(lines)
+
+
+def render_erasures(r: dict[str, Any]) -> list[str]:
+    a = r["args"]
+    lines = [
+        "",
+        "## Erasure: time to verified on every copy (one replica)",
+        "",
+        f"{a['erasures']} namespaces of {a['erase_memories']:,} memories each (seeded with "
+        "the others, never read before), erased one after another with "
+        "`erase(namespace=...)` while `DATABASE_REPLICA_URLS` names the standby. The call "
+        "purges, byte-scans the primary, waits for the standby to replay the purge and "
+        "byte-scans it; it returns with every copy's result. Each server's scan method is "
+        "the one recorded on its copy check: `files` read its data directory from this "
+        "machine (the bench runs beside both servers, as root), `sql` through "
+        "`pg_read_binary_file`. **Verified on every copy** is "
+        '`details["outcome"] == "verified_by_byte_scan"`.',
+        "",
+        "| namespace | call s | outcome | primary checked after s | replica checked after s "
+        "| bytes scanned (primary / replica) | method (primary / replica) |",
+        "|---|---:|---|---:|---:|---:|---|",
+    ]
+    for e in r["erasures"]:
+        after, scanned = e["after_s"], e["bytes"]
+        lines.append(
+            f"| {e['namespace']} | {e['wall_s']} | {e['outcome']} | {after.get('default', '-')} "
+            f"| {after.get('replica_1', '-')} | {scanned.get('default')} / "
+            f"{scanned.get('replica_1')} | {e['method'].get('default') or '-'} / "
+            f"{e['method'].get('replica_1') or '-'} |"
+        )
+    walls = [e["wall_s"] for e in r["erasures"] if e["outcome"] == "verified_by_byte_scan"]
+    if walls:
+        lines += [
+            "",
+            f"Verified on every copy: {len(walls)} of {len(r['erasures'])}; time to verified "
+            f"on every copy, median {statistics.median(walls):.2f} s, max {max(walls):.2f} s.",
+        ]
+    gaps = [
+        e["after_s"]["replica_1"] - e["after_s"]["default"]
+        for e in r["erasures"]
+        if {"default", "replica_1"} <= set(e["after_s"])
+    ]
+    if gaps:
+        lines.append(
+            f"The replica's check was recorded a median {statistics.median(gaps):.2f} s after "
+            "the primary's: the rest of the time is the primary's purge and its own check."
+        )
+    return lines
 
 
 if __name__ == "__main__":

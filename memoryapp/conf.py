@@ -339,6 +339,17 @@ def erasure_stale_after() -> float:
     return max(1.0, float(getattr(settings, "MEMORYAPP_ERASURE_STALE_AFTER", 3600.0)))
 
 
+def copy_claim_seconds() -> float:
+    """``MEMORYAPP_COPY_CLAIM_SECONDS``: how long a checker holds a copy check it scans.
+
+    A worker or ``memory verifier`` claims a (receipt, server) row before scanning that
+    server; another checker skips it until the claim expires, then takes it over (the
+    first one died mid-scan). Longer than a scan takes, replay wait included (a scan
+    that outlives its claim has its result discarded). Default 600 (10 minutes).
+    """
+    return max(1.0, float(getattr(settings, "MEMORYAPP_COPY_CLAIM_SECONDS", 600.0)))
+
+
 def copy_report_after() -> float:
     """``MEMORYAPP_COPY_REPORT_AFTER``: seconds after which a server that has not reported
     its check of an erasure is shown as late.

@@ -8,12 +8,13 @@ Fixtures (registered in ``tests/conftest.py`` through ``pytest_plugins``):
   (``prune``). On the SQLite pass it skips (a replica is a PostgreSQL feature); where no
   standby can be made on PostgreSQL it says why and skips, or fails under ``CI=true``.
 - ``spare_standby`` (function): another standby of its own, dropped after the test (a
-  promotion cannot be undone).
+  promotion cannot be undone, a stopped server must not take the shared one down).
 - ``replica_db`` (function, transactional): the standby's copy of the *test* database
   registered as the read-only alias ``replica_1`` and listed in
   ``MEMORYAPP_REPLICA_DATABASES``; a :class:`ReplicaDB`. pytest-django creates the test
   database on the primary; the fixture waits until the standby has replayed it. The test's
   data is committed (a replica only ever sees committed rows), hence transactional.
+- ``spare_replica_db`` (function): the same on a ``spare_standby`` (a test that stops it).
 """
 
 from __future__ import annotations
@@ -194,8 +195,16 @@ class Standby:
 
     @property
     def version(self) -> str:
-        """The cluster's major version (the primary's)."""
-        num = int(self.sql("SHOW server_version_num")[0][0])
+        """The cluster's major version: the primary's (a standby is of the same major).
+
+        Asked of the primary, never of the standby itself: :meth:`start_server` needs it
+        while the standby is stopped (asking the stopped server failed, and the standby
+        of every later test stayed down).
+        """
+        with psycopg.connect(
+            host=PRIMARY_HOST, port=PRIMARY_PORT, user="postgres", dbname="postgres"
+        ) as conn:
+            num = int(conn.execute("SHOW server_version_num").fetchone()[0])
         return str(num // 10000)
 
 
@@ -203,7 +212,10 @@ class Standby:
 def pg_standby():
     """A streaming hot standby of the local cluster for the whole run; dropped at the end."""
     if connection.vendor != "postgresql":
-        pytest.skip("a streaming replica is a PostgreSQL feature (this pass runs on SQLite)")
+        pytest.skip(
+            "needs PostgreSQL: a streaming replica is a PostgreSQL feature"
+            " (this pass runs on SQLite)"
+        )
     reason = standby_impossible()
     if reason:
         no_standby(reason)
@@ -277,23 +289,43 @@ def unregister_alias(alias: str) -> None:
         del connections[alias]
 
 
-@pytest.fixture
-def replica_db(pg_standby, transactional_db, settings):
-    """The standby's copy of the test database as alias ``replica_1``, listed as a replica."""
+def _as_replica(standby: Standby, settings):
+    """Register ``standby``'s copy of the test database as ``replica_1``; the ReplicaDB."""
     dbname = connections["default"].settings_dict["NAME"]
-    pg_standby.resume_replay()  # a test that paused replay and failed must not stall the next
-    pg_standby.wait_for_database(dbname)
-    register_alias(REPLICA_ALIAS, pg_standby.port, dbname=dbname)
+    standby.resume_replay()  # a test that paused replay and failed must not stall the next
+    standby.wait_for_database(dbname)
+    register_alias(REPLICA_ALIAS, standby.port, dbname=dbname)
     settings.MEMORYAPP_REPLICA_DATABASES = [REPLICA_ALIAS]
     # The shared machine's other test runs create databases on the primary, whose replay
     # can hold a standby back for many seconds: a test about lag sets its own bound.
     settings.MEMORYAPP_REPLICA_MAX_LAG = 600
     read_your_writes.reset()  # this test's thread starts as a caller that wrote nothing
     replicas.forget()
+    return ReplicaDB(REPLICA_ALIAS, standby, dbname)
+
+
+def _unregister_replica(standby: Standby) -> None:
+    with contextlib.suppress(psycopg.Error):
+        standby.resume_replay()
+    unregister_alias(REPLICA_ALIAS)
+    read_your_writes.reset()
+    replicas.forget()
+
+
+@pytest.fixture
+def replica_db(pg_standby, transactional_db, settings):
+    """The standby's copy of the test database as alias ``replica_1``, listed as a replica."""
     try:
-        yield ReplicaDB(REPLICA_ALIAS, pg_standby, dbname)
+        yield _as_replica(pg_standby, settings)
     finally:
-        pg_standby.resume_replay()
-        unregister_alias(REPLICA_ALIAS)
-        read_your_writes.reset()
-        replicas.forget()
+        _unregister_replica(pg_standby)
+
+
+@pytest.fixture
+def spare_replica_db(spare_standby, transactional_db, settings):
+    """:func:`replica_db` on a standby of its own: for a test that stops its server (the
+    shared standby then stays up for every later test, whatever happens to this one)."""
+    try:
+        yield _as_replica(spare_standby, settings)
+    finally:
+        _unregister_replica(spare_standby)

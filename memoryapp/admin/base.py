@@ -71,7 +71,19 @@ class StyledAdmin(admin.ModelAdmin):
             return forbidden(self, request, perm, str(opts.verbose_name_plural).capitalize())
 
     def changelist_view(self, request, extra_context=None):
-        return self._styled_403(request, "view", super().changelist_view, extra_context)
+        parent = super().changelist_view
+        if request.method != "GET":  # an action: it writes, on the primary
+            return self._styled_403(request, "view", parent, extra_context)
+
+        def read():
+            response = self._styled_403(request, "view", parent, extra_context)
+            # Rendered here: the page's rows are read while the template renders, and a
+            # replica dying then must be caught here too (the primary renders it again).
+            if hasattr(response, "render") and not response.is_rendered:
+                response.render()
+            return response
+
+        return replicas.read_with_fallback(read)
 
     def add_view(self, request, form_url="", extra_context=None):
         return self._styled_403(request, "add", super().add_view, form_url, extra_context)

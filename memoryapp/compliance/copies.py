@@ -9,15 +9,25 @@ rounds (:func:`check_pending`) or by ``manage.py memory verifier`` beside it
 (:func:`verify_here`). The receipt's ``details["copies"]`` lists every server's result
 (:class:`memoryapp.rules.outcomes.CopyResult`) and ``details["outcome"]`` is the weakest:
 a receipt is *verified on every copy* only when each configured server reported clean.
+
+A checker claims a pending row (:func:`claim`, one conditional UPDATE) before scanning its
+server, for ``MEMORYAPP_COPY_CLAIM_SECONDS``: two workers never scan the same (receipt,
+server) at once, and a checker killed mid-scan leaves a claim that expires, after which
+the next one takes the row over. A result is written only under the claim it was
+scanned with (:func:`save`): a scan that outlived its claim changes nothing.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import os
+import socket
+import uuid
 from collections.abc import Sequence
 
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, transaction
+from django.db.models import F, Q
 
 from memoryapp import conf
 from memoryapp.compliance import copy_scan, probes, sealed
@@ -138,7 +148,10 @@ def check_pending(
     if receipt is not None:
         rows = rows.filter(receipt=receipt)
     settled = 0
+    checker = checker_name()
     for row in rows.select_related("receipt"):
+        if not claim(row, checker, using=using):
+            continue  # another checker scans this server for this erasure now
         try:
             result = copy_scan.check(
                 row.server,
@@ -156,7 +169,7 @@ def check_pending(
         if result.outcome == Outcome.UNSCANNED and row.server in conf.copy_verifiers():
             # Its verifier reads the files: the worker's "cannot read" is no result.
             result = dataclasses.replace(result, outcome=Outcome.NOT_CHECKED, reason=NO_REPORT)
-        settled += save(row, result, using=using)
+        settled += save(row, result, using=using, checker=checker)
         if receipt is None:
             summarize(row.receipt, using=using)
     return settled
@@ -167,37 +180,94 @@ def verify_here(server: str, data_directory: str, *, using: str = DEFAULT_DB_ALI
     ``data_directory`` (this process runs beside it); results written on the primary."""
     rows = CopyCheck.objects.using(using).filter(outcome__in=PENDING, server=server)
     settled = 0
+    checker = checker_name()
     for row in rows.select_related("receipt"):
-        result = copy_scan.check(
-            server,
-            primary=using,
-            erased_ids=row.receipt.erased_ids or {},
-            tables=row.facts.get("tables", []),
-            pieces=_pieces(row),
-            lsn=row.lsn,
-            wait=conf.replica_replay_wait(),
-            data_directory=data_directory,
-        )
-        settled += save(row, result, using=using)
+        if not claim(row, checker, using=using):
+            continue  # another checker scans it now
+        try:
+            result = copy_scan.check(
+                server,
+                primary=using,
+                erased_ids=row.receipt.erased_ids or {},
+                tables=row.facts.get("tables", []),
+                pieces=_pieces(row),
+                lsn=row.lsn,
+                wait=conf.replica_replay_wait(),
+                data_directory=data_directory,
+            )
+        except BaseException:
+            release(row, checker, using=using)  # the next round (or checker) tries again
+            raise
+        settled += save(row, result, using=using, checker=checker)
         summarize(row.receipt, using=using)
     return settled
 
 
-def save(row: CopyCheck, result: copy_scan.Check, *, using: str) -> int:
-    """Write a check's result on its row; 1 when it settled (no longer ``not checked``)."""
-    row.attempts += 1
-    row.outcome = result.outcome
-    row.reason = result.reason
-    row.method = result.method or row.method
-    row.system_identifier = result.system_identifier or row.system_identifier
-    row.role = result.role or row.role
-    row.facts = {**row.facts, **result.facts}
+def checker_name() -> str:
+    """Who claims copy checks in this round: host, process and a token of its own."""
+    return f"{socket.gethostname()[:40]}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+
+
+def claim(
+    row: CopyCheck, checker: str, *, using: str = DEFAULT_DB_ALIAS, at: dt.datetime | None = None
+) -> bool:
+    """Take ``row`` for ``checker`` until ``MEMORYAPP_COPY_CLAIM_SECONDS`` from now.
+
+    One conditional UPDATE: it takes a row still pending whose claim is absent or has
+    expired, and nothing else. Two checkers racing for the same row both run it; the
+    database lets one through (PostgreSQL re-reads the row the other committed and
+    finds it claimed; SQLite runs one writer at a time). True when this call took it.
+    """
+    at = at or now()
+    until = at + dt.timedelta(seconds=conf.copy_claim_seconds())
+    taken = (
+        CopyCheck.objects.using(using)
+        .filter(pk=row.pk, outcome__in=PENDING)
+        .filter(Q(claimed_until__isnull=True) | Q(claimed_until__lte=at))
+        .update(claimed_by=checker, claimed_until=until)
+    )
+    if taken:
+        row.claimed_by, row.claimed_until = checker, until
+    return bool(taken)
+
+
+def release(row: CopyCheck, checker: str, *, using: str = DEFAULT_DB_ALIAS) -> None:
+    """Give ``row`` back unchecked (its scan failed here), if ``checker`` still holds it."""
+    CopyCheck.objects.using(using).filter(pk=row.pk, claimed_by=checker).update(
+        claimed_by="", claimed_until=None
+    )
+
+
+def save(row: CopyCheck, result: copy_scan.Check, *, using: str, checker: str | None = None) -> int:
+    """Write a check's result on its row and release the claim; 1 when it settled (no
+    longer ``not checked``).
+
+    ``checker``: the claim the scan ran under. The result is written only while the
+    row is still claimed by it; when the claim expired and another checker took the row
+    over, nothing is written and 0 is returned (that checker's result counts).
+    """
     settled = result.outcome != Outcome.NOT_CHECKED
+    fields: dict = {
+        "attempts": F("attempts") + 1,
+        "outcome": result.outcome,
+        "reason": result.reason,
+        "method": result.method or row.method,
+        "system_identifier": result.system_identifier or row.system_identifier,
+        "role": result.role or row.role,
+        "facts": {**row.facts, **result.facts},
+        "claimed_by": "",
+        "claimed_until": None,
+    }
     if settled:
-        row.checked_at = now()
+        fields["checked_at"] = now()
     if result.outcome in (Outcome.VERIFIED_BY_SCAN, Outcome.UNSCANNED):
-        row.sealed = None  # nothing is left to scan for on this copy
-    row.save(using=using)
+        fields["sealed"] = None  # nothing is left to scan for on this copy
+    rows = CopyCheck.objects.using(using).filter(pk=row.pk)
+    if checker is not None:
+        rows = rows.filter(claimed_by=checker)
+    if not rows.update(**fields):
+        return 0  # the claim was lost: another checker owns the row now
+    row.refresh_from_db(using=using)
     return int(settled)
 
 

@@ -210,32 +210,12 @@ def export(
         raise ErasureRequestError("export needs a subject or a namespace")
     target = build_target(subject=subject, namespace=namespace, within=within, grants=grants)
     aliases = engine.aliases_for(using)
-    # The rows of an export tolerate lag: a read replica may serve them (never after the
-    # caller's own write it has not replayed); the record and receipts use the primary.
-    readers = {alias: replicas.lag_tolerant_alias(alias) for alias in aliases}
-    plan = [(part, readers[a], model, q) for part, a, model, q in _plan(aliases, target)]
-    total = sum(model.objects.using(a).filter(q).count() for _, a, model, q in plan)
-    done = 0
-    rows: dict[str, list[dict]] = {
-        MEMORIES: [], "authored": [], "contributed": [], SUMMARIES: [], REVIEW: []
-    }  # fmt: skip
-    shape: dict[str, Callable[[Any], dict]] = {
-        MEMORIES: memory_as_dict,
-        "authored": memory_as_dict,
-        "contributed": memory_as_dict,
-        SUMMARIES: _summary,
-        REVIEW: _review,
-    }
-    for part, alias, model, q in plan:
-        qs = model.objects.using(alias).filter(q).order_by("created_at", "id")
-        for obj in qs.iterator(chunk_size=CHUNK):
-            rows[part].append(shape[part](obj))
-            done += 1
-            if progress is not None and done % CHUNK == 0:
-                progress(done, total)
+    # A replica that dies while the rows are read: they are read again on the primary.
+    rows = replicas.read_with_fallback(lambda: _read_rows(aliases, target, progress))
     events = _events(aliases, target, rows)
     if progress is not None:
-        progress(total, total)
+        read = sum(len(part) for part in rows.values())
+        progress(read, read)
     found_receipts = _receipts(aliases[0], subject, namespace, receipts)
     query = {k: v for k, v in (("subject", subject), ("namespace", namespace)) if v is not None}
     scoped = target.within is not None or target.grants is not None
@@ -276,6 +256,34 @@ def export(
         user=user,
     )
     return document
+
+
+def _read_rows(aliases, target: Target, progress) -> dict[str, list[dict]]:
+    """The document's rows, by section, read where :func:`replicas.lag_tolerant_alias` says."""
+    # The rows of an export tolerate lag: a read replica may serve them (never after the
+    # caller's own write it has not replayed); the record and receipts use the primary.
+    readers = {alias: replicas.lag_tolerant_alias(alias) for alias in aliases}
+    plan = [(part, readers[a], model, q) for part, a, model, q in _plan(aliases, target)]
+    total = sum(model.objects.using(a).filter(q).count() for _, a, model, q in plan)
+    done = 0
+    rows: dict[str, list[dict]] = {
+        MEMORIES: [], "authored": [], "contributed": [], SUMMARIES: [], REVIEW: []
+    }  # fmt: skip
+    shape: dict[str, Callable[[Any], dict]] = {
+        MEMORIES: memory_as_dict,
+        "authored": memory_as_dict,
+        "contributed": memory_as_dict,
+        SUMMARIES: _summary,
+        REVIEW: _review,
+    }
+    for part, alias, model, q in plan:
+        qs = model.objects.using(alias).filter(q).order_by("created_at", "id")
+        for obj in qs.iterator(chunk_size=CHUNK):
+            rows[part].append(shape[part](obj))
+            done += 1
+            if progress is not None and done % CHUNK == 0:
+                progress(done, total)
+    return rows
 
 
 def _plan(aliases: Sequence[str], target: Target) -> list[tuple[str, str, RowModel, Q]]:

@@ -49,6 +49,7 @@ class Caller:
 _caller: ContextVar[Caller | None] = ContextVar("memoryapp_replica_caller", default=None)
 _tolerant: ContextVar[bool] = ContextVar("memoryapp_replica_lag_tolerant", default=False)
 _primary_only: ContextVar[bool] = ContextVar("memoryapp_replica_primary_only", default=False)
+_unseen: ContextVar[bool] = ContextVar("memoryapp_replica_unseen_writes", default=False)
 
 
 def caller() -> Caller:
@@ -83,6 +84,22 @@ def primary_reads() -> Iterator[None]:
         yield
     finally:
         _primary_only.reset(token)
+
+
+@contextlib.contextmanager
+def not_the_callers_write() -> Iterator[None]:
+    """Statements inside change nothing the caller reads back: they do not mark it.
+
+    A cache fill on the primary (a recall index's stored snapshot, built from a
+    replica's rows) is no write of the caller's data: counted as one, a lag-tolerant
+    recall pinned its request to the primary and made the client wait for the replicas
+    to replay a row it never asked for.
+    """
+    token = _unseen.set(True)
+    try:
+        yield
+    finally:
+        _unseen.reset(token)
 
 
 def replica_allowed() -> bool:
@@ -138,7 +155,7 @@ def _is_write(sql: str) -> bool:
 
 
 def _detect_writes(execute, sql, params, many, context):
-    if _is_write(sql):
+    if _is_write(sql) and not _unseen.get():
         note_write(context["connection"].alias)
     return execute(sql, params, many, context)
 

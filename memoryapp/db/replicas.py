@@ -8,7 +8,8 @@ per replica at most once per ``MEMORYAPP_REPLICA_CHECK_INTERVAL`` per process: t
 primary's WAL position, then the replica's replayed position; caught up, the lag is 0,
 else it is the time since the replica's last replayed commit. An unreachable replica
 is remembered as down for five intervals. Nothing here raises: every doubt reads the
-primary.
+primary. A replica that dies after it was measured fails the read running on it:
+:func:`read_with_fallback` marks it down and runs that read again on the primary.
 """
 
 from __future__ import annotations
@@ -17,9 +18,12 @@ import contextlib
 import itertools
 import threading
 import time
+from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import TypeVar
 
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connections
 
 from memoryapp.conf import replica_check_interval, replica_databases, replica_max_lag
 from memoryapp.db import read_your_writes
@@ -53,6 +57,9 @@ class ReplicaStatus:
 _statuses: dict[str, ReplicaStatus] = {}
 _lock = threading.Lock()
 _turn = itertools.count()
+# The replicas chosen inside the innermost read_with_fallback (None: outside any).
+_chosen: ContextVar[list[str] | None] = ContextVar("memoryapp_replicas_chosen", default=None)
+T = TypeVar("T")
 
 
 def replicas_of(primary: str) -> list[str]:
@@ -139,6 +146,9 @@ def read_source(primary: str = DEFAULT_DB_ALIAS) -> ReplicaStatus | None:
         if found.usable and found.replayed < needed:
             found = status(alias, primary, fresh=True)  # maybe replayed since measured
         if found.usable and found.replayed >= needed:
+            chosen = _chosen.get()
+            if chosen is not None:
+                chosen.append(alias)
             return found
     return None
 
@@ -153,3 +163,40 @@ def lag_tolerant_alias(primary: str = DEFAULT_DB_ALIAS) -> str:
     """:func:`read_alias` for a read that tolerates lag (a list, an export's rows)."""
     with read_your_writes.lag_tolerant():
         return read_alias(primary)
+
+
+def read_with_fallback(read: Callable[[], T]) -> T:
+    """``read()``, run again on the primary if a replica it read from failed under it.
+
+    ``read`` runs its lag-tolerant reads where :func:`read_alias` sends them. A replica
+    measured usable may die before or during the read (a stopped server, a dropped
+    connection): the read fails with ``OperationalError`` or ``InterfaceError`` on that
+    replica's connection. Then every replica it chose whose connection failed is marked
+    down (:func:`mark_down`) and ``read()`` runs once more with every read on the primary.
+    An error of the primary itself (no replica connection failed) propagates as it is.
+    ``read`` must only read: it may run twice.
+    """
+    chosen: list[str] = []
+    token = _chosen.set(chosen)
+    try:
+        return read()
+    except (OperationalError, InterfaceError):
+        failed = [a for a in dict.fromkeys(chosen) if _connection_failed(a)]
+        if not failed:
+            raise
+        for alias in failed:
+            mark_down(alias, "a read failed")
+    finally:
+        _chosen.reset(token)
+    with read_your_writes.primary_reads():
+        return read()
+
+
+def _connection_failed(alias: str) -> bool:
+    # Django flags a connection whose statement or connect raised a database error
+    # other than a data or integrity error (reset at its next connect).
+    try:
+        connection = connections[alias]
+    except Exception:  # noqa: BLE001 - an alias gone from the settings: not ours to judge
+        return False
+    return bool(connection.errors_occurred)

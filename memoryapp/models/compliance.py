@@ -193,7 +193,10 @@ class CopyCheck(models.Model):
     ``sealed`` holds the fragments of the erased values that this server's scan looks
     for, encrypted under ``MEMORYAPP_ERASURE_KEY`` as the receipt's own, until the
     server is verified; ``lsn`` is the primary's WAL position after the purge, which a
-    replica must have replayed before its files prove anything.
+    replica must have replayed before its files prove anything. ``claimed_by`` and
+    ``claimed_until`` say which checker is scanning the server for this receipt and until
+    when (:func:`memoryapp.compliance.copies.claim`): no two scan it at once, and a claim
+    whose checker died expires.
     """
 
     receipt = models.ForeignKey(
@@ -211,6 +214,8 @@ class CopyCheck(models.Model):
     attempts = models.IntegerField(default=0)
     requested_at = IsoDateTimeField(default=now)
     checked_at = IsoDateTimeField(null=True, blank=True)
+    claimed_by = models.CharField(max_length=64, default="", blank=True)
+    claimed_until = IsoDateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "memory_erasure_copy_checks"

@@ -34,6 +34,7 @@ from django.db import connections
 
 from memoryapp import conf
 from memoryapp.conf import recall_cache_bytes, recall_snapshots
+from memoryapp.db import read_your_writes
 from memoryapp.db import snapshots as stored_snapshots
 from memoryapp.fields import now
 from memoryapp.models import Memory
@@ -322,15 +323,18 @@ class RecallIndexes:
             if payload is None:
                 return
             self._resized(entry, index.nbytes)
-            if stored_snapshots.write_if_current(
-                using,
-                namespace,
-                scope,
-                counter=counter,
-                watermark=watermark,
-                rows=rows,
-                payload=payload,
-            ):
+            # A cache fill, not the caller's write (its reads may stay on a replica).
+            with read_your_writes.not_the_callers_write():
+                written = stored_snapshots.write_if_current(
+                    using,
+                    namespace,
+                    scope,
+                    counter=counter,
+                    watermark=watermark,
+                    rows=rows,
+                    payload=payload,
+                )
+            if written:
                 entry.drift = 0
                 self.persists += 1
                 metrics.index_event("persist")

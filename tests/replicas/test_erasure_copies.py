@@ -4,7 +4,7 @@ The standby is a second cluster made by ``scripts/pg_standby.sh`` (``tests/_repl
 The replica alias connects as a role the test creates: with the two grants it reads the
 standby's files through SQL; without them only ``memory verifier`` beside the standby can,
 and until it reports the copy is *not checked*, then late. A verifier killed during its scan
-leaves the copy not checked, and the next one completes it.
+leaves the copy not checked and claimed; the next one completes it once the claim expired.
 """
 
 from __future__ import annotations
@@ -96,6 +96,11 @@ def _outcomes(receipt: ErasureReceipt) -> list[tuple[str, str, str]]:
     return [(c["server"], c["role"], c["outcome"]) for c in receipt.details["copies"]]
 
 
+def copy_lines(printed: str) -> list[str]:
+    """The lines ``memory erase`` printed about the copies, whole."""
+    return [line for line in printed.splitlines() if line.startswith("  copy:")]
+
+
 def _erase_printing() -> tuple[ErasureReceipt, str]:
     out = io.StringIO()
     try:
@@ -130,8 +135,11 @@ def test_a_namespace_erasure_is_verified_on_both_servers_through_sql(
     # One cluster, two servers: the same system identifier, told apart by their role.
     assert checks["default"].system_identifier == checks[REPLICA_ALIAS].system_identifier != ""
     assert checks[REPLICA_ALIAS].facts["bytes"] > 0 and checks[REPLICA_ALIAS].sealed is None
-    assert "  copy: primary: verified by byte scan" in printed
-    assert f"  copy: replica {REPLICA_ALIAS}: verified by byte scan" in printed
+    # One line per copy, exactly these (memory erase with a standby).
+    assert copy_lines(printed) == [
+        "  copy: primary: verified by byte scan",
+        f"  copy: replica {REPLICA_ALIAS}: verified by byte scan",
+    ], printed
     assert "byte scan through SQL: " in receipt.verification
     # The standby's copy of the rows is gone too, and so are the fragments' only copies.
     rows = replica_db.sql("SELECT count(*) FROM memories WHERE namespace = %s", [GONE])
@@ -169,7 +177,10 @@ def _refused_and_waiting(replica_db, scan_role, settings) -> ErasureReceipt:
     _replica_as(scan_role, replica_db)
     receipt, printed = _erase_printing()
     assert _outcomes(receipt)[1] == (REPLICA_ALIAS, "replica", Outcome.NOT_CHECKED)
-    assert f"  copy: replica {REPLICA_ALIAS}: not checked (no verifier reported)" in printed
+    assert copy_lines(printed) == [
+        "  copy: primary: verified by byte scan",
+        f"  copy: replica {REPLICA_ALIAS}: not checked (no verifier reported)",
+    ], printed
     assert receipt.details["outcome"] == Outcome.NOT_CHECKED
     waiting = CopyCheck.objects.get(receipt=receipt, server=REPLICA_ALIAS)
     assert waiting.sealed  # the fragments, sealed under the erasure key, for its verifier
@@ -242,15 +253,31 @@ def test_a_verifier_killed_mid_way_leaves_the_copy_not_checked_and_a_restart_com
         proc.wait(10)
     check = CopyCheck.objects.get(receipt=receipt, server=REPLICA_ALIAS)
     assert check.outcome == Outcome.NOT_CHECKED and check.sealed, check.reason
+    assert check.claimed_by and check.claimed_until  # the killed verifier's claim
+    tried = check.attempts  # the erasure's own try (it could not read the standby)
 
-    again = subprocess.run(
-        [sys.executable, "manage.py", "memory", "verifier", "--server", REPLICA_ALIAS,
-         "--data-directory", data, "--once"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+    def verifier() -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "manage.py", "memory", "verifier", "--server", REPLICA_ALIAS,
+             "--data-directory", data, "--once"],
+            cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+
+    # While the claim holds (MEMORYAPP_COPY_CLAIM_SECONDS, 10 minutes), another verifier
+    # leaves the row alone: no two scans of one server for one erasure at once.
+    early = verifier()
+    assert early.returncode == 0, early.stderr
+    check.refresh_from_db()
+    assert check.outcome == Outcome.NOT_CHECKED and check.attempts == tried
+    # The claim expires (its time moved to the past rather than waited for): the next
+    # verifier takes the row over and completes it.
+    expired = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=1)
+    CopyCheck.objects.filter(pk=check.pk).update(claimed_until=expired)
+    again = verifier()
     assert again.returncode == 0, again.stderr
     check.refresh_from_db()
     assert check.outcome == Outcome.VERIFIED_BY_SCAN and check.method == "verifier"
+    assert check.claimed_by == "" and check.attempts == tried + 1
 
 
 def test_a_refused_grant_without_a_verifier_is_not_checked_then_late_everywhere(

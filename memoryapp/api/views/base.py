@@ -249,6 +249,18 @@ class NamespacedViewSet(MemoryAPIMixin, viewsets.GenericViewSet):
             queryset = queryset.using(replicas.lag_tolerant_alias(DEFAULT_DB_ALIAS))
         return access.scope(queryset, rule)
 
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        if self.action == "list" and request.method == "GET":
+            # DRF looks the handler up after this: a list that a replica serves is run
+            # again on the primary if that replica dies under it (never a 500 for that).
+            plain = self.list
+
+            def fallback_list(request, *args, **kwargs):
+                return replicas.read_with_fallback(lambda: plain(request, *args, **kwargs))
+
+            self.get = fallback_list
+
     def filter_queryset(self, queryset):
         queryset = super().filter_queryset(queryset)  # an invalid filter is a 400 first
         # The filter set narrows to ``?namespace=``; whether the client may name it

@@ -1,0 +1,146 @@
+"""Copy checks are claimed before a server is scanned: never two checkers on one (receipt, server).
+
+Both vendors. The scan itself is replaced by a recorder (what it checks is the business of
+tests/replicas/test_erasure_copies.py, on a real standby); the rows and the claims are the
+real ones, taken by concurrent threads released together by a barrier.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import time
+
+import pytest
+from django.db import connection
+
+from memoryapp.compliance import copies, copy_scan
+from memoryapp.models import CopyCheck, ErasureReceipt, ErasureTarget
+from memoryapp.rules.outcomes import Outcome
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+REPLICA = "replica_claims"
+
+
+@pytest.fixture
+def pending(settings):
+    """Three erasures, each with its replica's check not done yet."""
+    settings.MEMORYAPP_REPLICA_DATABASES = [REPLICA]
+    rows = []
+    for _ in range(3):
+        receipt = ErasureReceipt.objects.create(
+            target_kind=ErasureTarget.NAMESPACE, purge_status="done", verified=True
+        )
+        rows.append(
+            CopyCheck.objects.create(
+                receipt=receipt, server=REPLICA, role="replica", outcome=Outcome.NOT_CHECKED
+            )
+        )
+    return rows
+
+
+class RecordingScan:
+    """Stands in for :func:`copy_scan.check`: records each scan, takes a while, verifies."""
+
+    def __init__(self, seconds: float = 0.3):
+        self.seconds = seconds
+        self.scans: list[tuple[str, int]] = []  # (thread, erased_ids marker)
+        self.lock = threading.Lock()
+
+    def __call__(self, alias, **kwargs):
+        with self.lock:
+            self.scans.append((threading.current_thread().name, alias))
+        time.sleep(self.seconds)
+        return copy_scan.Check(Outcome.VERIFIED_BY_SCAN, method="sql", role="replica")
+
+
+def in_threads(n: int, body) -> list:
+    """Run ``body()`` in ``n`` threads released at once; their results (or exceptions)."""
+    barrier = threading.Barrier(n)
+    results: list = [None] * n
+
+    def run(i):
+        try:
+            barrier.wait(timeout=30)
+            results[i] = body()
+        except BaseException as exc:  # noqa: BLE001 - reported to the test
+            results[i] = exc
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(i,), name=f"checker-{i}") for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    return results
+
+
+def test_racing_claims_let_exactly_one_checker_through(pending):
+    row = pending[0]
+    for round_ in range(5):
+        won = in_threads(4, lambda: copies.claim(row, copies.checker_name()))
+        assert all(isinstance(w, bool) for w in won), won
+        assert won.count(True) == 1, (round_, won)
+        CopyCheck.objects.filter(pk=row.pk).update(claimed_by="", claimed_until=None)
+
+
+def test_two_workers_racing_scan_each_copy_once(pending, monkeypatch):
+    scan = RecordingScan()
+    monkeypatch.setattr(copy_scan, "check", scan)
+    settled = in_threads(2, copies.check_pending)
+    assert all(isinstance(n, int) for n in settled), settled
+    assert sum(settled) == len(pending)
+    assert len(scan.scans) == len(pending), scan.scans  # never the same row twice
+    for row in CopyCheck.objects.filter(pk__in=[r.pk for r in pending]):
+        assert row.outcome == Outcome.VERIFIED_BY_SCAN and row.attempts == 1
+        assert (row.claimed_by, row.claimed_until) == ("", None)  # released with the result
+
+
+def test_a_claimed_row_is_skipped_until_its_claim_expires_then_taken_over(
+    pending, monkeypatch, settings
+):
+    settings.MEMORYAPP_COPY_CLAIM_SECONDS = 1
+    scan = RecordingScan(seconds=0)
+    monkeypatch.setattr(copy_scan, "check", scan)
+    row = pending[0]
+    # A worker claimed it and was killed mid-scan: its claim stays behind.
+    dead = "host:4242:killed"
+    assert copies.claim(row, dead)
+    assert not copies.claim(row, "host:1:another")  # held: nobody else takes it
+    assert copies.check_pending() == len(pending) - 1
+    assert [alias for _, alias in scan.scans] == [REPLICA] * (len(pending) - 1)
+    row.refresh_from_db()
+    assert row.outcome == Outcome.NOT_CHECKED and row.claimed_by == dead
+    # Once the claim has expired, the next round takes the row over and settles it.
+    time.sleep(1.1)
+    assert copies.check_pending() == 1
+    row.refresh_from_db()
+    assert row.outcome == Outcome.VERIFIED_BY_SCAN and row.attempts == 1
+    assert row.claimed_by == ""
+
+
+def test_a_result_scanned_under_a_lost_claim_is_not_written(pending):
+    row = pending[0]
+    slow = "host:7:slow"
+    assert copies.claim(row, slow)
+    # Its claim expires while it scans; another checker takes the row over.
+    past = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=5)
+    CopyCheck.objects.filter(pk=row.pk).update(claimed_until=past)
+    fresh = CopyCheck.objects.get(pk=row.pk)
+    assert copies.claim(fresh, "host:8:next")
+    late = copy_scan.Check(Outcome.NOT_VERIFIED, reason="what the slow scan found")
+    assert copies.save(row, late, using="default", checker=slow) == 0
+    fresh.refresh_from_db()
+    assert fresh.outcome == Outcome.NOT_CHECKED and fresh.claimed_by == "host:8:next"
+    done = copy_scan.Check(Outcome.VERIFIED_BY_SCAN, method="sql")
+    assert copies.save(fresh, done, using="default", checker="host:8:next") == 1
+    fresh.refresh_from_db()
+    assert (fresh.outcome, fresh.claimed_by, fresh.attempts) == (Outcome.VERIFIED_BY_SCAN, "", 1)
+
+
+def test_a_settled_row_cannot_be_claimed(pending):
+    row = pending[0]
+    CopyCheck.objects.filter(pk=row.pk).update(outcome=Outcome.VERIFIED_BY_SCAN)
+    assert not copies.claim(row, copies.checker_name())
