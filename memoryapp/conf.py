@@ -111,6 +111,9 @@ def _load_embedder(spec: str):
         return load(spec), None
     except EmbedderUnavailable as exc:
         return None, str(exc)
+    except Exception as exc:  # a callable that raises, a wrong shape, a corrupt file
+        # Reported (system check, refusal of semantic), never raised at every write.
+        return None, f"MEMORYAPP_EMBEDDER {spec!r} does not load: {type(exc).__name__}: {exc}"
 
 
 def embedder():

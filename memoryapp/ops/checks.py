@@ -55,18 +55,24 @@ def check_guard_setting(app_configs=None, **kwargs):
 
 @checks.register()
 def check_recall_ranking(app_configs=None, **kwargs):
-    """memoryapp.E004: MEMORYAPP_RECALL_RANKING names a ranking this server can serve.
+    """memoryapp.E004: MEMORYAPP_RECALL_RANKING names a ranking this server can serve;
+    memoryapp.W012: MEMORYAPP_EMBEDDER names an embedder that does not load.
 
     ``semantic`` without an embedder (the ``semantic`` extra not installed, a
     ``MEMORYAPP_EMBEDDER`` that does not load) is refused at start-up: recall never
     falls back to another ranking silently.
     """
-    from memoryapp.conf import recall_ranking
+    from memoryapp.conf import embedder_problem, embedder_spec, recall_ranking
 
     try:
         recall_ranking()
     except ValueError as exc:
         return [checks.Error(f"MEMORYAPP_RECALL_RANKING: {exc}", id="memoryapp.E004")]
+    # memoryapp.W012: an embedder named on purpose that does not load writes no vectors
+    # (the default "wordllama" without its extra is the plain install, not a mistake).
+    spec, problem = embedder_spec(), embedder_problem()
+    if problem and spec.lower() not in ("none", "wordllama"):
+        return [checks.Warning(f"MEMORYAPP_EMBEDDER: {problem}", id="memoryapp.W012")]
     return []
 
 

@@ -19,6 +19,7 @@ is ever downloaded.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import json
@@ -37,6 +38,12 @@ DEFAULT = "wordllama"
 _WORDLLAMA_WEIGHTS = "weights/l2_supercat_256.safetensors"
 _WORDLLAMA_TOKENIZER = "tokenizers/l2_supercat_tokenizer_config.json"
 _DTYPES = {"F16": np.float16, "F32": np.float32, "BF16": None}
+
+
+def _digest(word: str) -> bytes:
+    # Word caches are keyed by a digest, never the word: an erased memory's words must
+    # not stay in a process's memory (docs/compliance.md, process memory).
+    return hashlib.blake2b(word.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 class EmbedderUnavailable(RuntimeError):
@@ -77,7 +84,7 @@ class StaticEmbedder(Embedder):
         self.tokenizer.no_truncation()
         self.model_id = model_id
         self.dim = int(self.table.shape[1])
-        self._words: dict[str, list[int]] = {}
+        self._words: dict[bytes, list[int]] = {}
         # Ids past the table are clipped (as WordLlama does) only if the vocabulary has any.
         self._clip = tokenizer.get_vocab_size() > len(self.table)
         self._by_word = _splits_by_word(tokenizer)
@@ -94,9 +101,10 @@ class StaticEmbedder(Embedder):
         for text in texts:
             ids: list[int] = []
             for word in _WORD.findall(_SPACE + text.replace(" ", _SPACE)):
-                found = words.get(word)
+                key = _digest(word)  # the cache holds no word itself (see _digest)
+                found = words.get(key)
                 if found is None:
-                    found = words[word] = [t.id for t in model.tokenize(word)]
+                    found = words[key] = [t.id for t in model.tokenize(word)]
                 ids += found
             out.append(ids if text else [])
         return out

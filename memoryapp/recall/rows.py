@@ -105,7 +105,7 @@ def with_vectors(embedder, rows: list[tuple[IndexRecord, Any, Any]]) -> list[Ind
     fresh: dict[int, bytes] = {}
     if stale:
         texts = [vectors.text_of(rows[n][0].title, rows[n][0].content) for n in stale]
-        fresh = dict(zip(stale, vectors.embed(embedder, texts), strict=True))
+        fresh = dict(zip(stale, vectors.embed_or_none(embedder, texts), strict=True))
     return [
         dataclasses.replace(record, vector=fresh[n] if n in fresh else bytes(blob))
         for n, (record, blob, _) in enumerate(rows)

@@ -14,6 +14,8 @@ without a vector is all zeros, which is similar to nothing.
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -44,9 +46,36 @@ def encode_many(vectors: np.ndarray) -> list[bytes]:
     return [row.tobytes() for row in quantised]
 
 
-_recent: OrderedDict[tuple[str, str], bytes] = OrderedDict()
+logger = logging.getLogger(__name__)
+
+_recent: OrderedDict[tuple[str, bytes], bytes] = OrderedDict()
 _RECENT = 1024  # texts: a write embeds a row, and the cache's own-write fold reads it back
 _recent_lock = threading.Lock()
+
+
+def _digest(text: str) -> bytes:
+    # The cache is keyed by a digest, never the text: an erased memory's words must not
+    # stay in a process's memory (docs/compliance.md, process memory).
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def embed_or_none(embedder, texts: Sequence[str]) -> list[bytes | None]:
+    """:func:`embed`, or None for each text when the embedder fails (logged).
+
+    Vectors are derived data: a write whose embedder fails (a remote model down, a
+    bug in a user's callable) stores its row without one, and a recall reads the
+    row by its words alone; ``memory reembed`` fills the vector in later.
+    """
+    try:
+        return list(embed(embedder, texts))
+    except Exception:
+        logger.warning(
+            "memoryapp: the embedder %r failed on %d text(s); stored without vectors",
+            getattr(embedder, "model_id", "?"),
+            len(texts),
+            exc_info=True,
+        )
+        return [None] * len(texts)
 
 
 def embed(embedder, texts: Sequence[str]) -> list[bytes]:
@@ -57,13 +86,14 @@ def embed(embedder, texts: Sequence[str]) -> list[bytes]:
     """
     model = embedder.model_id
     with _recent_lock:
-        found = [_recent.get((model, text)) for text in texts]
+        keys = [(model, _digest(text)) for text in texts]
+        found = [_recent.get(key) for key in keys]
     missing = [n for n, blob in enumerate(found) if blob is None]
     if missing:
         made = encode_many(embedder.embed([texts[n] for n in missing]))
         with _recent_lock:
             for n, blob in zip(missing, made, strict=True):
-                found[n] = _recent[(model, texts[n])] = blob
+                found[n] = _recent[keys[n]] = blob
             while len(_recent) > _RECENT:
                 _recent.popitem(last=False)
     return found  # type: ignore[return-value]

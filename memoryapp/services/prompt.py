@@ -9,6 +9,7 @@ and :mod:`memoryapp.rules.render`.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 
@@ -30,6 +31,8 @@ from memoryapp.recall.scoring import Scored, rank_key
 from memoryapp.recall.tokens import path_hints, query_tokens
 from memoryapp.rules import render
 from memoryapp.services.slices import StoreSlice
+
+logger = logging.getLogger(__name__)
 
 EXCERPT_CHARS = 200  # of a recall candidate's content (docs/behaviour.md §5)
 CONTEXT_TOP_K = 5  # memories in the context block: recall's default top_k (docs/behaviour.md §5)
@@ -144,11 +147,22 @@ def _recall(stores, scored, top_k, exclude_ids, counters, ranking, text) -> list
 
 
 def _query_vector(text):
-    """The query's unit embedding for the semantic ranking (None for a blank query)."""
+    """The query's unit embedding for the semantic ranking (None for a blank query).
+
+    An embedder that fails now (a model server down) leaves None: the recall ranks
+    by lexical evidence alone and the failure is logged, as a write stores its row
+    without a vector (memoryapp.recall.vectors.embed_or_none).
+    """
     embedder = embedder_of_conf()
     if embedder is None or not str(text or "").strip():
         return None
-    return embedder.embed([str(text)])[0]
+    try:
+        return embedder.embed([str(text)])[0]
+    except Exception:
+        logger.warning(
+            "memoryapp: the embedder failed on a query; ranked by its words", exc_info=True
+        )
+        return None
 
 
 def _hit_rows(hits, counters: TurnCounters) -> dict[str, tuple[str, str, str, str]]:

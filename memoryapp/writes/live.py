@@ -187,10 +187,10 @@ def _embedded(rows: Sequence[Row]) -> Sequence[Row]:
     embedder = conf.embedder()
     if embedder is None or not rows:
         return rows
-    blobs = vectors.embed(embedder, [vectors.text_of(r.title, r.content) for r in rows])
+    blobs = vectors.embed_or_none(embedder, [vectors.text_of(r.title, r.content) for r in rows])
     model = embedder.model_id
     return [
-        r._replace(embedding_model=model, embedding=blob)
+        r._replace(embedding_model=None if blob is None else model, embedding=blob)
         for r, blob in zip(rows, blobs, strict=True)
     ]
 

@@ -59,8 +59,18 @@ def reembed(
         for row, blob in zip(rows, blobs, strict=True):
             row.embedding, row.embedding_model = blob, model
         with transaction.atomic(using=using):
-            Memory.objects.using(using).bulk_update(rows, ["embedding", "embedding_model"])
-        done += len(rows)
+            # A row rewritten while its text was being embedded keeps what its own write
+            # stored: only rows whose text is still the one embedded are updated (locked).
+            now_held = dict(
+                (pk, (title, content))
+                for pk, title, content in Memory.objects.using(using)
+                .select_for_update()
+                .filter(pk__in=[r.pk for r in rows])
+                .values_list("pk", "title", "content")
+            )
+            same = [r for r in rows if now_held.get(r.pk) == (r.title, r.content)]
+            Memory.objects.using(using).bulk_update(same, ["embedding", "embedding_model"])
+        done += len(same)
         if progress is not None:
             progress(done, len(ids))
     return done

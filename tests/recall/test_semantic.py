@@ -108,7 +108,8 @@ def test_semantic_without_an_embedder_is_refused_at_start_up_and_per_call(no_emb
     (error,) = check_recall_ranking()
     assert error.id == "memoryapp.E004" and "not served" in error.msg
     settings.MEMORYAPP_RECALL_RANKING = "agentao"
-    assert check_recall_ranking() == []
+    # Named on purpose and not loading: a warning even where semantic is not configured.
+    assert [m.id for m in check_recall_ranking()] == ["memoryapp.W012"]
     mm = MemoryManager(project=NS)
     mm.upsert("pet", "we named the puppy Biscuit")
     assert _stored()["pet"] == (None, None)  # no vectors written without an embedder
@@ -267,3 +268,76 @@ def test_the_export_leaves_the_vectors_out_and_says_so():
     assert "embedding" in json.dumps(document["omitted"])
     (memory,) = document["memories"]
     assert not {"embedding", "embedding_model"} & set(memory)
+
+
+# ------------------------------------------------------------------ a failing embedder
+FAIL = {"now": False}
+
+
+def flaky(texts):
+    """Works while loading (the dimension probe), fails once FAIL says so."""
+    if FAIL["now"]:
+        raise RuntimeError("the model server is down")
+    return np.ones((len(texts), 8))
+
+
+def test_an_embedder_that_does_not_load_is_reported_never_raised(settings):
+    settings.MEMORYAPP_EMBEDDER = "os.getcwd"  # a callable of the wrong shape
+    try:
+        assert conf.embedder() is None and "does not load" in conf.embedder_problem()
+        settings.MEMORYAPP_RECALL_RANKING = "semantic"
+        assert [m.id for m in check_recall_ranking()] == ["memoryapp.E004"]
+        settings.MEMORYAPP_RECALL_RANKING = "hybrid"
+        assert [m.id for m in check_recall_ranking()] == ["memoryapp.W012"]
+        MemoryManager(project=NS).upsert("pet", "we named the puppy Biscuit")
+        assert _stored()["pet"] == (None, None)
+    finally:
+        conf._load_embedder.cache_clear()
+
+
+def test_an_embedder_failing_at_write_time_stores_the_row_without_a_vector(settings):
+    settings.MEMORYAPP_EMBEDDER = "tests.recall.test_semantic.flaky"
+    try:
+        assert conf.embedder() is not None
+        FAIL["now"] = True
+        mm = MemoryManager(project=NS)
+        mm.upsert("pet", "we named the puppy Biscuit")  # no error: vectors are derived data
+        assert _stored()["pet"] == (None, None)
+        hits = mm.recall("puppy Biscuit", ranking="semantic")  # read by its words alone
+        assert [h.title for h in hits] == ["pet"]
+        FAIL["now"] = False
+        mm.upsert("pet", "we named the puppy Biscuit, a beagle")
+        assert _stored()["pet"][1] == "callable:tests.recall.test_semantic.flaky"
+    finally:
+        FAIL["now"] = False
+        conf._load_embedder.cache_clear()
+
+
+def test_the_embedding_caches_hold_no_text():
+    mm = MemoryManager(project=NS)
+    mm.upsert("ssn", "Alice SSN 123-45-6789")
+    assert _stored()["ssn"][0] is not None  # the shipped model embedded it
+    cached = [k for k in vectors._recent] + list(conf.embedder()._words)
+    assert cached and not any("123-45-6789" in repr(k) for k in cached)
+    assert all(isinstance(text_key, bytes) for _, text_key in vectors._recent)
+
+
+def test_reembed_leaves_a_row_rewritten_while_it_embedded(monkeypatch):
+    mm = MemoryManager(project=NS)
+    mm.upsert("phone", "my phone is 555-0100")
+    Memory.objects.filter(namespace=NS).update(embedding_model="old/model")
+    real = vectors.embed
+
+    def embed_while_a_write_lands(embedder, texts):
+        if any("555-0100" in t for t in texts):  # reembed's batch: the row changes meanwhile
+            monkeypatch.setattr(vectors, "embed", real)
+            mm.upsert("phone", "no phone on file")
+        return real(embedder, texts)
+
+    monkeypatch.setattr(vectors, "embed", embed_while_a_write_lands)
+    from memoryapp.writes.reembed import reembed
+
+    assert reembed("default") == 0  # the row changed under it: its own write stored its vector
+    blob, model = _stored()["phone"]
+    (expected,) = real(conf.embedder(), [vectors.text_of("phone", "no phone on file")])
+    assert blob == expected and model == conf.embedder().model_id
