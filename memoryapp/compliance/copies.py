@@ -100,6 +100,10 @@ def _record_primary(r: ErasureReceipt, alias: str, pieces, using: str) -> Outcom
         "reason": "",
         "method": scan.get("read", "") if "files" in scan else "",
         "facts": {k: v for k, v in scan.items() if k in ("files", "bytes", "found")},
+        # A new result or request: a scanner still holding the old one's claim must not
+        # save what it read for the old fragments over it (save() checks the claim).
+        "claimed_by": "",
+        "claimed_until": None,
     }
     if outcome == Outcome.NOT_VERIFIED:
         fields["reason"] = "its check did not pass (see the verification)"
@@ -166,6 +170,9 @@ def check_pending(
             connections[row.server].close_if_unusable_or_obsolete()
             why = f"its server could not be reached ({type(exc).__name__})"
             result = copy_scan.Check(Outcome.NOT_CHECKED, why)
+        except BaseException:
+            release(row, checker, using=using)  # not held for the claim's whole term
+            raise
         if result.outcome == Outcome.UNSCANNED and row.server in conf.copy_verifiers():
             # Its verifier reads the files: the worker's "cannot read" is no result.
             result = dataclasses.replace(result, outcome=Outcome.NOT_CHECKED, reason=NO_REPORT)

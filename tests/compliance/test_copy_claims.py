@@ -144,3 +144,34 @@ def test_a_settled_row_cannot_be_claimed(pending):
     row = pending[0]
     CopyCheck.objects.filter(pk=row.pk).update(outcome=Outcome.VERIFIED_BY_SCAN)
     assert not copies.claim(row, copies.checker_name())
+
+
+def test_a_scan_that_raises_unexpectedly_gives_its_claim_back(pending, monkeypatch):
+    def broken(alias, **kwargs):
+        raise RuntimeError("a bug in the scan")
+
+    monkeypatch.setattr(copy_scan, "check", broken)
+    with pytest.raises(RuntimeError):
+        copies.check_pending()
+    held = CopyCheck.objects.filter(claimed_by__gt="").count()
+    assert held == 0  # the next round may take it at once, not after the claim's term
+    assert CopyCheck.objects.filter(outcome=Outcome.NOT_CHECKED).count() == 3
+
+
+def test_a_new_result_for_a_copy_clears_an_old_scanners_claim():
+    receipt = ErasureReceipt.objects.create(
+        target_kind=ErasureTarget.NAMESPACE, purge_status="done", verified=True
+    )
+    row = CopyCheck.objects.create(
+        receipt=receipt, server="default", role="primary", outcome=Outcome.NOT_CHECKED
+    )
+    assert copies.claim(row, "old-scanner")
+    receipt.details = {
+        "aliases": {"default": {"verification": {"outcome": Outcome.UNSCANNED.value}}}
+    }
+    copies._record_primary(receipt, "default", [], "default")  # the copy's result, again
+    fresh = CopyCheck.objects.get(pk=row.pk)
+    assert (fresh.claimed_by, fresh.claimed_until, fresh.outcome) == ("", None, Outcome.UNSCANNED)
+    late = copy_scan.Check(Outcome.VERIFIED_BY_SCAN, method="sql", role="primary")
+    assert copies.save(row, late, using="default", checker="old-scanner") == 0
+    assert CopyCheck.objects.get(pk=row.pk).outcome == Outcome.UNSCANNED  # not overwritten
