@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 
 from django.db import DatabaseError
 
+from memoryapp import metrics
 from memoryapp.conf import recall_ranking
 from memoryapp.models import Memory
-from memoryapp.ops import metrics
 from memoryapp.rules import render
 from memoryapp.services import prompt
 from memoryapp.services.prompt import CONTEXT_TOP_K, EXCERPT_CHARS, RecallCandidate

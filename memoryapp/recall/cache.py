@@ -32,12 +32,11 @@ from typing import Protocol
 
 from django.db import connections
 
-from memoryapp import conf
+from memoryapp import conf, metrics
 from memoryapp.conf import recall_cache_bytes, recall_snapshots
 from memoryapp.db import snapshots as stored_snapshots
 from memoryapp.fields import now
 from memoryapp.models import Memory
-from memoryapp.ops import metrics
 from memoryapp.recall import rows as index_rows
 from memoryapp.recall import snapshot as recall_snapshot
 from memoryapp.recall.change_window import ChangeWindow, change_window
