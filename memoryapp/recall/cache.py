@@ -38,9 +38,9 @@ from memoryapp.db import snapshots as stored_snapshots
 from memoryapp.fields import now
 from memoryapp.models import Memory
 from memoryapp.recall import rows as index_rows
-from memoryapp.recall import snapshot as recall_snapshot
 from memoryapp.recall.change_window import ChangeWindow, change_window
-from memoryapp.recall.index import RecallIndex
+from memoryapp.recall.core import snapshot as recall_snapshot
+from memoryapp.recall.core.index import RecallIndex
 from memoryapp.recall.rows import live_records, record_of
 from memoryapp.recall.stable_blocks import StableBlocks
 

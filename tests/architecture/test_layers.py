@@ -147,10 +147,9 @@ def test_memoryapp_has_no_import_cycle():
 # docs/design.md: "Pure rules are plain Python over plain values ... None of them imports Django."
 # Every module of ``memoryapp.rules`` is pure, and so is the core of recall (what a query
 # matches, how it scores, the index and its bytes): workers and clients reuse them without Django.
-RECALL_CORE = (
-    "tokens", "scoring", "index", "postings", "pruning", "snapshot", "hybrid", "semantic",
-    "vectors", "embedding",
-)  # fmt: skip
+RECALL_CORE = tuple(
+    p.stem for p in (ROOT / "memoryapp" / "recall" / "core").glob("*.py") if p.stem != "__init__"
+)
 PURE_RULES = tuple(
     sorted(
         [
@@ -158,7 +157,7 @@ PURE_RULES = tuple(
             for p in (ROOT / "memoryapp" / "rules").glob("*.py")
             if p.stem != "__init__"
         ]
-        + [f"recall.{name}" for name in RECALL_CORE]
+        + [f"recall.core.{name}" for name in RECALL_CORE]
     )
 )
 
