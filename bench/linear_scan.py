@@ -26,7 +26,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 
 from benchlib import code_version  # noqa: E402  (bench/ is sys.path[0])
 
-from memoryapp.recall.tokens import path_matches, token_set
+from memoryapp.recall.core.tokens import path_matches, token_set
 from memoryapp.rules.classify import extract_keywords
 from memoryapp.rules.secret_scan import find_secret_family
 

@@ -30,8 +30,8 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 from benchlib import load_corpus_module  # noqa: E402  (bench/ is sys.path[0])
 
-from memoryapp.recall.index import RecallIndex  # noqa: E402
-from memoryapp.recall.scoring import IndexRecord  # noqa: E402
+from memoryapp.recall.core.index import RecallIndex  # noqa: E402
+from memoryapp.recall.core.scoring import IndexRecord  # noqa: E402
 
 DAY = 86400.0
 WARM_QUERIES = 200

@@ -37,10 +37,10 @@ Method. Each conversation is one namespace: each turn becomes one memory whose c
 ``"<speaker>: <text>"`` and whose key is either ``turn <id>`` (keying ``ids``) or the first
 8 words of the text (keying ``summary``), prepared as the store prepares a write (the
 guard's key normalisation and title, :func:`~memoryapp.rules.classify.extract_keywords`)
-and put in a :class:`~memoryapp.recall.index.RecallIndex` (the per-namespace index the
+and put in a :class:`~memoryapp.recall.core.index.RecallIndex` (the per-namespace index the
 recall of every entry point runs on; the database only adds the reading of the hits'
 columns). Each question is recalled with ``top_k=10`` under ``agentao`` (the exact
-formula) and ``hybrid`` (:mod:`memoryapp.recall.hybrid`); ``bm25`` is plain Okapi BM25
+formula) and ``hybrid`` (:mod:`memoryapp.recall.core.hybrid`); ``bm25`` is plain Okapi BM25
 (k1 1.5, b 0.75, idf ``ln(1 + (N − df + 0.5) / (df + 0.5))``) computed here over the
 same contents, lower-cased ``\\w+`` words minus the recall stop words; ``bm25-stem`` is
 the same over the words' English Snowball stems. A question is
@@ -49,7 +49,7 @@ found at k when one of its evidence turns is among the first k hits.
 Latency: recall p50/p95 of ``agentao`` and ``hybrid`` over the queries of
 ``bench/corpus.py`` (the corpus of the other recall benchmarks) at each of
 ``--latency-sizes`` memories in one namespace, warm (index built, every query run once
-untimed first), and the index's :attr:`~memoryapp.recall.index.RecallIndex.nbytes`.
+untimed first), and the index's :attr:`~memoryapp.recall.core.index.RecallIndex.nbytes`.
 """
 
 from __future__ import annotations
@@ -69,11 +69,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from memoryapp.recall import hybrid  # noqa: E402
-from memoryapp.recall.index import RecallIndex  # noqa: E402
-from memoryapp.recall.scoring import IndexRecord  # noqa: E402
-from memoryapp.recall.stemming import stem  # noqa: E402
-from memoryapp.recall.tokens import STOP_WORDS, path_hints, query_tokens  # noqa: E402
+from memoryapp.recall.core import hybrid  # noqa: E402
+from memoryapp.recall.core.index import RecallIndex  # noqa: E402
+from memoryapp.recall.core.scoring import IndexRecord  # noqa: E402
+from memoryapp.recall.core.stemming import stem  # noqa: E402
+from memoryapp.recall.core.tokens import STOP_WORDS, path_hints, query_tokens  # noqa: E402
 from memoryapp.rules.classify import extract_keywords  # noqa: E402
 from memoryapp.rules.guard import MemoryGuard  # noqa: E402
 
@@ -212,7 +212,7 @@ def _ranker(index: RecallIndex, ranking: str, now: float):
 # ------------------------------------------------- the semantic ranking (bench/semantic.py)
 @functools.cache
 def _model():
-    from memoryapp.recall import embedding
+    from memoryapp.recall.core import embedding
 
     return embedding.load(embedding.DEFAULT)
 
@@ -221,7 +221,7 @@ def _with_vectors(ranking: str, records):
     """The records, with their int8 vectors (shipped model) for the semantic ranking."""
     if ranking != "semantic":
         return records
-    from memoryapp.recall import vectors
+    from memoryapp.recall.core import vectors
 
     records = list(records)
     texts = [vectors.text_of(r.title, r.content) for r in records]
@@ -230,7 +230,7 @@ def _with_vectors(ranking: str, records):
 
 
 def _semantic(index: RecallIndex, question: str, qtokens, k: int, now: float):
-    from memoryapp.recall import semantic
+    from memoryapp.recall.core import semantic
 
     qvec = _model().embed([question])[0]
     return semantic.query(index, qtokens, frozenset(), qvec, k, (), now)

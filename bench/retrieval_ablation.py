@@ -3,7 +3,7 @@ one at a time, on the shipped retrieval sets (issue #42, item 4).
 
 Usage: python bench/retrieval_ablation.py [--data PATH ...] [--keying ids]
 
-Each row changes one module-level setting of :mod:`memoryapp.recall.hybrid` for the run
+Each row changes one module-level setting of :mod:`memoryapp.recall.core.hybrid` for the run
 (restored after): no stemming, question words as terms, ``b`` 0.75 (BM25's usual), no
 recency term, no tag bonus. The BM25 baselines of bench/retrieval.py are run beside, in the
 same process.
@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import retrieval  # noqa: E402
 
-from memoryapp.recall import hybrid, stemming  # noqa: E402
+from memoryapp.recall.core import hybrid, stemming  # noqa: E402
 
 
 @contextmanager

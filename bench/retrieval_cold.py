@@ -4,7 +4,7 @@ Usage: python bench/retrieval_cold.py [--tenants 300] [--memories 1000]
 
 The parent builds ``--tenants`` namespaces of ``--memories`` memories each (bench/corpus.py,
 seed 1000 + tenant: every tenant its own texts and queries), dumps each index as the recall
-snapshot the store keeps (:func:`memoryapp.recall.snapshot.dump`) into a temporary
+snapshot the store keeps (:func:`memoryapp.recall.core.snapshot.dump`) into a temporary
 directory, then starts a **fresh Python process** that:
 
 1. imports the code and reads every snapshot's bytes into memory (what was warm: the
@@ -35,10 +35,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from memoryapp.recall import hybrid, snapshot  # noqa: E402
-from memoryapp.recall.index import RecallIndex  # noqa: E402
-from memoryapp.recall.scoring import IndexRecord  # noqa: E402
-from memoryapp.recall.tokens import path_hints, query_tokens  # noqa: E402
+from memoryapp.recall.core import hybrid, snapshot  # noqa: E402
+from memoryapp.recall.core.index import RecallIndex  # noqa: E402
+from memoryapp.recall.core.scoring import IndexRecord  # noqa: E402
+from memoryapp.recall.core.tokens import path_hints, query_tokens  # noqa: E402
 from memoryapp.rules.classify import extract_keywords  # noqa: E402
 from memoryapp.rules.guard import MemoryGuard  # noqa: E402
 

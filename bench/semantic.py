@@ -40,10 +40,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 import numpy as np  # noqa: E402
 import retrieval  # noqa: E402
 
-from memoryapp.recall import embedding, hybrid, semantic, vectors  # noqa: E402
-from memoryapp.recall.index import RecallIndex  # noqa: E402
-from memoryapp.recall.scoring import IndexRecord  # noqa: E402
-from memoryapp.recall.tokens import path_hints, query_tokens  # noqa: E402
+from memoryapp.recall.core import embedding, hybrid, semantic, vectors  # noqa: E402
+from memoryapp.recall.core.index import RecallIndex  # noqa: E402
+from memoryapp.recall.core.scoring import IndexRecord  # noqa: E402
+from memoryapp.recall.core.tokens import path_hints, query_tokens  # noqa: E402
 
 _EMBEDDER: embedding.Embedder | None = None
 # Hand-written paraphrase questions sharing few words with their answers (bench/data).

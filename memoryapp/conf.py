@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from django.utils.module_loading import import_string
 
+from memoryapp.recall.core.rankings import RANKINGS, check_ranking
+
 if TYPE_CHECKING:
     from memoryapp.rules.guard import MemoryGuard
 
@@ -70,15 +72,14 @@ def recall_ranking(ranking: str | None = None) -> str:
     """The recall ranking of a call: ``ranking`` when given, else ``MEMORYAPP_RECALL_RANKING``.
 
     ``agentao`` (the default) is Agentao's exact formula (docs/behaviour.md §5);
-    ``hybrid`` is :mod:`memoryapp.recall.hybrid`; ``semantic`` is
-    :mod:`memoryapp.recall.semantic`, served only with an embedder (:func:`embedder`).
+    ``hybrid`` is :mod:`memoryapp.recall.core.hybrid`; ``semantic`` is
+    :mod:`memoryapp.recall.core.semantic`, served only with an embedder (:func:`embedder`).
     All run on the same per-namespace index.
 
     Raises:
         ValueError: the value (given or configured) names no ranking, or ``semantic``
             without an embedder (never a silent fallback).
     """
-    from memoryapp.recall.hybrid import check_ranking  # numpy: not for every conf reader
 
     if ranking is None:
         ranking = getattr(settings, "MEMORYAPP_RECALL_RANKING", "agentao")
@@ -95,7 +96,7 @@ def embedder_spec() -> str:
 
     ``wordllama`` (the default) is the model the ``semantic`` extra ships; a directory
     names a model2vec or Sentence-Transformers model; anything else a dotted path to a
-    callable (:func:`memoryapp.recall.embedding.load`); ``none`` (or empty) turns
+    callable (:func:`memoryapp.recall.core.embedding.load`); ``none`` (or empty) turns
     embeddings off: no vectors written, ``semantic`` refused.
     """
     return str(getattr(settings, "MEMORYAPP_EMBEDDER", "wordllama") or "none").strip()
@@ -103,7 +104,7 @@ def embedder_spec() -> str:
 
 @lru_cache(maxsize=4)
 def _load_embedder(spec: str):
-    from memoryapp.recall.embedding import EmbedderUnavailable, load
+    from memoryapp.recall.core.embedding import EmbedderUnavailable, load
 
     if spec.lower() == "none":
         return None, "MEMORYAPP_EMBEDDER is none"
@@ -117,7 +118,7 @@ def _load_embedder(spec: str):
 
 
 def embedder():
-    """The configured :class:`~memoryapp.recall.embedding.Embedder`, loaded once per
+    """The configured :class:`~memoryapp.recall.core.embedding.Embedder`, loaded once per
     spec; None when embeddings are off or it cannot load (:func:`embedder_problem`)."""
     return _load_embedder(embedder_spec())[0]
 
@@ -129,8 +130,6 @@ def embedder_problem() -> str | None:
 
 def served_rankings() -> tuple[str, ...]:
     """The rankings this server answers: ``semantic`` only with an embedder."""
-    from memoryapp.recall.hybrid import RANKINGS
-
     return tuple(r for r in RANKINGS if r != "semantic" or embedder_problem() is None)
 
 

@@ -124,7 +124,7 @@ class MemoryQuerySet(models.QuerySet):
     def search_prefilter(self, query: str) -> MemoryQuerySet:
         """Rows whose title, content, key, tags or keywords text contains ``query``.
 
-        A superset of :func:`memoryapp.recall.search.matches` (the JSON text of the
+        A superset of :func:`memoryapp.services.search.matches` (the JSON text of the
         tag and keyword columns may match across two items); Django's
         ``icontains`` escapes ``%`` and ``_``, so they match literally.
         """

@@ -24,7 +24,6 @@ from memoryapp.models import (
     SessionSummary,
 )
 from memoryapp.querysets import MemoryQuerySet
-from memoryapp.recall import search
 from memoryapp.rules.errors import MemoryValidationError
 from memoryapp.rules.validation import (
     MAX_KEY_CHARS,
@@ -32,7 +31,7 @@ from memoryapp.rules.validation import (
     MAX_QUERY_CHARS,
     check_namespace,
 )
-from memoryapp.services import subjects
+from memoryapp.services import search, subjects
 
 
 def subject_filter(label: str) -> django_filters.CharFilter:
@@ -111,7 +110,7 @@ class MemoryFilter(NamespacedFilterSet):
     """``GET /api/memories/``: namespace, scope, type, subject, tag and ``q``.
 
     ``tag`` (exact, case-insensitive) and ``q`` (literal, case-insensitive
-    substring) run in SQL for every value (:mod:`memoryapp.recall.search`), so a list is
+    substring) run in SQL for every value (:mod:`memoryapp.services.search`), so a list is
     paginated in SQL whatever is searched.
     """
 

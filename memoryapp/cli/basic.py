@@ -9,10 +9,10 @@ from django.core.management.base import CommandError
 
 from memoryapp.cli import bound_to, cli_actor, namespace_label, progress
 from memoryapp.models import Memory, ReviewItem, SchemaMeta
-from memoryapp.recall import search
 from memoryapp.rules import validation
 from memoryapp.rules.validation import SCOPES
 from memoryapp.rules.wording import plural
+from memoryapp.services import search
 
 
 def register(verbs, common) -> dict:

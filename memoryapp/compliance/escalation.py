@@ -36,13 +36,12 @@ from collections.abc import Callable, Sequence
 
 from django.db import connections
 
-from memoryapp import conf
+from memoryapp import conf, metrics
 from memoryapp.compliance import phases
 from memoryapp.db import ladder, meta
 from memoryapp.db.purge.common import PurgeOutcome
 from memoryapp.fields import now
 from memoryapp.models import ErasureReceipt
-from memoryapp.ops import metrics
 
 # What each step's verification came to (the ``outcome`` of a recorded step).
 VERIFIED, RESIDUE, NOT_VERIFIED, NOT_PURGED = "verified", "residue", "not verified", "not purged"

@@ -240,7 +240,7 @@ def _strings(value) -> list[bytes]:
 
 def _snapshot_strings(rows: list[tuple]) -> list[bytes]:
     """The strings held in each recall snapshot payload (the rows' last column)."""
-    from memoryapp.recall import snapshot as recall_snapshot
+    from memoryapp.recall.core import snapshot as recall_snapshot
 
     return [recall_snapshot.strings(bytes(row[-1])) for row in rows if row[-1]]
 

@@ -55,7 +55,7 @@ def covering_q(field: str, grants: Iterable[tuple[str, bool]]) -> Q:
 
 
 # ---------------------------------------------------------------- search (docs/behaviour.md §3)
-# A literal, case-insensitive substring, as ``memoryapp.recall.search.matches`` defines it
+# A literal, case-insensitive substring, as ``memoryapp.services.search.matches`` defines it
 # with Python's ``str.lower``. ``LIKE`` cannot say it for every needle: SQLite's folds
 # ASCII only, and the JSON text of the tag and keyword columns escapes ``"`` and
 # ``\`` and may match across two items. These lookups compare the folded text

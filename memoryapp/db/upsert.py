@@ -29,7 +29,7 @@ PG_BATCH = 500  # rows per INSERT/UPDATE of memories on PostgreSQL (bulk_create'
 _SQLITE_KEYS = 500  # keys per IN list: far below SQLite's bound-parameter limit
 
 # Per-row columns of an insert, then those the same for every row of the call.
-# The embedding (memoryapp.recall.vectors; NULL with embeddings off) is written with the
+# The embedding (memoryapp.recall.core.vectors; NULL with embeddings off) is written with the
 # row it was computed from, so no write leaves a vector of an older text behind.
 INSERT_ROW_COLUMNS = (
     "id", "scope", "key_normalized", "type", "title", "content", "tags_json",

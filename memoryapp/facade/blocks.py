@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 
 from django.db import DatabaseError
 
+from memoryapp import metrics
 from memoryapp.conf import recall_ranking
 from memoryapp.models import Memory
-from memoryapp.ops import metrics
 from memoryapp.rules import render
 from memoryapp.services import prompt
 from memoryapp.services.prompt import CONTEXT_TOP_K, EXCERPT_CHARS, RecallCandidate
@@ -157,7 +157,8 @@ class PromptBlocks:
         """The ``top_k`` memories scored against ``query`` (docs/behaviour.md §5), highest first.
 
         ``ranking``: ``agentao`` (Agentao's exact formula), ``hybrid``
-        (:mod:`memoryapp.recall.hybrid`) or ``semantic`` (:mod:`memoryapp.recall.semantic`,
+        (:mod:`memoryapp.recall.core.hybrid`) or ``semantic``
+        (:mod:`memoryapp.recall.core.semantic`,
         with an embedder); None uses ``MEMORYAPP_RECALL_RANKING``.
         Never breaks a turn: a database error records a store problem, any
         other failure logs a warning, and both return ``[]``.

@@ -1,6 +1,6 @@
 """Recall snapshots are stored as they are: PostgreSQL keeps ``payload`` out of line, uncompressed.
 
-Snapshot format 3 (``memoryapp.recall.snapshot``) is no longer zlib-compressed, so that
+Snapshot format 3 (``memoryapp.recall.core.snapshot``) is no longer zlib-compressed, so that
 a cold recall does not spend most of its time inflating it. Left at the default
 ``EXTENDED`` storage, PostgreSQL would compress the value itself (pglz) and inflate it on
 every read, on the server; ``EXTERNAL`` stores it out of line in TOAST without

@@ -52,7 +52,7 @@ class Memory(_TagsMixin, models.Model):
     updated_at = IsoDateTimeField(default=now)
     deleted_at = IsoDateTimeField(null=True, blank=True)
     # The semantic ranking's int8 embedding of the title and content, and the model that
-    # made it (memoryapp.recall.vectors): derived data, written with the row, left out of
+    # made it (memoryapp.recall.core.vectors): derived data, written with the row, left out of
     # exports, recomputed when the model changes. Null where embeddings are off.
     embedding = models.BinaryField(null=True, blank=True, editable=False)
     embedding_model = models.CharField(max_length=128, null=True, blank=True, editable=False)

@@ -1,6 +1,6 @@
-"""What ``/metrics`` serves: :mod:`memoryapp.ops.metrics`' instruments plus gauges read at scrape.
+"""What ``/metrics`` serves: :mod:`memoryapp.metrics`' instruments plus gauges read at scrape.
 
-Apart from :mod:`memoryapp.ops.metrics` because the gauges read the models and the
+Apart from :mod:`memoryapp.metrics` because the gauges read the models and the
 index cache, which themselves count through the instruments: one module would
 import in a circle. Under gunicorn set ``PROMETHEUS_MULTIPROC_DIR`` (an empty
 directory per deployment) so ``/metrics`` adds up every worker

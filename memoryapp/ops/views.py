@@ -23,8 +23,9 @@ from django.http import Http404, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
+from memoryapp import metrics
 from memoryapp.models import ErasureReceipt, Memory, ReviewItem, SessionSummary
-from memoryapp.ops import collectors, metrics
+from memoryapp.ops import collectors
 
 _TABLES = (Memory, SessionSummary, ReviewItem, ErasureReceipt)
 logger = logging.getLogger(__name__)

@@ -1,8 +1,8 @@
-"""Recall: tokens, the exact scoring, the per-namespace index, its snapshots and cache.
+"""Recall: the pure core (``core/``) and its database side.
 
-``tokens`` and ``scoring`` define what a query matches and how it scores (docs/behaviour.md §5);
-``index`` is the incremental in-memory index that scores exactly as ``scoring`` does; ``rows``
-reads stored rows as index records; ``snapshot`` turns an index into bytes for cold workers;
-``cache`` is the process-wide LRU kept fresh by the slice counters (``change_window``);
-``stable_blocks`` caches rendered stable blocks; ``search`` is the literal substring search in SQL.
+``core/`` (no Django) defines what a query matches, how it scores, the index and its bytes.
+Here, over the database: ``rows`` reads stored rows as index records; ``cache`` is the
+process-wide LRU kept fresh by the slice counters (``change_window``); ``stable_blocks``
+caches rendered stable blocks. The literal substring search in SQL is
+:mod:`memoryapp.services.search`.
 """

@@ -32,17 +32,16 @@ from typing import Protocol
 
 from django.db import connections
 
-from memoryapp import conf
+from memoryapp import conf, metrics
 from memoryapp.conf import recall_cache_bytes, recall_snapshots
 from memoryapp.db import read_your_writes
 from memoryapp.db import snapshots as stored_snapshots
 from memoryapp.fields import now
 from memoryapp.models import Memory
-from memoryapp.ops import metrics
 from memoryapp.recall import rows as index_rows
-from memoryapp.recall import snapshot as recall_snapshot
 from memoryapp.recall.change_window import ChangeWindow, change_window
-from memoryapp.recall.index import RecallIndex
+from memoryapp.recall.core import snapshot as recall_snapshot
+from memoryapp.recall.core.index import RecallIndex
 from memoryapp.recall.rows import live_records, record_of
 from memoryapp.recall.stable_blocks import StableBlocks
 

@@ -15,8 +15,8 @@ from django.utils.dateparse import parse_datetime
 from memoryapp import conf
 from memoryapp.db import vendor
 from memoryapp.models import Confidence, Memory, json_list
-from memoryapp.recall import vectors
-from memoryapp.recall.scoring import IndexRecord
+from memoryapp.recall.core import vectors
+from memoryapp.recall.core.scoring import IndexRecord
 
 __all__ = ["live_records", "record_of", "row_fingerprint", "slice_rows", "to_record"]
 

@@ -8,7 +8,7 @@ subclass (``MEMORYAPP_GUARD``), which applies them in order.
 
 from __future__ import annotations
 
-from memoryapp.ops import metrics
+from memoryapp import metrics
 from memoryapp.rules import secret_scan
 from memoryapp.rules.errors import MemoryValidationError, SensitiveMemoryError, about
 from memoryapp.rules.validation import (

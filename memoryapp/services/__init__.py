@@ -8,5 +8,6 @@ stores a call works on), ``memories`` (upsert, rename, soft delete, restore,
 clear, import), ``reads`` (live memories, search, by tag), ``summaries``
 (session summaries), ``review`` (queue, approve, reject, purge), ``records``
 (the writes of Agentao's store protocol, with its row semantics), ``wipe``
-(preview and the soft reset), ``prompt`` (recall and the stable block).
+(preview and the soft reset), ``prompt`` (recall and the stable block), ``search``
+(the literal substring search, in SQL).
 """

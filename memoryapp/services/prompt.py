@@ -3,7 +3,7 @@
 The one implementation behind :meth:`MemoryManager.recall`,
 ``Memory.objects.in_namespace(ns).recall(...)`` and the stable block every
 manager of the same slices shares. Database errors propagate: the facade turns
-them into store problems. The rules over plain values are :mod:`memoryapp.recall.index`
+them into store problems. The rules over plain values are :mod:`memoryapp.recall.core.index`
 and :mod:`memoryapp.rules.render`.
 """
 
@@ -24,11 +24,11 @@ from memoryapp.db import snapshots as stored_snapshots
 from memoryapp.db.meta import read_slice_counters
 from memoryapp.db.read_your_writes import lag_tolerant
 from memoryapp.models import Memory, Scope, json_list
-from memoryapp.recall import hybrid, semantic
 from memoryapp.recall.cache import INDEXES, NOT_READ
+from memoryapp.recall.core import hybrid, semantic
+from memoryapp.recall.core.scoring import Scored, rank_key
+from memoryapp.recall.core.tokens import path_hints, query_tokens
 from memoryapp.recall.rows import column_timestamp
-from memoryapp.recall.scoring import Scored, rank_key
-from memoryapp.recall.tokens import path_hints, query_tokens
 from memoryapp.rules import render
 from memoryapp.services.slices import StoreSlice
 
@@ -311,7 +311,7 @@ def _stable_querysets(
 ) -> list:
     """The live rows the stable selection may pick from, as querysets to merge.
 
-    A superset read in SQL, as :mod:`memoryapp.recall.search` narrows a search: every
+    A superset read in SQL, as :mod:`memoryapp.services.search` narrows a search: every
     row :func:`memoryapp.rules.render.select_stable` can choose, and few others; the
     callers apply that rule to what is read. One queryset per database alias by
     default (one statement reads the newest facts of every slice through

@@ -1,14 +1,14 @@
 """Reads of a binding's live memories (docs/behaviour.md §3): all, one, search, by tag, by title.
 
 Database errors propagate; the facade turns a turn-path read's error into a
-store problem. The matching rules are :mod:`memoryapp.recall.search`'s.
+store problem. The matching rules are :mod:`memoryapp.services.search`'s.
 """
 
 from __future__ import annotations
 
 from memoryapp.models import Memory
-from memoryapp.recall import search
 from memoryapp.rules import validation
+from memoryapp.services import search
 from memoryapp.services.slices import StoreSlice, live_filter
 
 

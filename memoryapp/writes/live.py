@@ -22,7 +22,7 @@ from memoryapp import conf
 from memoryapp.db import upsert as sql
 from memoryapp.db import vendor
 from memoryapp.models import Memory, new_id
-from memoryapp.recall import vectors
+from memoryapp.recall.core import vectors
 
 _STAMP_FIELD = Memory._meta.get_field("updated_at")
 
@@ -182,7 +182,7 @@ def _embedded(rows: Sequence[Row]) -> Sequence[Row]:
     """``rows`` with their int8 vectors and model id; as given with embeddings off (NULL).
 
     One batch for the whole call: an import embeds its thousands of rows in one pass
-    of the tokenizer (memoryapp.recall.embedding), not one call per row.
+    of the tokenizer (memoryapp.recall.core.embedding), not one call per row.
     """
     embedder = conf.embedder()
     if embedder is None or not rows:

@@ -17,7 +17,7 @@ from django.db.models import Q
 
 from memoryapp import conf
 from memoryapp.models import Memory
-from memoryapp.recall import vectors
+from memoryapp.recall.core import vectors
 
 BATCH = 500
 

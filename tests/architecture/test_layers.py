@@ -1,10 +1,13 @@
-"""The layers of docs/design.md hold: no import cycle, pure rules, vendor SQL only in db/."""
+"""The floors of docs/design.md hold: no import cycle, no arrow up, vendor SQL only in db/."""
 
 from __future__ import annotations
 
 import ast
+import fnmatch
 import re
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -44,8 +47,11 @@ def _type_checking_only(node: ast.If) -> bool:
     )
 
 
-def imports_of(path: Path, name: str, modules: set[str]) -> list[Import]:
-    """The memoryapp modules one file imports, wherever the statement sits (see the test)."""
+def imports_of(path: Path, name: str, modules: set[str], source: str | None = None) -> list[Import]:
+    """The memoryapp modules one file imports, wherever the statement sits (see the test).
+
+    ``source``, when given, is read in place of the file (the planted-import tests).
+    """
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: list[Import] = []
 
@@ -72,7 +78,7 @@ def imports_of(path: Path, name: str, modules: set[str]) -> list[Import]:
             else:
                 visit(child)
 
-    visit(ast.parse(path.read_text(encoding="utf-8")))
+    visit(ast.parse(path.read_text(encoding="utf-8") if source is None else source))
     resolved = []
     for target, where in found:
         while target and target not in modules:  # "import a.b.c" of a name: the module holding it
@@ -144,48 +150,171 @@ def test_memoryapp_has_no_import_cycle():
     assert cycle is None, f"import cycle: {report} -> {cycle[0][0] if cycle else ''}"
 
 
-# docs/design.md: "Pure rules are plain Python over plain values ... None of them imports Django."
-# Every module of ``memoryapp.rules`` is pure, and so is the core of recall (what a query
-# matches, how it scores, the index and its bytes): workers and clients reuse them without Django.
-RECALL_CORE = (
-    "tokens", "scoring", "index", "postings", "pruning", "snapshot", "hybrid", "semantic",
-    "vectors", "embedding",
+# ------------------------------------------------------------------------------------ floors
+# docs/design.md, "Layers": the floors of memoryapp, ground to roof. A module may import its
+# own floor or a lower one, never a higher one: every import statement counts, at module
+# level or in a function (only ``if TYPE_CHECKING:`` ones do not: they never run). A module
+# lives on the floor of the longest pattern its path matches (``recall/core/*`` before
+# ``recall/*``). The ground floor is plain Python: none of its modules imports Django.
+FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("ground: pure rules and instruments, no Django", (
+        "memoryapp/rules/*", "memoryapp/recall/core/*", "memoryapp/metrics.py",
+        "memoryapp/clients/*",
+    )),
+    ("settings", ("memoryapp/conf.py", "memoryapp/permissions.py")),
+    ("vendor SQL", ("memoryapp/db/*",)),
+    ("models", ("memoryapp/fields.py", "memoryapp/querysets.py", "memoryapp/models/*")),
+    ("database services", (
+        "memoryapp/writes/*", "memoryapp/recall/*", "memoryapp/compliance/*",
+        "memoryapp/migrations/*",
+    )),
+    ("services", ("memoryapp/services/*",)),
+    ("facade", ("memoryapp/facade/*",)),
+    ("interfaces", (
+        "memoryapp/api/*", "memoryapp/admin/*", "memoryapp/cli/*", "memoryapp/interop/*",
+        "memoryapp/ops/*", "memoryapp/management/*", "memoryapp/templatetags/*",
+        "memoryapp/agentao.py", "memoryapp/apps.py", "memoryapp/__init__.py",
+    )),
 )  # fmt: skip
-PURE_RULES = tuple(
-    sorted(
-        [
-            f"rules.{p.stem}"
-            for p in (ROOT / "memoryapp" / "rules").glob("*.py")
-            if p.stem != "__init__"
-        ]
-        + [f"recall.{name}" for name in RECALL_CORE]
-    )
-)
+GROUND = 0
+
+# The only calls from a floor to a higher one, made at run time through a value handed down
+# (no import, so the graph cannot see them): (receiver, the file that hands it down, the
+# statement that does, why).
+BACK_DOORS = (
+    ("memoryapp/querysets.py", "memoryapp/services/queryset_methods.py",
+     "querysets.install(upsert=upsert, recall=recall)",
+     "Memory.objects.upsert/.recall run the services' write and recall, which import the "
+     "models: the querysets, below them, are given the two functions at ready()"),
+    ("memoryapp/facade/core.py", "memoryapp/facade/__init__.py",
+     "MemoryManager._child_class = ChildManager",
+     "MemoryManager.child() makes ChildManagers, a subclass defined in facade/children.py "
+     "which imports core.py: the package, which imports both, hands the class down"),
+)  # fmt: skip
 
 
-def test_the_pure_rules_import_no_django_even_indirectly():
-    graph = import_graph()
-    offenders = []
-    for name in PURE_RULES:
-        seen, todo = set(), [f"memoryapp.{name}"]
-        while todo:
-            module = todo.pop()
-            if module in seen:
-                continue
-            seen.add(module)
-            todo += [target for target, _ in graph[module]]
-            path = ROOT / (module.replace(".", "/") + ".py")
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-                names = (
-                    [alias.name for alias in node.names]
-                    if isinstance(node, ast.Import)
-                    else [node.module or ""]
-                    if isinstance(node, ast.ImportFrom) and not node.level
-                    else []
+def floor_of(path: str) -> int:
+    """The floor of a repository-relative path: that of the longest pattern it matches."""
+    matches = [
+        (len(pattern), number)
+        for number, (_, patterns) in enumerate(FLOORS)
+        for pattern in patterns
+        if fnmatch.fnmatch(path, pattern)
+    ]
+    if not matches:
+        raise LookupError(f"{path} is on no floor of FLOORS")
+    return max(matches)[1]
+
+
+def module_path(module: str) -> str:
+    """``memoryapp.recall.core`` -> its file, relative to the repository."""
+    base = ROOT / module.replace(".", "/")
+    path = base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+    return path.relative_to(ROOT).as_posix()
+
+
+def upward_arrows(graph: dict[str, list[Import]]) -> list[str]:
+    """Every import of ``graph`` pointing to a higher floor, as ``"path:line: a -> b"``."""
+    arrows = []
+    for module, imports in sorted(graph.items()):
+        own = floor_of(module_path(module))
+        for target, where in imports:
+            if floor_of(module_path(target)) > own:
+                arrows.append(
+                    f"{where}: {module} ({FLOORS[own][0]}) -> {target}"
+                    f" ({FLOORS[floor_of(module_path(target))][0]})"
                 )
-                offenders += [
-                    f"memoryapp.{name} -> {module} imports {n}"
-                    for n in names
-                    if n.split(".")[0] in {"django", "rest_framework"}
-                ]
+    return arrows
+
+
+def django_imports(path: Path, source: str | None = None) -> list[str]:
+    """The Django or DRF imports of one file that run (not those under TYPE_CHECKING)."""
+    found = []
+    text = path.read_text(encoding="utf-8") if source is None else source
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _type_checking_only(child):
+                for other in child.orelse:
+                    visit(ast.Module(body=[other], type_ignores=[]))
+                continue
+            names = (
+                [alias.name for alias in child.names]
+                if isinstance(child, ast.Import)
+                else [child.module or ""]
+                if isinstance(child, ast.ImportFrom) and not child.level
+                else []
+            )
+            found.extend(
+                f"{path.relative_to(ROOT)}:{child.lineno}: {name}"
+                for name in names
+                if name.split(".")[0] in {"django", "rest_framework"}
+            )
+            visit(child)
+
+    visit(ast.parse(text))
+    return found
+
+
+def test_every_module_is_on_one_floor():
+    for path in (ROOT / "memoryapp").rglob("*.py"):
+        floor_of(path.relative_to(ROOT).as_posix())  # raises for a module of no floor
+
+
+def test_no_import_points_to_a_higher_floor():
+    """0 arrows back up: every import, function-level ones included, stays on its floor or below."""
+    assert upward_arrows(import_graph()) == []
+
+
+def test_the_ground_floor_imports_no_django():
+    """The ground floor imports only itself (the test above), so no Django even indirectly."""
+    offenders = []
+    for path in (ROOT / "memoryapp").rglob("*.py"):
+        if floor_of(path.relative_to(ROOT).as_posix()) == GROUND:
+            offenders += django_imports(path)
     assert offenders == []
+
+
+def _planted(relative: str, source: str) -> dict[str, list[Import]]:
+    """The graph of one module planted at ``relative`` with ``source`` (not written to disk)."""
+    modules = {module_name(p) for p in (ROOT / "memoryapp").rglob("*.py")}
+    name = module_name(ROOT / relative)
+    return {name: imports_of(ROOT / relative, name, modules | {name}, source)}
+
+
+def test_the_floor_check_reports_a_planted_upward_import():
+    """An import of the services from a pure rule, hidden in a function, is an arrow up."""
+    graph = _planted(
+        "memoryapp/rules/guard.py",
+        "def late():\n    from memoryapp.services import memories\n    return memories\n",
+    )
+    assert upward_arrows(graph) == [
+        "memoryapp/rules/guard.py:2: memoryapp.rules.guard"
+        " (ground: pure rules and instruments, no Django) -> memoryapp.services.memories"
+        " (services)"
+    ]
+    # The same import one floor up from the services is allowed.
+    assert upward_arrows(_planted("memoryapp/facade/core.py", "import memoryapp.services\n")) == []
+
+
+def test_the_ground_floor_check_reports_a_planted_django_import():
+    path = ROOT / "memoryapp/recall/core/tokens.py"
+    source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import django\n"
+    assert django_imports(path, source) == []  # never runs
+    assert django_imports(path, source + "def f():\n    from django.db import models\n") == [
+        "memoryapp/recall/core/tokens.py:5: django.db"
+    ]
+
+
+def test_a_path_of_no_floor_is_refused_and_the_longest_pattern_wins():
+    assert floor_of("memoryapp/recall/core/hybrid.py") == GROUND
+    assert FLOORS[floor_of("memoryapp/recall/cache.py")][0] == "database services"
+    with pytest.raises(LookupError):
+        floor_of("memoryapp/attic/new.py")
+
+
+def test_the_back_doors_are_where_the_table_says():
+    """Each named exception is handed down where said, to a receiver no higher than its giver."""
+    for receiver, giver, statement, reason in BACK_DOORS:
+        assert statement in (ROOT / giver).read_text(encoding="utf-8"), reason
+        assert floor_of(receiver) <= floor_of(giver)

@@ -1,4 +1,4 @@
-"""The ``hybrid`` recall ranking (memoryapp.recall.hybrid) on the shipped corpus and on small
+"""The ``hybrid`` recall ranking (memoryapp.recall.core.hybrid) on the shipped corpus and on small
 hand-made ones: ordering, reasons, no hit without lexical evidence, CJK, snapshots."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from memoryapp.recall import hybrid, snapshot
-from memoryapp.recall.index import RecallIndex
-from memoryapp.recall.scoring import REASON_ORDER, IndexRecord, rank_key
-from memoryapp.recall.stemming import stem
-from memoryapp.recall.tokens import path_hints, query_tokens
+from memoryapp.recall.core import hybrid, snapshot
+from memoryapp.recall.core.index import RecallIndex
+from memoryapp.recall.core.scoring import REASON_ORDER, IndexRecord, rank_key
+from memoryapp.recall.core.stemming import stem
+from memoryapp.recall.core.tokens import path_hints, query_tokens
 
 ROOT = Path(__file__).resolve().parents[2]
 NOW = 1_800_000_000.0

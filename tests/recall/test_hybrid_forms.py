@@ -9,10 +9,10 @@ import pytest
 
 from memoryapp import MemoryManager
 from memoryapp.facade import blocks
-from memoryapp.recall import hybrid, snapshot, stemming
-from memoryapp.recall.index import RecallIndex
-from memoryapp.recall.scoring import IndexRecord
-from memoryapp.recall.tokens import query_tokens
+from memoryapp.recall.core import hybrid, snapshot, stemming
+from memoryapp.recall.core.index import RecallIndex
+from memoryapp.recall.core.scoring import IndexRecord
+from memoryapp.recall.core.tokens import query_tokens
 
 NOW = 1_800_000_000.0
 

@@ -1,14 +1,14 @@
-"""English stemming in the ``hybrid`` ranking (memoryapp.recall.stemming): word forms match
+"""English stemming in the ``hybrid`` ranking (memoryapp.recall.core.stemming): word forms match
 at query time, CJK and numbers are matched as they are, and ``agentao`` is unchanged."""
 
 from __future__ import annotations
 
 import pytest
 
-from memoryapp.recall import hybrid, snapshot, stemming
-from memoryapp.recall.index import RecallIndex
-from memoryapp.recall.scoring import IndexRecord
-from memoryapp.recall.tokens import path_hints, query_tokens
+from memoryapp.recall.core import hybrid, snapshot, stemming
+from memoryapp.recall.core.index import RecallIndex
+from memoryapp.recall.core.scoring import IndexRecord
+from memoryapp.recall.core.tokens import path_hints, query_tokens
 
 NOW = 1_800_000_000.0
 

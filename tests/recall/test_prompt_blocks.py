@@ -149,7 +149,7 @@ def test_a_raw_write_in_another_namespace_costs_no_delta(mm, raw_sql):
 
 
 def test_a_delta_re_tokenises_only_rows_that_changed(mm, raw_sql, monkeypatch):
-    from memoryapp.recall.index import RecallIndex
+    from memoryapp.recall.core.index import RecallIndex
 
     for i in range(3):
         mm.upsert(f"rockets {i}", "rockets")  # all inside the delta slack
@@ -217,7 +217,7 @@ def test_a_delta_reads_only_rows_changed_since_the_last_sync(mm, raw_sql, monkey
     raw_sql("UPDATE memories SET updated_at = %s", [old.isoformat(timespec="microseconds")])
     assert len(mm.recall("rockets")) == 3  # first recall: a build
     added = []
-    from memoryapp.recall.index import RecallIndex
+    from memoryapp.recall.core.index import RecallIndex
 
     real_add = RecallIndex.add
     monkeypatch.setattr(RecallIndex, "add", lambda self, r: (added.append(r.id), real_add(self, r)))

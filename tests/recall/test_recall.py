@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from memoryapp.recall import postings, pruning
-from memoryapp.recall.index import RecallIndex
-from memoryapp.recall.scoring import IndexRecord, rank_key, score
-from memoryapp.recall.tokens import expand, path_hints, query_tokens, tokenize
+from memoryapp.recall.core import postings, pruning
+from memoryapp.recall.core.index import RecallIndex
+from memoryapp.recall.core.scoring import IndexRecord, rank_key, score
+from memoryapp.recall.core.tokens import expand, path_hints, query_tokens, tokenize
 
 from .test_scoring import DAY, NOW, rec
 
@@ -105,7 +105,7 @@ class TestRecallIndexExactness:
             assert 4 * index._dead < max(len(index._ids), 1)
 
     def test_a_loaded_snapshot_is_exact_before_and_after_writes(self):
-        from memoryapp.recall import snapshot as recall_snapshot
+        from memoryapp.recall.core import snapshot as recall_snapshot
 
         rng = random.Random(15)
         # Tokens outside ASCII too: the snapshot keeps them sorted by code point and a
@@ -135,7 +135,7 @@ class TestRecallIndexExactness:
         assert_same(again, live, rng)
 
     def test_a_loaded_snapshot_counts_what_it_holds(self):
-        from memoryapp.recall import snapshot as recall_snapshot
+        from memoryapp.recall.core import snapshot as recall_snapshot
 
         rng = random.Random(16)
         built = RecallIndex(random_record(rng, f"c{i:03d}") for i in range(300))

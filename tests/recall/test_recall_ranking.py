@@ -10,9 +10,9 @@ from memoryapp.api.testing import token_client
 from memoryapp.facade import blocks
 from memoryapp.models import Memory
 from memoryapp.recall.cache import INDEXES
-from memoryapp.recall.index import RecallIndex
+from memoryapp.recall.core.index import RecallIndex
+from memoryapp.recall.core.scoring import fields_of
 from memoryapp.recall.rows import record_of
-from memoryapp.recall.scoring import fields_of
 
 pytestmark = pytest.mark.django_db
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from memoryapp.recall.tokens import query_tokens
+from memoryapp.recall.core.tokens import query_tokens
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "bench" / "data"

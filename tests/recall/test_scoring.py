@@ -1,4 +1,7 @@
-"""The scoring formula of docs/behaviour.md §5, one term at a time (memoryapp.recall.scoring)."""
+"""The scoring formula of docs/behaviour.md §5, one term at a time.
+
+(memoryapp.recall.core.scoring)
+"""
 
 from __future__ import annotations
 
@@ -6,8 +9,8 @@ from dataclasses import replace
 
 import pytest
 
-from memoryapp.recall.scoring import REASON_ORDER, IndexRecord, Scored, score
-from memoryapp.recall.tokens import path_hints, query_tokens
+from memoryapp.recall.core.scoring import REASON_ORDER, IndexRecord, Scored, score
+from memoryapp.recall.core.tokens import path_hints, query_tokens
 
 DAY = 86400.0
 NOW = 1_750_000_000.0  # a fixed "now" (2025-06-15), POSIX seconds

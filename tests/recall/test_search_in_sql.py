@@ -19,7 +19,7 @@ from django.test.utils import CaptureQueriesContext
 from memoryapp import MemoryManager
 from memoryapp.api.testing import token_client
 from memoryapp.models import Memory
-from memoryapp.recall import search
+from memoryapp.services import search
 
 pytestmark = pytest.mark.django_db
 

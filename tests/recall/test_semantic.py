@@ -16,10 +16,10 @@ from memoryapp.api.testing import token_client
 from memoryapp.compliance import export
 from memoryapp.models import Memory, RecallSnapshot
 from memoryapp.ops.checks import check_recall_ranking
-from memoryapp.recall import embedding, semantic, vectors
-from memoryapp.recall import snapshot as recall_snapshot
 from memoryapp.recall.cache import INDEXES
-from memoryapp.recall.index import RecallIndex
+from memoryapp.recall.core import embedding, semantic, vectors
+from memoryapp.recall.core import snapshot as recall_snapshot
+from memoryapp.recall.core.index import RecallIndex
 from memoryapp.recall.rows import live_records
 
 pytestmark = pytest.mark.django_db

@@ -19,11 +19,11 @@ from django.db import connection, transaction
 from memoryapp import MemoryManager
 from memoryapp.compliance import erase
 from memoryapp.models import RecallSnapshot
-from memoryapp.recall import snapshot as recall_snapshot
 from memoryapp.recall.cache import INDEXES, live_records
-from memoryapp.recall.index import RecallIndex
-from memoryapp.recall.scoring import rank_key, score
-from memoryapp.recall.tokens import query_tokens
+from memoryapp.recall.core import snapshot as recall_snapshot
+from memoryapp.recall.core.index import RecallIndex
+from memoryapp.recall.core.scoring import rank_key, score
+from memoryapp.recall.core.tokens import query_tokens
 from tests._erasure_support import namespace_beside, stored_bytes
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -10,8 +10,8 @@ import types
 
 import pytest
 
-from memoryapp.recall import tokens
-from memoryapp.recall.tokens import expand, path_hints, path_matches, query_tokens, tokenize
+from memoryapp.recall.core import tokens
+from memoryapp.recall.core.tokens import expand, path_hints, path_matches, query_tokens, tokenize
 
 # The rule as written (docs: the file-path hint term); quadratic on long runs.
 REFERENCE = re.compile(r"[\w./\\-]+\.\w{2,6}")
@@ -36,8 +36,8 @@ def test_path_matches_equal_the_regex_on_random_text():
 
 
 def test_a_long_run_without_a_suffix_gives_no_hint_and_a_path_after_it_still_counts():
-    text = "x" * 200_000 + " see memoryapp/recall/tokens.py"
-    assert list(path_matches(text)) == ["memoryapp/recall/tokens.py"]
+    text = "x" * 200_000 + " see memoryapp/recall/core/tokens.py"
+    assert list(path_matches(text)) == ["memoryapp/recall/core/tokens.py"]
     assert {"memoryapp", "tokens", "py"} <= path_hints([{"role": "user", "content": text}])
 
 
@@ -102,7 +102,7 @@ class TestTokenize:
     def test_cjk_without_jieba_keeps_runs_whole_and_warns_once(self, monkeypatch, caplog):
         monkeypatch.setattr(tokens, "_segment", tokens._UNSET)
         monkeypatch.setitem(sys.modules, "jieba", None)  # makes ``import jieba`` fail
-        with caplog.at_level(logging.WARNING, logger="memoryapp.recall.tokens"):
+        with caplog.at_level(logging.WARNING, logger="memoryapp.recall.core.tokens"):
             assert tokenize("我们决定使用Docker部署服务") == ["我们决定使用", "docker", "部署服务"]
             assert tokenize("部署服务") == ["部署服务"]
         warnings = [r for r in caplog.records if "jieba" in r.getMessage()]

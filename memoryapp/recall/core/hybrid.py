@@ -2,7 +2,7 @@
 signals of the exact formula that BM25 lacks (exact tags, path hints, recency, staleness).
 
 Pure Python and numpy, no Django. It reads the same per-namespace
-:class:`~memoryapp.recall.index.RecallIndex` the ``agentao`` ranking reads (its postings,
+:class:`~memoryapp.recall.core.index.RecallIndex` the ``agentao`` ranking reads (its postings,
 their field bits and the per-slot content lengths), so writes, erasure, compaction and
 snapshots keep both rankings fresh at once. The index gives the tokens found only after
 the content's first 500 characters a field bit of their own (``TAIL``), which the exact
@@ -26,10 +26,10 @@ and the stale penalty::
             + RECENCY · 1 / (1 + days / 30) − STALE_PENALTY · stale
 
 A query token stands for every held form of its English stem (``deployments`` reads the
-postings of ``deploy`` and ``deployed`` too, :mod:`memoryapp.recall.stemming`), merged
+postings of ``deploy`` and ``deployed`` too, :mod:`memoryapp.recall.core.stemming`), merged
 into one posting so a memory holding several forms counts once; query tokens of one stem
 are one term. The held forms are found exactly, by prefix in the index's sorted tokens,
-and remembered per index (:class:`~memoryapp.recall.stemming.StemForms`). The index's
+and remembered per index (:class:`~memoryapp.recall.core.stemming.StemForms`). The index's
 tokens are unchanged: only this ranking stems.
 
 Question words (``what``, ``when``, ``who``, ``how``…, :data:`QUESTION_WORDS`) are not
@@ -42,7 +42,7 @@ that merely repeats one of its words; with 0.75 the short chatter won.
 
 A memory with no query token in any field and no path-hint keyword is never returned:
 recency and staleness only reorder memories that have lexical evidence. ``reasons`` uses
-the vocabulary of the exact formula (:data:`~memoryapp.recall.scoring.REASON_ORDER`).
+the vocabulary of the exact formula (:data:`~memoryapp.recall.core.scoring.REASON_ORDER`).
 """
 
 from __future__ import annotations
@@ -54,20 +54,26 @@ from typing import cast
 
 import numpy as np
 
-from memoryapp.recall.index import RecallIndex
-from memoryapp.recall.postings import CODE_BITS, CODE_MASK, CODES, CONTENT, KW, TAG, TAIL, TITLE
-from memoryapp.recall.scoring import SECONDS_PER_DAY, STALE_DAYS, Scored, rank_key, reasons
-from memoryapp.recall.stemming import StemForms, stem
+from memoryapp.recall.core.index import RecallIndex
+from memoryapp.recall.core.postings import (
+    CODE_BITS,
+    CODE_MASK,
+    CODES,
+    CONTENT,
+    KW,
+    TAG,
+    TAIL,
+    TITLE,
+)
+from memoryapp.recall.core.rankings import RANKINGS, check_ranking
+from memoryapp.recall.core.scoring import SECONDS_PER_DAY, STALE_DAYS, Scored, rank_key, reasons
+from memoryapp.recall.core.stemming import StemForms, stem
 
 __all__ = ["B", "K1", "QUESTION_WORDS", "RANKINGS", "check_ranking", "query"]
 
-#: The rankings recall knows: the exact formula of Agentao, this one, and this one fused
-#: with embedding similarity (memoryapp.recall.semantic; served with the ``semantic`` extra).
-RANKINGS = ("agentao", "hybrid", "semantic")
-
 K1 = 1.2  # BM25 term saturation
 B = 0.4  # BM25 length normalisation: mild (see the module docstring)
-# Field weights of tf' (field bits as in memoryapp.recall.index: 1 tag, 2 title, 4 kw, 8
+# Field weights of tf' (field bits as in memoryapp.recall.core.index: 1 tag, 2 title, 4 kw, 8
 # content). A title word the content lacks says what the memory is about (a key an agent
 # chose) and counts like a mention; a title word the content holds too is an echo (a key
 # made of the content's first words would otherwise double those words and favour chatter
@@ -112,17 +118,6 @@ RECENCY = 0.25  # weight of 1 / (1 + days / 30): a tie-breaker between similar t
 STALE_PENALTY = 1.0  # over 90 days without an update
 
 _WEIGHT_OF_CODE = np.array([_weight(code) for code in range(CODES)], dtype=np.float64)
-
-
-def check_ranking(ranking: object) -> str:
-    """``ranking`` when it names a known ranking.
-
-    Raises:
-        ValueError: anything else (the API answers 400).
-    """
-    if ranking not in RANKINGS:
-        raise ValueError(f"unknown recall ranking {ranking!r}: expected one of {RANKINGS}")
-    return ranking
 
 
 def _idf(n: int, df: int) -> float:
@@ -232,8 +227,8 @@ def query(
 
     Args:
         index: The namespace's recall index.
-        qtokens: The query tokens (:func:`~memoryapp.recall.tokens.query_tokens`).
-        hints: The path-hint tokens (:func:`~memoryapp.recall.tokens.path_hints`).
+        qtokens: The query tokens (:func:`~memoryapp.recall.core.tokens.query_tokens`).
+        hints: The path-hint tokens (:func:`~memoryapp.recall.core.tokens.path_hints`).
         top_k: How many hits at most.
         exclude_ids: Ids never returned.
         now: The current time, POSIX seconds; defaults to ``time.time()``.

@@ -2,7 +2,7 @@
 
 A query's candidates get an upper bound from their packed counts and the cached recency bound;
 only those whose bound can reach the k-th best score are scored exactly (mirroring
-:func:`memoryapp.recall.scoring.score`, bit for bit).
+:func:`memoryapp.recall.core.scoring.score`, bit for bit).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from memoryapp.recall.postings import SMALL_CANDIDATES, Layout
-from memoryapp.recall.scoring import (
+from memoryapp.recall.core.postings import SMALL_CANDIDATES, Layout
+from memoryapp.recall.core.scoring import (
     SECONDS_PER_DAY,
     STALE_DAYS,
     Scored,
@@ -23,7 +23,7 @@ from memoryapp.recall.scoring import (
 )
 
 if TYPE_CHECKING:
-    from memoryapp.recall.index import RecallIndex
+    from memoryapp.recall.core.index import RecallIndex
 
 _EPS = 1e-9  # slack between float upper bounds and exact scores (both ~10, errors ~1e-15)
 

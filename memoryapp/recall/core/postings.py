@@ -1,6 +1,6 @@
 """The posting layout of a recall index: field codes, packed accumulator lanes, postings.
 
-What :class:`~memoryapp.recall.index.RecallIndex` stores per token and how a query adds the
+What :class:`~memoryapp.recall.core.index.RecallIndex` stores per token and how a query adds the
 per-field counts of every slot it touches; kept apart so the index reads as its operations.
 """
 
@@ -12,7 +12,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from memoryapp.recall.scoring import (
+from memoryapp.recall.core.scoring import (
     CONTENT_CHARS,
     SECONDS_PER_DAY,
     STALE_DAYS,
@@ -20,7 +20,7 @@ from memoryapp.recall.scoring import (
     IndexRecord,
     tag_weight,
 )
-from memoryapp.recall.tokens import token_set
+from memoryapp.recall.core.tokens import token_set
 
 # ----------------------------------------------------------------------------- the index
 #
@@ -57,7 +57,7 @@ SLOT_ARRAYS = (
     "_alive",
     "_explicit",
     "_bound",
-    "_vec",  # (capacity, dim) int8 embeddings (memoryapp.recall.vectors); dim 0 without
+    "_vec",  # (capacity, dim) int8 embeddings (memoryapp.recall.core.vectors); dim 0 without
     "_bits",  # (capacity, dim / 8) their sign bits, the semantic ranking's prefilter
 )
 BOUND_REFRESH_SECONDS = 3600.0  # the cached recency bound is recomputed when older

@@ -1,6 +1,6 @@
 """Recall scoring (docs/behaviour.md §5): the exact formula over one record, in plain Python.
 
-The reference the numpy index of :mod:`memoryapp.recall.index` must reproduce bit for bit;
+The reference the numpy index of :mod:`memoryapp.recall.core.index` must reproduce bit for bit;
 no numpy, no Django.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from memoryapp.recall.tokens import token_set
+from memoryapp.recall.core.tokens import token_set
 
 __all__ = [
     "CONTENT_CHARS",
@@ -53,10 +53,10 @@ class IndexRecord:
         updated_at: Last update, POSIX seconds (UTC).
         explicit: Whether the confidence is ``explicit_user`` (the ``explicit`` reason).
         fingerprint: Any 64-bit value that changes with the stored row (kept per record
-            and returned by :meth:`~memoryapp.recall.index.RecallIndex.fingerprint`, so a caller
-            can tell
+            and returned by
+            :meth:`~memoryapp.recall.core.index.RecallIndex.fingerprint`, so a caller can tell
             whether a row it reads again is the one indexed); 0 when unused.
-        vector: The int8 embedding (:mod:`memoryapp.recall.vectors`), or None.
+        vector: The int8 embedding (:mod:`memoryapp.recall.core.vectors`), or None.
     """
 
     id: str
@@ -154,13 +154,13 @@ def score(
     ``tag_w·tags + 3·jaccard(title) + 2·keywords + content + 2·hint + recency − 2·stale``,
     where each share divides by N = ``len(qtokens)`` (all four are 0 when N is 0), recency is
     ``1 / (1 + days / 30)`` with fractional days ``max(0, (now − updated_at) / 86400)``, and
-    stale means more than 90 days. :class:`~memoryapp.recall.index.RecallIndex`
+    stale means more than 90 days. :class:`~memoryapp.recall.core.index.RecallIndex`
     returns bit-identical scores.
 
     Args:
         record: The memory.
-        qtokens: The query tokens (:func:`~memoryapp.recall.tokens.query_tokens`).
-        hints: The path-hint tokens (:func:`~memoryapp.recall.tokens.path_hints`).
+        qtokens: The query tokens (:func:`~memoryapp.recall.core.tokens.query_tokens`).
+        hints: The path-hint tokens (:func:`~memoryapp.recall.core.tokens.path_hints`).
         now: The current time, POSIX seconds.
 
     Returns:

@@ -4,7 +4,7 @@ Building a slice's index means reading and tokenising every row of it (~45 µs a
 row); loading a snapshot means reading one blob and wrapping its arrays (about a
 third of a millisecond for 1,000 memories): no object per token until a query asks
 for that token, which is found by bisection in the stored token table. :func:`dump` writes
-a compacted :class:`~memoryapp.recall.index.RecallIndex`; :func:`load` gives an index that
+a compacted :class:`~memoryapp.recall.core.index.RecallIndex`; :func:`load` gives an index that
 answers every query exactly as the dumped one did and accepts further writes.
 
 Pure Python and numpy, no Django: :mod:`memoryapp.db.snapshots` stores the bytes.
@@ -19,7 +19,7 @@ The format (all numbers little-endian)::
     content-length int[slots] | u32 dim | vectors i1[slots × dim]
 
 ``dim`` is 0 for an index without embeddings (the ``semantic`` ranking's int8 vectors,
-:mod:`memoryapp.recall.vectors`); the embedder's model id is part of ``rules``, so a
+:mod:`memoryapp.recall.core.vectors`); the embedder's model id is part of ``rules``, so a
 snapshot written under another model is not loaded either.
 
 Each ``int`` section is u2 when all its values fit in 16 bits (bit k of ``narrow``, in
@@ -35,7 +35,7 @@ cold recall of a 1,000-memory tenant cost, for a snapshot about 1.4× larger. St
 as they are, the bytes are also what the erasure's byte scan can read: tokens of an
 erased text left in a snapshot would be found (PostgreSQL keeps the column out of
 line and uncompressed, migration 0009). ``rules`` names what the token sets depend
-on (:func:`memoryapp.recall.tokens.rules_id`); a snapshot written under other rules —
+on (:func:`memoryapp.recall.core.tokens.rules_id`); a snapshot written under other rules —
 another release, jieba installed or not — is not loaded, so a change of
 tokenisation can never serve stale postings.
 """
@@ -47,10 +47,10 @@ from array import array
 
 import numpy as np
 
-from memoryapp.recall.index import RecallIndex
-from memoryapp.recall.postings import CODE_BITS, TOKEN_OBJECT_BYTES, Posting
-from memoryapp.recall.tokens import rules_id
-from memoryapp.recall.vectors import sign_bits
+from memoryapp.recall.core.index import RecallIndex
+from memoryapp.recall.core.postings import CODE_BITS, TOKEN_OBJECT_BYTES, Posting
+from memoryapp.recall.core.tokens import rules_id
+from memoryapp.recall.core.vectors import sign_bits
 
 __all__ = ["FORMAT", "dump", "load", "strings"]
 

@@ -1,7 +1,7 @@
 """The exact, incremental in-memory recall index (numpy), scoring as :mod:`.scoring` does.
 
-The posting layout lives in :mod:`memoryapp.recall.postings`, the bounds and exact top-k in
-:mod:`memoryapp.recall.pruning`; this module keeps the index's own operations.
+The posting layout lives in :mod:`memoryapp.recall.core.postings`, the bounds and exact top-k in
+:mod:`memoryapp.recall.core.pruning`; this module keeps the index's own operations.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from memoryapp.recall import pruning, vectors
-from memoryapp.recall.postings import (
+from memoryapp.recall.core import pruning, vectors
+from memoryapp.recall.core.postings import (
     BOUND_REFRESH_SECONDS,
     CODE_BITS,
     CODE_MASK,
@@ -32,13 +32,13 @@ from memoryapp.recall.postings import (
     recency_bound,
     tail_of,
 )
-from memoryapp.recall.scoring import (
+from memoryapp.recall.core.scoring import (
     Fields,
     IndexRecord,
     Scored,
     fields_of,
 )
-from memoryapp.recall.tokens import path_hints, query_tokens
+from memoryapp.recall.core.tokens import path_hints, query_tokens
 
 
 class RecallIndex:
@@ -70,7 +70,7 @@ class RecallIndex:
         self._fingerprint = np.zeros(0, dtype=np.int64)
         self._title_len = np.zeros(0, dtype=np.int32)
         # Distinct tokens of the whole content per slot: the document length the hybrid ranking
-        # normalises by (memoryapp.recall.hybrid); the exact formula never reads it.
+        # normalises by (memoryapp.recall.core.hybrid); the exact formula never reads it.
         self._doc_len = np.zeros(0, dtype=np.int32)
         self._alive = np.zeros(0, dtype=bool)
         self._explicit = np.zeros(0, dtype=bool)
@@ -84,7 +84,8 @@ class RecallIndex:
         self._acc: list[np.ndarray] = [np.zeros(0, dtype=np.int64)]
         self._posting_bytes = 0  # numpy entries, kept up to date by _merge and _repack
         self._pending = 0  # entries still in append buffers
-        # The hybrid ranking's memo of English word forms (memoryapp.recall.stemming.StemForms),
+        # The hybrid ranking's memo of English word forms
+        # (memoryapp.recall.core.stemming.StemForms),
         # made on its first query: told of each new token, dropped when the postings repack.
         self._stem_forms: Any = None
         self._reserve(64)

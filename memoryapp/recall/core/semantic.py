@@ -1,9 +1,9 @@
 """The ``semantic`` recall ranking: hybrid's lexical evidence fused with embedding similarity.
 
 Pure Python and numpy, no Django. It reads the same per-namespace
-:class:`~memoryapp.recall.index.RecallIndex` as the other rankings: the lexical pass is
-:mod:`memoryapp.recall.hybrid`'s own (BM25F, tags, path hints, recency, staleness),
-and the index's int8 vectors (:mod:`memoryapp.recall.vectors`) give each memory's
+:class:`~memoryapp.recall.core.index.RecallIndex` as the other rankings: the lexical pass is
+:mod:`memoryapp.recall.core.hybrid`'s own (BM25F, tags, path hints, recency, staleness),
+and the index's int8 vectors (:mod:`memoryapp.recall.core.vectors`) give each memory's
 cosine with the query's embedding. The fused score::
 
     lexical_norm = max(0, hybrid(d)) / max over the candidates of hybrid    (0 without evidence)
@@ -28,11 +28,11 @@ from typing import cast
 
 import numpy as np
 
-from memoryapp.recall import hybrid
-from memoryapp.recall.index import RecallIndex
-from memoryapp.recall.postings import KW, TITLE
-from memoryapp.recall.scoring import SECONDS_PER_DAY, STALE_DAYS, Scored, rank_key, reasons
-from memoryapp.recall.vectors import query_form, similarities
+from memoryapp.recall.core import hybrid
+from memoryapp.recall.core.index import RecallIndex
+from memoryapp.recall.core.postings import KW, TITLE
+from memoryapp.recall.core.scoring import SECONDS_PER_DAY, STALE_DAYS, Scored, rank_key, reasons
+from memoryapp.recall.core.vectors import query_form, similarities
 
 __all__ = ["FLOOR", "PREFILTER_FROM", "SHORTLIST", "W_LEXICAL", "W_SIMILARITY", "query"]
 
@@ -59,8 +59,8 @@ def query(
 
     Args:
         index: The namespace's recall index.
-        qtokens: The query tokens (:func:`~memoryapp.recall.tokens.query_tokens`).
-        hints: The path-hint tokens (:func:`~memoryapp.recall.tokens.path_hints`).
+        qtokens: The query tokens (:func:`~memoryapp.recall.core.tokens.query_tokens`).
+        hints: The path-hint tokens (:func:`~memoryapp.recall.core.tokens.path_hints`).
         qvector: The query's unit embedding (float), or None (lexical evidence only).
         top_k: How many hits at most.
         exclude_ids: Ids never returned.
