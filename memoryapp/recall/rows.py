@@ -102,7 +102,7 @@ def with_vectors(embedder, rows: list[tuple[IndexRecord, Any, Any]]) -> list[Ind
     """
     model = embedder.model_id
     stale = [n for n, (_, blob, made_by) in enumerate(rows) if not blob or made_by != model]
-    fresh: dict[int, bytes] = {}
+    fresh: dict[int, bytes | None] = {}
     if stale:
         texts = [vectors.text_of(rows[n][0].title, rows[n][0].content) for n in stale]
         fresh = dict(zip(stale, vectors.embed_or_none(embedder, texts), strict=True))

@@ -151,7 +151,7 @@ def _query_vector(text):
 
     An embedder that fails now (a model server down) leaves None: the recall ranks
     by lexical evidence alone and the failure is logged, as a write stores its row
-    without a vector (memoryapp.recall.vectors.embed_or_none).
+    without a vector (memoryapp.recall.core.vectors.embed_or_none).
     """
     embedder = embedder_of_conf()
     if embedder is None or not str(text or "").strip():
