@@ -44,12 +44,12 @@ def erase_subject_view(modeladmin, request):
     if request.method == "POST" and form.is_valid():
         subject = form.cleaned_data["subject"]
         include = form.cleaned_data["include_authored"]
-        # A scoped officer's erasure stays in their tenants' namespaces (None: every one).
-        reach = desk_reach(request.user, subject)
         if not desk_scope.may_handle_keys(request.user, subject):
             # A tenant-scoped officer erases the keys of their tenants only.
             form.add_error("subject", desk_scope.outside_desk(request.user, "key"))
         elif not confirmed(request):
+            # In their tenants' namespaces only (None: every one), as the erasure below.
+            reach = desk_reach(request.user, subject)
             found = preview(subject=subject, include_authored=include, grants=reach)
             counts = count_rows(found["counts"])
             return page(
@@ -73,7 +73,7 @@ def erase_subject_view(modeladmin, request):
                     include_authored=include,
                     actor=actor(request),
                     purge=purge_now(),
-                    grants=reach,
+                    grants=desk_reach(request.user, subject),
                 )
             except ErasureRequestError as exc:
                 form.add_error("subject", str(exc))

@@ -58,9 +58,7 @@ def visible_requests(user, queryset=None):
 
     ``user`` None is the command line and the service itself: every request.
     """
-    queryset = SubjectRequest.objects.all() if queryset is None else queryset
-    grants = grants_of(user)
-    return queryset if grants is None else queryset.filter(covering_q("tenant", grants))
+    return visible_records(user, SubjectRequest.objects.all() if queryset is None else queryset)
 
 
 def tenant_of_target(subject: str | None, namespace: str | None) -> str | None:
@@ -89,9 +87,10 @@ def tenant_of_targets(targets) -> str | None:
 
 
 def visible_records(user, queryset):
-    """``queryset`` of erasure receipts or export records narrowed to the tenants ``user``
-    handles: unchanged for an unscoped officer (no grant, superuser, the command line);
-    for a scoped one, the records whose ``tenant`` their grants cover (NULL: none)."""
+    """``queryset`` of requests, erasure receipts or export records (any model with a
+    ``tenant``) narrowed to the tenants ``user`` handles: unchanged for an unscoped
+    officer (no grant, superuser, the command line); for a scoped one, the records
+    whose ``tenant`` their grants cover (NULL: none)."""
     grants = grants_of(user)
     return queryset if grants is None else queryset.filter(covering_q("tenant", grants))
 

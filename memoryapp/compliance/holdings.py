@@ -150,15 +150,11 @@ def desk_reach(user, subject: str) -> tuple[tuple[str, bool], ...] | None:
     exact ``(namespace, False)`` grants for ``grants=`` (empty: nothing within reach);
     None for an unscoped officer (every namespace), as ``grants=None`` means.
     """
-    grants = desk_scope.grants_of(user)
-    if grants is None:
+    if desk_scope.grants_of(user) is None:
         return None
-    spaces = {
-        ns for found in (holdings(subject), kept(subject)) for per in found.values() for ns in per
-    }
-    return tuple(
-        sorted((ns, False) for ns in spaces if desk_scope.covers(grants, desk_scope.tenant_of(ns)))
-    )
+    found = {**holdings(subject), **kept(subject)}  # table or kind -> {namespace: rows}
+    spaces = {ns for per in within_reach(found, user).values() for ns in per}
+    return tuple(sorted((ns, False) for ns in spaces))
 
 
 def within_reach(found: dict[str, dict[str, int]], user) -> dict[str, dict[str, int]]:
