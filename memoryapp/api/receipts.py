@@ -10,17 +10,12 @@ list (the key is always there, so the answer has one shape).
 
 from __future__ import annotations
 
-import datetime as dt
-
-import django_filters
 from rest_framework import serializers
 
-from memoryapp import permissions as perms
 from memoryapp.api import permissions
-from memoryapp.api.filters import StrictChoiceFilter
 from memoryapp.api.models import ErasureRequest
 from memoryapp.api.patterns import NON_BLANK_PATTERN
-from memoryapp.api.permissions import READ, Access, Rule
+from memoryapp.api.permissions import REQUEST_READ, Access
 from memoryapp.api.serializers.erasures import ReceiptSerializer
 from memoryapp.api.serializers.fields import NAMESPACE_MAX, StrictCharField
 from memoryapp.api.serializers.strict import StrictInput
@@ -29,61 +24,10 @@ from memoryapp.compliance.lookup import lookup
 from memoryapp.compliance.requests import urgency
 from memoryapp.models import (
     ErasureReceipt,
-    ErasureTarget,
     ExportRecord,
     ExportVia,
-    ReceiptState,
     SubjectRequest,
 )
-
-# Reading data-subject requests (here, not in api.permissions: the lookup and
-# /api/subject-requests/ share it). Requests carry no namespace: staff only.
-REQUEST_READ = Rule(READ, (perms.VIEW_SUBJECTREQUEST,))
-
-
-class UtcDateTimeFilter(django_filters.IsoDateTimeFilter):
-    """An ISO 8601 bound, compared in UTC.
-
-    Python takes offsets up to ±23:59, PostgreSQL up to ±15:59: the bound goes to the
-    database in UTC. A bound that leaves the calendar in UTC (year 1 at a negative
-    offset, year 9999 at a positive one) is the calendar's own end.
-    """
-
-    def filter(self, qs, value):
-        if value is not None:
-            try:
-                value = value.astimezone(dt.UTC)
-            except OverflowError:
-                end = dt.datetime.min if value.year < 5000 else dt.datetime.max
-                value = end.replace(tzinfo=dt.UTC)
-        return super().filter(qs, value)
-
-
-class ReceiptFilter(django_filters.FilterSet):
-    """``GET /api/erasures/``: by state and creation time (inclusive bounds, ISO 8601)."""
-
-    state = StrictChoiceFilter(choices=ReceiptState.choices)
-    target_kind = StrictChoiceFilter(choices=ErasureTarget.choices)
-    created_after = UtcDateTimeFilter(
-        field_name="created_at", lookup_expr="gte", label="Created at or after (ISO 8601)."
-    )
-    created_before = UtcDateTimeFilter(
-        field_name="created_at", lookup_expr="lte", label="Created at or before (ISO 8601)."
-    )
-
-    class Meta:
-        model = ErasureReceipt
-        fields = ("state", "target_kind", "created_after", "created_before")
-
-    def is_valid(self) -> bool:
-        """Also refuse an empty value (``?state=``, ``?created_before=``): django-filter
-        would ignore it, and the schema's enum and date-time format do not take ``""``."""
-        valid = super().is_valid()
-        for name in self.base_filters:
-            if self.data.get(name) == "":
-                self.form.add_error(name, "An empty value is not one this filter takes.")
-                valid = False
-        return valid
 
 
 def visible_receipts(access: Access, rule: permissions.Rule):

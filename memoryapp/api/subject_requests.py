@@ -9,7 +9,6 @@ never contain it (a request names its subject by HMAC).
 
 from __future__ import annotations
 
-import django_filters
 from django.contrib.auth import get_user_model
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import extend_schema, inline_serializer
@@ -18,10 +17,17 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.response import Response
 
-from memoryapp import permissions as perms
-from memoryapp.api.filters import StrictChoiceFilter
-from memoryapp.api.permissions import ERASE, READ, WRITE, Rule, declared_rule
-from memoryapp.api.receipts import REQUEST_READ, LookupInputSerializer, RequestFoundSerializer
+from memoryapp.api.filters import RequestFilter
+from memoryapp.api.permissions import (
+    REQUEST_ADD,
+    REQUEST_CHANGE,
+    REQUEST_ERASE,
+    REQUEST_EXPORT,
+    REQUEST_READ,
+    Rule,
+    declared_rule,
+)
+from memoryapp.api.receipts import LookupInputSerializer, RequestFoundSerializer
 from memoryapp.api.serializers.fields import StrictChoiceField
 from memoryapp.api.serializers.strict import StrictInput
 from memoryapp.api.throttles import ERASE as ERASE_SCOPE
@@ -42,16 +48,8 @@ from memoryapp.compliance.desk_scope import (
 )
 from memoryapp.compliance.holdings import holdings, kept, within_reach, without_key
 from memoryapp.compliance.service import purge_now
-from memoryapp.models import ExportVia, RequestStatus, SubjectRequest, SubjectRight
+from memoryapp.models import ExportVia, SubjectRequest, SubjectRight
 
-REQUEST_ADD = Rule(WRITE, (perms.ADD_SUBJECTREQUEST,), (perms.VIEW_SUBJECTREQUEST,))
-REQUEST_CHANGE = Rule(WRITE, (perms.CHANGE_SUBJECTREQUEST,), (perms.VIEW_SUBJECTREQUEST,))
-REQUEST_EXPORT = Rule(
-    READ, (perms.CHANGE_SUBJECTREQUEST, perms.EXPORT_MEMORY), (perms.VIEW_SUBJECTREQUEST,)
-)
-REQUEST_ERASE = Rule(
-    ERASE, (perms.CHANGE_SUBJECTREQUEST, perms.ERASE_MEMORY), (perms.VIEW_SUBJECTREQUEST,)
-)
 ACTIONS = ("start", "assign", "extend", "note", "answer", "refuse")
 
 
@@ -136,17 +134,6 @@ class ActSerializer(StrictInput):
     assignee = serializers.CharField(
         required=False, allow_blank=True, max_length=150, help_text="A username ('' unassigns)."
     )
-
-
-class RequestFilter(django_filters.FilterSet):
-    """``GET /api/subject-requests/``: by status and right."""
-
-    status = StrictChoiceFilter(choices=RequestStatus.choices)
-    right = StrictChoiceFilter(choices=SubjectRight.choices)
-
-    class Meta:
-        model = SubjectRequest
-        fields = ("status", "right")
 
 
 # ------------------------------------------------------------------ the view

@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 
 from memoryapp.api import erasures, permissions
 from memoryapp.api import receipts as receipt_lists
+from memoryapp.api.filters import ReceiptFilter
 from memoryapp.api.serializers.erasures import (
     ErasureInputSerializer,
     ExportQuerySerializer,
@@ -67,7 +68,7 @@ class ErasureViewSet(MemoryAPIMixin, viewsets.GenericViewSet):
     lookup_value_regex = r"[^/]+"
     pagination_class = Pagination
     filter_backends = [DjangoFilterBackend]
-    filterset_class = receipt_lists.ReceiptFilter
+    filterset_class = ReceiptFilter
 
     def get_queryset(self):
         return ErasureReceipt.objects.none()  # list() scopes to the client (visible_receipts)
