@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema_field
+from drf_spectacular.utils import OpenApiParameter, extend_schema_field
 from rest_framework import serializers
 
-from memoryapp.api.patterns import NON_BLANK_PATTERN
+from memoryapp.api.patterns import NON_BLANK_PATTERN, TEXT_PATTERN
 from memoryapp.api.serializers.fields import (
     NAMESPACE_MAX,
     StrictBooleanField,
@@ -208,10 +208,51 @@ class ReceiptSerializer(serializers.ModelSerializer):
 
 
 # ------------------------------------------------------------------- export
+# ``GET /api/exports/`` needs a subject, a namespace or both. Two optional query
+# parameters cannot say "at least one of", so the schema declares them as one object
+# serialized as ordinary query parameters (OpenAPI 3 ``style: form, explode: true``:
+# ``{"subject": "u", "namespace": "n"}`` is sent as ``?subject=u&namespace=n``) whose
+# schema says it: ``anyOf`` of the two alternatives, and no other parameter (the
+# server refuses one, ExportQuerySerializer). On the wire nothing changes.
+EXPORT_TARGET_PARAMETER = OpenApiParameter(
+    name="target",
+    type={
+        "type": "object",
+        "properties": {
+            "subject": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": NAMESPACE_MAX,
+                "pattern": NON_BLANK_PATTERN,
+                "description": "A user key: everything stored about it (in `namespace` only, "
+                "if given).",
+            },
+            "namespace": {
+                "type": "string",
+                "maxLength": NAMESPACE_MAX,
+                "pattern": TEXT_PATTERN,
+                "description": "A namespace ('' is the single-tenant one), exactly as stored.",
+            },
+        },
+        "anyOf": [{"required": ["subject"]}, {"required": ["namespace"]}],
+        "additionalProperties": False,
+    },
+    location=OpenApiParameter.QUERY,
+    required=True,
+    style="form",
+    explode=True,
+    description=(
+        "What to export, as the query parameters `subject`, `namespace`, or both (at least "
+        "one): `?subject=KEY` (every namespace holding the subject's rows), "
+        "`?namespace=NS`, or `?subject=KEY&namespace=NS` (the subject's rows there)."
+    ),
+)
+
+
 class ExportQuerySerializer(StrictInput):
     """``GET /api/exports/``: a ``subject``, a ``namespace``, or both (its rows there).
 
-    Its schema is :data:`memoryapp.api.erasures.EXPORT_TARGET_PARAMETER`: one object of
+    Its schema is :data:`EXPORT_TARGET_PARAMETER`: one object of
     query parameters that names at least one of the two, and nothing else. A parameter
     of another name is refused before this runs, as on every operation
     (:mod:`memoryapp.api.query_params`): a misspelt ``namespace`` must not widen the
