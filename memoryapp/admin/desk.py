@@ -31,6 +31,7 @@ from memoryapp.admin.labels import TABLE_LABELS, namespace_label
 from memoryapp.admin.responses import forbidden, json_download, worker_note
 from memoryapp.compliance import purge_now
 from memoryapp.compliance import requests as desk
+from memoryapp.compliance.desk_actions import DESK_ACTIONS
 from memoryapp.compliance.desk_scope import visible_requests
 from memoryapp.compliance.holdings import (
     KEPT_AUTHORED,
@@ -196,16 +197,19 @@ def _close(refused: bool):
     return run
 
 
-ACTIONS: dict[str, Action] = {
-    "start": Action("Start", _start),
-    "assign": Action("Assign", _assign),
-    "extend": Action("Extend the deadline", _extend),
-    "note": Action("Add a note", _note),
-    "export": Action("Export the subject's data", _export, (EXPORT_PERM,)),
-    "erase": Action("Erase the subject's data", _erase, (ERASE_PERM,)),
-    "answer": Action("Answer and close", _close(refused=False)),
-    "refuse": Action("Refuse and close", _close(refused=True)),
+# How the admin runs each action of the desk; their names, labels and permissions come
+# from the one registry (memoryapp.compliance.desk_actions), in its order.
+RUNS: dict[str, Callable[..., HttpResponse | str]] = {
+    "start": _start,
+    "assign": _assign,
+    "extend": _extend,
+    "note": _note,
+    "export": _export,
+    "erase": _erase,
+    "answer": _close(refused=False),
+    "refuse": _close(refused=True),
 }
+ACTIONS: dict[str, Action] = {a.name: Action(a.label, RUNS[a.name], a.needs) for a in DESK_ACTIONS}
 
 
 # ------------------------------------------------------------------ the view

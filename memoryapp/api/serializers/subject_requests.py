@@ -11,9 +11,11 @@ from rest_framework import serializers
 from memoryapp.api.serializers.fields import StrictChoiceField
 from memoryapp.api.serializers.lookup import LookupInputSerializer, RequestFoundSerializer
 from memoryapp.api.serializers.strict import StrictInput
+from memoryapp.compliance.desk_actions import DESK_ACTIONS
 from memoryapp.models import SubjectRequest, SubjectRight
 
-ACTIONS = ("start", "assign", "extend", "note", "answer", "refuse")
+# The desk's actions taken through ``act/``: all but export and erase (their own URLs).
+ACTIONS = tuple(a.name for a in DESK_ACTIONS if not a.separate)
 
 
 class HistorySerializer(serializers.Serializer):

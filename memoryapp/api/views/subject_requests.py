@@ -43,6 +43,7 @@ from memoryapp.api.views.base import (
     validated,
 )
 from memoryapp.compliance import requests as desk
+from memoryapp.compliance.desk_actions import desk_action
 from memoryapp.compliance.desk_scope import (
     may_handle_tenant,
     may_see_holdings,
@@ -153,7 +154,7 @@ class SubjectRequestViewSet(
         subject_request = self.get_object()
         no_body(request)
         try:
-            documents = desk.export_for(
+            documents = desk_action("export").service(
                 subject_request, actor=self._actor(), via=ExportVia.API, user=request.user
             )
         except desk.RequestError as e:
@@ -175,7 +176,7 @@ class SubjectRequestViewSet(
         try:
             # As the other erasure endpoints: with the erasure worker on, the request
             # deletes the rows and the worker purges and verifies.
-            receipts = desk.erase_for(
+            receipts = desk_action("erase").service(
                 subject_request, actor=self._actor(), purge=purge_now(), user=self.request.user
             )
         except desk.RequestError as e:
@@ -231,19 +232,21 @@ def _staff_only(access, rule: Rule) -> None:
 
 
 def _act(subject_request: SubjectRequest, data: dict, actor: str) -> None:
-    """Run one :class:`ActSerializer` step on ``subject_request`` (RequestError when refused)."""
+    """Run one :class:`ActSerializer` step on ``subject_request`` (RequestError when refused):
+    the service the desk's registry names for it, with the arguments it takes."""
     verb, text = data["action"], data.get("text", "")
+    service = desk_action(verb).service
     if verb == "start":
-        desk.start(subject_request, actor=actor)
+        service(subject_request, actor=actor)
     elif verb == "assign":
         name = data.get("assignee", "")
         user = get_user_model().objects.filter(username=name).first() if name else None
         if name and user is None:
             raise desk.RequestError("No such user.")
-        desk.assign(subject_request, user, actor=actor)
+        service(subject_request, user, actor=actor)
     elif verb == "extend":
-        desk.extend(subject_request, data.get("months", 1), text, actor=actor)
+        service(subject_request, data.get("months", 1), text, actor=actor)
     elif verb == "note":
-        desk.add_note(subject_request, text, actor=actor)
-    else:
-        desk.close(subject_request, refused=verb == "refuse", outcome=text, actor=actor)
+        service(subject_request, text, actor=actor)
+    else:  # answer or refuse: the registry's close, refused or not
+        service(subject_request, outcome=text, actor=actor)

@@ -1,0 +1,51 @@
+"""One registry of the desk's actions (memoryapp.compliance.desk_actions): the admin and the
+API take their actions, labels, permissions and services from it, and agree with it."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from memoryapp import permissions as perms
+from memoryapp.admin import desk as admin_desk
+from memoryapp.api import permissions as api_permissions
+from memoryapp.api.serializers.subject_requests import ActSerializer
+from memoryapp.api.views.subject_requests import SubjectRequestViewSet
+from memoryapp.compliance import requests
+from memoryapp.compliance.desk_actions import BY_NAME, DESK_ACTIONS, desk_action
+
+NAMES = ("start", "assign", "extend", "note", "export", "erase", "answer", "refuse")
+
+
+def test_the_registry_names_each_action_once_with_its_service():
+    assert tuple(a.name for a in DESK_ACTIONS) == NAMES
+    assert desk_action("extend").service is requests.extend
+    assert desk_action("note").service is requests.add_note
+    assert desk_action("export").service is requests.export_for
+    assert desk_action("erase").service is requests.erase_for
+    for name, refused in (("answer", False), ("refuse", True)):
+        closing = desk_action(name).service
+        assert isinstance(closing, partial) and closing.func is requests.close
+        assert closing.keywords == {"refused": refused}
+    assert {a.name for a in DESK_ACTIONS if a.separate} == {"export", "erase"}
+
+
+def test_the_admin_offers_the_registrys_actions_with_its_labels_and_permissions():
+    assert tuple(admin_desk.ACTIONS) == NAMES
+    for name, action in admin_desk.ACTIONS.items():
+        assert action.label == BY_NAME[name].label
+        assert action.needs == BY_NAME[name].needs
+    assert admin_desk.ACTIONS["erase"].needs == (perms.ERASE_MEMORY,)
+    assert admin_desk.ACTIONS["export"].needs == (perms.EXPORT_MEMORY,)
+
+
+def test_the_api_offers_each_action_as_an_act_value_or_its_own_url():
+    choices = tuple(ActSerializer().fields["action"].choices)
+    assert choices == ("start", "assign", "extend", "note", "answer", "refuse")
+    for action in DESK_ACTIONS:
+        if action.separate:
+            assert action.name in SubjectRequestViewSet.rules
+            rule = SubjectRequestViewSet.rules[action.name]
+            assert rule.perms == (perms.CHANGE_SUBJECTREQUEST, *action.needs)
+        else:
+            assert action.name in choices
+            assert SubjectRequestViewSet.rules["act"] is api_permissions.REQUEST_CHANGE
