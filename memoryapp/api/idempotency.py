@@ -35,7 +35,6 @@ from memoryapp.fields import now
 from memoryapp.models import ErasureReceipt, ReceiptState, new_request_id
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
-
 IDEMPOTENCY_KEY_MAX = 255
 
 IDEMPOTENCY_PARAMETER = OpenApiParameter(
