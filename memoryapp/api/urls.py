@@ -8,7 +8,8 @@ from rest_framework.routers import SimpleRouter
 from memoryapp.api.root import OfflineRedocView, api_root
 from memoryapp.api.views.audit import MemoryEventViewSet, StoreProblemsView
 from memoryapp.api.views.base import not_found
-from memoryapp.api.views.erasures import ErasureViewSet, ExportView, WipeAllView
+from memoryapp.api.views.erasures import ErasureViewSet, WipeAllView
+from memoryapp.api.views.exports import ExportView
 from memoryapp.api.views.memories import MemoryViewSet
 from memoryapp.api.views.recall import RecallView
 from memoryapp.api.views.review import CrystallizeView, ReviewItemViewSet

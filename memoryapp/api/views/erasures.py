@@ -1,14 +1,12 @@
-"""Erasure, export and the soft wipe: ``/api/erasures/``, ``/api/exports/``, ``/api/wipe-all/``."""
+"""Erasure and the soft wipe: ``/api/erasures/``, ``/api/wipe-all/``."""
 
 from __future__ import annotations
 
 from functools import partial
 
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.utils.cache import add_never_cache_headers
 from django_filters.rest_framework import DjangoFilterBackend
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
@@ -19,9 +17,7 @@ from memoryapp import compliance
 from memoryapp.api import idempotency, permissions, scoping
 from memoryapp.api.filters import ReceiptFilter
 from memoryapp.api.serializers.erasures import (
-    EXPORT_TARGET_PARAMETER,
     ErasureInputSerializer,
-    ExportQuerySerializer,
     ReceiptSerializer,
     WipeOutputSerializer,
 )
@@ -35,7 +31,7 @@ from memoryapp.api.serializers.lookup import (
 from memoryapp.api.throttles import ERASE
 from memoryapp.api.views.base import MemoryAPIMixin, Pagination, actor_of, bound_manager, validated
 from memoryapp.compliance.lookup import lookup
-from memoryapp.models import ErasureReceipt, ExportVia
+from memoryapp.models import ErasureReceipt
 
 
 @extend_schema(tags=["erasure"])
@@ -139,50 +135,7 @@ class ErasureViewSet(MemoryAPIMixin, viewsets.GenericViewSet):
         return Response(ReceiptSerializer(get_receipt(pk)).data)
 
 
-@extend_schema(tags=["erasure"])
-class ExportView(MemoryAPIMixin, APIView):
-    """``GET /api/exports/``: everything stored about a subject or a namespace (GDPR)."""
-
-    rule = permissions.EXPORT
-    throttle_scope = ERASE
-    query_parameters = {"get": [EXPORT_TARGET_PARAMETER]}
-
-    @extend_schema(
-        summary="Export everything stored about a subject or a namespace",
-        responses={
-            200: OpenApiResponse(
-                OpenApiTypes.OBJECT,
-                "One JSON document (memories, summaries, review items, events).",
-            )
-        },
-    )
-    def get(self, request):
-        data = validated(ExportQuerySerializer, request.query_params)
-        self.check_target_permissions(request, partial(scoping.authorize_export, data))
-        body = export_body(data, actor_of(request), user=request.user)
-        # The URL names the subject and the body holds its personal data: no cache
-        # (browser, proxy) may keep either.
-        response = Response(body)
-        add_never_cache_headers(response)
-        return response
-
-
 # ------------------------------------------------------------ answers
-def export_body(data: dict, actor: str = "", user=None) -> dict:
-    """The export checked by :func:`~memoryapp.api.scoping.authorize_export`, limited to
-    what the client may see (recorded as an API export by ``actor``, for the account
-    ``user``)."""
-    return compliance.export(
-        subject=data["subject"],
-        namespace=data["namespace"],
-        grants=data.get("grants"),
-        receipts=data.get("receipts"),
-        actor=actor,
-        via=ExportVia.API,
-        user=user,
-    )
-
-
 def preview_body(data: dict) -> dict:
     """The dry run's answer: counts per table, and the subject's authored project memories."""
     target = {k: data[k] for k in ("subject", "namespace", "ids", "everything")}
