@@ -86,27 +86,28 @@ def query(
             if slot is not None:
                 allowed[slot] = False
         lexical = ((p.fired != 0) | p.hinted) & allowed
-        sim = _similarity(index, p.size, qvector, _lexical_top(p, lexical), allowed)
+        sim = _similarity(index, p, qvector, lexical, allowed)
         cand = np.flatnonzero(lexical | (sim > FLOOR))
         if not len(cand):
             return []
         return _ranked(p, cand, lexical[cand], sim[cand], top_k, now)
 
 
-def _similarity(index, size, qvector, lexical_top, allowed) -> np.ndarray:
+def _similarity(index, p, qvector, lexical, allowed) -> np.ndarray:
     """The cosine of each slot with ``qvector`` (0 where not computed or not allowed);
-    beyond :data:`PREFILTER_FROM` slots, of the shortlist and ``lexical_top`` only."""
-    sim = np.zeros(size, dtype=np.float32)
+    beyond :data:`PREFILTER_FROM` slots, of the shortlist and the lexical top only."""
+    size = p.size
+    sim = np.zeros(size, dtype=np.float64)
     matrix = index._vec
     if qvector is None or not matrix.shape[1] or matrix.shape[1] > len(qvector):
-        return sim
+        return sim  # no query vector (or none held): no shortlist, no cosine to compute
     qvector = query_form(qvector, matrix.shape[1])
     if size < PREFILTER_FROM:
         sim[:] = similarities(matrix[:size], qvector)
     else:
         wanted = np.zeros(size, dtype=bool)  # a mask: cheaper than np.union1d's sort
         wanted[_shortlist(index._bits[:size], qvector, allowed)] = True
-        wanted[lexical_top] = True
+        wanted[_lexical_top(p, lexical)] = True
         rows = np.flatnonzero(wanted)
         sim[rows] = similarities(matrix, qvector, rows)
     sim[~allowed] = 0.0
@@ -158,7 +159,7 @@ def _ranked(p, cand, lexical, sim, top_k: int, now: float) -> list[Scored]:
     lex = np.where(lexical, np.maximum(lex, 0.0), 0.0)
     best = float(lex.max())
     lexical_norm = lex / best if best > 0 else lex
-    total = W_LEXICAL * lexical_norm + W_SIMILARITY * np.maximum(sim.astype(np.float64) - FLOOR, 0)
+    total = W_LEXICAL * lexical_norm + W_SIMILARITY * np.maximum(sim - FLOOR, 0.0)
     if len(cand) > top_k:
         kth = np.partition(total, len(total) - top_k)[len(total) - top_k]
         keep = total >= kth
