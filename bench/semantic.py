@@ -82,8 +82,8 @@ def semantic_ids(index: RecallIndex, question: str, k: int, now: float, **weight
 def _rrf(index: RecallIndex, question: str, k: int, now: float) -> list[str]:
     lexical = [h.id for h in hybrid.query(index, query_tokens(question), frozenset(), 50, (), now)]
     n = len(index._ids)
-    qvec = vectors.query_form(embedder().embed([question])[0], index._vec.shape[1])
-    sims = vectors.similarities(index._vec[:n], qvec)
+    qvec = vectors.query_form(embedder().embed([question])[0], index.arrays.vec.shape[1])
+    sims = vectors.similarities(index.arrays.vec[:n], qvec)
     by_sim = [index._ids[s] for s in np.argsort(-sims)[:50] if sims[s] > semantic.FLOOR]
     score: dict[str, float] = {}
     for ranked in (lexical, by_sim):

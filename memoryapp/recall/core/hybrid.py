@@ -130,9 +130,9 @@ class _Pass:
     def __init__(self, index: RecallIndex) -> None:
         self.index = index
         self.size = len(index._ids)
-        alive = index._alive[: self.size]
+        alive = index.arrays.alive[: self.size]
         self.n = int(alive.sum())
-        self.lengths = index._doc_len[: self.size]
+        self.lengths = index.arrays.doc_len[: self.size]
         total = float(np.sum(self.lengths, where=alive, dtype=np.int64))
         self.length_step = B / max(total / max(self.n, 1), 1.0)  # b / average length
         # Narrow per-slot arrays: at 100,000 memories a fresh int64 array is 800 KB that
@@ -256,7 +256,7 @@ def query(
 def _ranked(p: _Pass, top_k: int, exclude_ids: Iterable[str], now: float) -> list[Scored]:
     index = p.index
     evidence = (p.fired != 0) | p.hinted
-    evidence &= index._alive[: p.size]
+    evidence &= index.arrays.alive[: p.size]
     for id in exclude_ids:
         slot = index._slot_of.get(id)
         if slot is not None:
@@ -264,7 +264,7 @@ def _ranked(p: _Pass, top_k: int, exclude_ids: Iterable[str], now: float) -> lis
     cand = np.flatnonzero(evidence)
     if not len(cand):
         return []
-    days = np.maximum((now - index._updated[cand]) / SECONDS_PER_DAY, 0.0)
+    days = np.maximum((now - index.arrays.updated[cand]) / SECONDS_PER_DAY, 0.0)
     stale = days > STALE_DAYS
     total = (
         p.score[cand]
@@ -291,7 +291,7 @@ def _ranked(p: _Pass, top_k: int, exclude_ids: Iterable[str], now: float) -> lis
             p.tags[cand].tolist(),
             p.hinted[cand].tolist(),
             stale.tolist(),
-            index._explicit[cand].tolist(),
+            index.arrays.explicit[cand].tolist(),
             strict=True,
         )
     ]
