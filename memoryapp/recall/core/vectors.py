@@ -175,7 +175,7 @@ def similarities(
     Computed in float64 by ``einsum``, not BLAS: exact to ~1e-15 whatever the rows' number
     or order, and on the calling thread. A float32 BLAS product rounded to ~1e-7 and its
     rounding moved with OpenBLAS's thread split; and on 2 busy cores that product's
-    threads, spinning for work, made a warm 100,000-memory recall ~6× slower (p50 16 ms
+    threads made a warm 100,000-memory recall ~6× slower (p50 16 ms
     against 2.5 ms with OPENBLAS_NUM_THREADS=1, bench/SEMANTIC.md).
     """
     block = matrix if rows is None else matrix[np.asarray(rows, dtype=np.int64)]
