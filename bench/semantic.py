@@ -2,7 +2,7 @@
 
 Usage: .venv/bin/python bench/semantic.py [--data PATH] [--sizes 1000,100000]
        [--writes 300] [--import-rows 5000] [--rounds 5] [--skip quality,latency,writes]
-       [--out bench/SEMANTIC.md]
+       [--out bench/SEMANTIC.md] [--quick]
 
 Quality (bench/retrieval.py's method on its shipped set and on
 bench/data/semantic_paraphrase.json, 27 hand-written questions that paraphrase their answer
@@ -342,8 +342,17 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="write rounds (modes alternating)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "SEMANTIC.md")
     parser.add_argument("--skip", default="", help="comma-separated: quality,latency,writes")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a first look: 1,000 memories, no quality, 300 writes and a 2,000-row import in"
+        " 3 rounds; prints only (bench/SEMANTIC.md is hand-edited from full runs)",
+    )
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.quick:
+        args.sizes, args.writes, args.import_rows, args.rounds = "1000", 300, 2000, 3
+        args.skip = ",".join(filter(None, (args.skip, "quality")))
     if args.worker:
         write_worker(args.worker, args.writes, args.import_rows)
         return
@@ -360,7 +369,8 @@ def main() -> None:
     writes = {} if "writes" in skip else run_writes(args.writes, args.import_rows, args.rounds)
     text = report(quality, latency, writes, load)
     print(text)
-    args.out.write_text("# Semantic ranking (bench/semantic.py)\n\n" + text + "\n")
+    if not args.quick:
+        args.out.write_text("# Semantic ranking (bench/semantic.py)\n\n" + text + "\n")
 
 
 if __name__ == "__main__":
