@@ -1,6 +1,6 @@
 """``manage.py memory requests list|show|open|export|erase|close|extend``: the desk from a shell.
 
-The service is :mod:`memoryapp.compliance.requests`; this module only reads the
+The service is :mod:`memoryapp.compliance.desk`; this module only reads the
 command line and prints. The subject key is never taken from the command line
 (it would stay in shell history and show in ``ps``): ``open`` reads it from
 standard input (``--subject-stdin``) or asks for it without echo, and a
@@ -22,7 +22,7 @@ from django.core.management.base import CommandError
 from memoryapp.cli import cli_actor
 from memoryapp.cli.compliance import fail_unless_purged, print_receipt
 from memoryapp.cli.subject_key import read_subject
-from memoryapp.compliance import requests as desk
+from memoryapp.compliance import desk
 from memoryapp.compliance.holdings import holdings, kept
 from memoryapp.db.lookups import prefix_q
 from memoryapp.models import OPEN_STATUSES, ExportVia, RequestStatus, SubjectRequest, SubjectRight

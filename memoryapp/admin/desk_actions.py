@@ -1,7 +1,7 @@
 """The actions on a data-subject request, posted from its admin change page.
 
 Each action is a small POST form on the request's page, handled here through
-the service (:mod:`memoryapp.compliance.requests`), so each one lands in the
+the service (:mod:`memoryapp.compliance.desk`), so each one lands in the
 request's history with its actor and the same rules hold as in the API: start,
 assign, extend, note, export, erase, answer and refuse. The destructive ones
 (erase, and closing, which drops the subject key) show a confirmation first;
@@ -29,8 +29,7 @@ from memoryapp.admin.compliance import ERASE_PERM, EXPORT_PERM, page
 from memoryapp.admin.confirm import confirmed
 from memoryapp.admin.labels import TABLE_LABELS, namespace_label
 from memoryapp.admin.responses import forbidden, json_download, worker_note
-from memoryapp.compliance import purge_now
-from memoryapp.compliance import requests as desk
+from memoryapp.compliance import desk, purge_now
 from memoryapp.compliance.desk_scope import visible_requests
 from memoryapp.compliance.holdings import (
     KEPT_AUTHORED,
