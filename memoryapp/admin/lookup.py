@@ -45,9 +45,9 @@ def can_see_requests(user) -> bool:
 def request_rows(found) -> list[dict]:
     """The found requests, each with its urgency badge (tone, words) when open and due soon."""
     rows = []
-    for made in found:
-        tone, words = URGENCY_BADGE.get(urgency(made), ("", ""))
-        rows.append({"request": made, "tone": tone, "urgency": words})
+    for subject_request in found:
+        tone, words = URGENCY_BADGE.get(urgency(subject_request), ("", ""))
+        rows.append({"request": subject_request, "tone": tone, "urgency": words})
     return rows
 
 

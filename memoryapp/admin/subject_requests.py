@@ -249,16 +249,16 @@ class SubjectRequestAdmin(StyledAdmin):
             return HttpResponseNotAllowed(
                 ["GET"]
             )  # every change is an action (admin/desk_actions.py)
-        made = self.get_object(request, object_id)
-        if made is None:
+        subject_request = self.get_object(request, object_id)
+        if subject_request is None:
             # Unknown, or another tenant's: "not found" either way (the admin's default,
             # a redirect saying the id does not exist, would confirm nothing but differs
             # from the actions' and the API's 404).
             raise Http404("No such request.")
         extra = {
-            **actions.panel(request, made),
+            **actions.panel(request, subject_request),
             # The record cannot be changed here: not "Change subject request".
-            "title": f"Subject request {made.pk[:8]}",
+            "title": f"Subject request {subject_request.pk[:8]}",
             **(extra_context or {}),
         }
         return super().change_view(request, object_id, form_url, extra)
@@ -304,7 +304,7 @@ class SubjectRequestAdmin(StyledAdmin):
             return
         data = form.cleaned_data
         try:
-            made = desk.open_request(
+            subject_request = desk.open_request(
                 subject=data["subject"],
                 right=data["right"],
                 received_on=data["received_on"],
@@ -316,8 +316,8 @@ class SubjectRequestAdmin(StyledAdmin):
             )
         except desk.RequestError as e:
             raise forms.ValidationError(str(e)) from e
-        obj.pk = made.pk
-        obj.__dict__.update(made.__dict__)
+        obj.pk = subject_request.pk
+        obj.__dict__.update(subject_request.__dict__)
         sealed = desk.Sealed(data["subject"], tuple(data["namespaces"]))
         if not actions.holds_anything(sealed):
             # Recorded all the same (a request for data we do not hold is still answered),
