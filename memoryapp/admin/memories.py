@@ -27,10 +27,10 @@ from memoryapp.admin.labels import (
 from memoryapp.admin.responses import json_download, worker_note
 from memoryapp.compliance import ErasureRequestError, erase, preview, purge_now
 from memoryapp.compliance.export import export_memories
-from memoryapp.compliance.selection import batches
 from memoryapp.fields import now
 from memoryapp.models import Memory, MemoryEvent, Scope
 from memoryapp.rules import validation
+from memoryapp.rules.batching import batches
 from memoryapp.rules.wording import plural
 from memoryapp.services import memories
 

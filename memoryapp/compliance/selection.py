@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeAlias, cast
 
@@ -23,6 +23,7 @@ from memoryapp.models import (
     SessionSummary,
     SliceChange,
 )
+from memoryapp.rules.batching import batches
 
 MEMORIES = Memory._meta.db_table
 SUMMARIES = SessionSummary._meta.db_table
@@ -109,14 +110,6 @@ TEXT_FIELDS = {
 """The columns whose values are probed by the byte scan (held in memory only)."""
 
 DECIDED = (ReviewStatus.APPROVED, ReviewStatus.REJECTED)
-
-BATCH = 500  # ids per statement: far below SQLite's variable limit
-
-
-def batches(seq: Sequence, size: int = BATCH) -> Iterable[list]:
-    """``seq`` in lists of at most ``size`` items."""
-    for start in range(0, len(seq), size):
-        yield list(seq[start : start + size])
 
 
 def admin_log_available(alias: str) -> bool:
