@@ -139,7 +139,7 @@ class Target:
 
     An ``ids`` target deletes exactly ``rows`` (table → ``(namespace, id)``
     pairs), resolved and authorised once before the target is built
-    (:func:`memoryapp.compliance.service.resolve_ids`): never "any row anywhere with
+    (:func:`memoryapp.compliance.service.resolve`): never "any row anywhere with
     that id" (ids are not unique across tables, nor across namespaces on
     PostgreSQL). ``ids`` keeps the ids as requested, for the receipt's count.
     ``extra_ids`` (table → ids; recorded ids on replay) are selected as well,

@@ -143,7 +143,7 @@ class DeskGrant(models.Model):
     is an exact tenant or a prefix ending in ``/`` (``acme/`` covers ``acme/`` and
     ``acme/eu/``). A user with no grant row handles every tenant's requests; one with
     grants sees and acts on the requests of the tenants they cover only
-    (:func:`memoryapp.compliance.desk.visible_requests`).
+    (:func:`memoryapp.compliance.desk_scope.visible_requests`).
     """
 
     user = models.ForeignKey(
