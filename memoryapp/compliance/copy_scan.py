@@ -17,11 +17,12 @@ from typing import Any
 from django.db import DatabaseError, connections
 
 from memoryapp.compliance.kept import explained as explained_by_kept_rows
-from memoryapp.compliance.selection import ROW_MODELS, batches
+from memoryapp.compliance.selection import ROW_MODELS
 from memoryapp.db import partitioning
 from memoryapp.db.purge import scan as byte_scan
 from memoryapp.db.purge import sql_scan
 from memoryapp.db.purge.vendors import for_connection
+from memoryapp.rules.batching import batches
 from memoryapp.rules.outcomes import Outcome
 
 REPLAY_POLL = 0.1

@@ -2,7 +2,7 @@
 
 Each action has a name (the admin's ``act/<name>/`` URL, the API's ``act`` value or
 endpoint), the label the desk shows, the model permissions it needs beyond changing
-requests, and the service function of :mod:`memoryapp.compliance.requests` that performs
+requests, and the service function of :mod:`memoryapp.compliance.desk` that performs
 it. The admin's action pages and ``/api/subject-requests/`` iterate this table instead of
 each listing the actions; what an interface adds is only how it asks and answers.
 """
@@ -15,7 +15,7 @@ from functools import partial
 from typing import Any
 
 from memoryapp import permissions as perms
-from memoryapp.compliance import requests
+from memoryapp.compliance import desk
 
 
 @dataclass(frozen=True)
@@ -39,27 +39,27 @@ class DeskAction:
 
 
 DESK_ACTIONS: tuple[DeskAction, ...] = (
-    DeskAction("start", "Start", requests.start),
-    DeskAction("assign", "Assign", requests.assign),
-    DeskAction("extend", "Extend the deadline", requests.extend),
-    DeskAction("note", "Add a note", requests.add_note),
+    DeskAction("start", "Start", desk.start),
+    DeskAction("assign", "Assign", desk.assign),
+    DeskAction("extend", "Extend the deadline", desk.extend),
+    DeskAction("note", "Add a note", desk.add_note),
     DeskAction(
         "export",
         "Export the subject's data",
-        requests.export_for,
+        desk.export_for,
         (perms.EXPORT_MEMORY,),
         separate=True,
     ),
     DeskAction(
         "erase",
         "Erase the subject's data",
-        requests.erase_for,
+        desk.erase_for,
         (perms.ERASE_MEMORY,),
         separate=True,
     ),
     # Closing drops the subject key; answering and refusing differ only in the outcome.
-    DeskAction("answer", "Answer and close", partial(requests.close, refused=False)),
-    DeskAction("refuse", "Refuse and close", partial(requests.close, refused=True)),
+    DeskAction("answer", "Answer and close", partial(desk.close, refused=False)),
+    DeskAction("refuse", "Refuse and close", partial(desk.close, refused=True)),
 )
 
 BY_NAME: dict[str, DeskAction] = {action.name: action for action in DESK_ACTIONS}

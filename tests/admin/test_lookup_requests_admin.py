@@ -8,7 +8,7 @@ import pytest
 from django.contrib.auth.models import Group
 
 from memoryapp import permissions as perms
-from memoryapp.compliance import requests as desk
+from memoryapp.compliance import desk
 from tests._admin_support import ALICE, BOB, RECEIPTS, client_for, make_staff
 
 pytestmark = pytest.mark.django_db

@@ -13,7 +13,7 @@ from django.contrib.auth.models import Group
 from rest_framework.test import APIClient
 
 from memoryapp import permissions as perms
-from memoryapp.compliance import requests as desk
+from memoryapp.compliance import desk
 from tests._admin_support import ALICE, BOB, OPERATOR_PERMS, make_staff
 
 pytestmark = pytest.mark.django_db

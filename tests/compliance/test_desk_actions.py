@@ -6,11 +6,11 @@ from __future__ import annotations
 from functools import partial
 
 from memoryapp import permissions as perms
-from memoryapp.admin import desk as admin_desk
+from memoryapp.admin import desk_actions as admin_desk
 from memoryapp.api import permissions as api_permissions
 from memoryapp.api.serializers.subject_requests import ActSerializer
 from memoryapp.api.views.subject_requests import SubjectRequestViewSet
-from memoryapp.compliance import requests
+from memoryapp.compliance import desk
 from memoryapp.compliance.desk_actions import BY_NAME, DESK_ACTIONS, desk_action
 
 NAMES = ("start", "assign", "extend", "note", "export", "erase", "answer", "refuse")
@@ -18,13 +18,13 @@ NAMES = ("start", "assign", "extend", "note", "export", "erase", "answer", "refu
 
 def test_the_registry_names_each_action_once_with_its_service():
     assert tuple(a.name for a in DESK_ACTIONS) == NAMES
-    assert desk_action("extend").service is requests.extend
-    assert desk_action("note").service is requests.add_note
-    assert desk_action("export").service is requests.export_for
-    assert desk_action("erase").service is requests.erase_for
+    assert desk_action("extend").service is desk.extend
+    assert desk_action("note").service is desk.add_note
+    assert desk_action("export").service is desk.export_for
+    assert desk_action("erase").service is desk.erase_for
     for name, refused in (("answer", False), ("refuse", True)):
         closing = desk_action(name).service
-        assert isinstance(closing, partial) and closing.func is requests.close
+        assert isinstance(closing, partial) and closing.func is desk.close
         assert closing.keywords == {"refused": refused}
     assert {a.name for a in DESK_ACTIONS if a.separate} == {"export", "erase"}
 

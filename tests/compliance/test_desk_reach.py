@@ -11,7 +11,7 @@ import json
 import pytest
 
 from memoryapp import MemoryManager
-from memoryapp.compliance import requests as desk
+from memoryapp.compliance import desk
 from memoryapp.models import Memory
 from tests._admin_support import ERASE_SUBJECT, EXPORT, client_for
 from tests.compliance.test_desk_tenant_records import _api, officer

@@ -14,7 +14,7 @@ from django.db import connection
 from memoryapp import MemoryManager, compliance
 from memoryapp import permissions as perms
 from memoryapp.api.testing import token_client
-from memoryapp.compliance import requests as desk
+from memoryapp.compliance import desk
 from memoryapp.models import DeskGrant, ErasureReceipt, ExportRecord, Memory, ReceiptState
 from tests._admin_support import ERASE_SUBJECT, EXPORT, RECEIPTS, WIPE, client_for, make_staff
 

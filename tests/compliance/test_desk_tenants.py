@@ -10,7 +10,7 @@ from django.contrib.auth.models import Group
 
 from memoryapp import permissions as perms
 from memoryapp.api.testing import token_client
-from memoryapp.compliance import requests as desk
+from memoryapp.compliance import desk
 from memoryapp.compliance.desk_scope import tenant_of, visible_requests
 from memoryapp.models import DeskGrant, Memory, SubjectRequest
 from tests._admin_support import client_for, make_staff

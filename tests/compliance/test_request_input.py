@@ -12,7 +12,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from memoryapp.api.testing import token_client
-from memoryapp.compliance import requests as desk
+from memoryapp.compliance import desk
 from memoryapp.compliance.request_input import MAX_NAMESPACES, MAX_TEXT_CHARS
 from memoryapp.compliance.request_input import clean_text as clean
 from memoryapp.models import SubjectRequest, SubjectRequestEvent

@@ -11,7 +11,7 @@ from memoryapp.api.patterns import NON_BLANK_PATTERN
 from memoryapp.api.serializers.erasures import ReceiptSerializer
 from memoryapp.api.serializers.fields import NAMESPACE_MAX, StrictCharField
 from memoryapp.api.serializers.strict import StrictInput
-from memoryapp.compliance.requests import urgency
+from memoryapp.compliance.desk import urgency
 from memoryapp.models import ExportRecord, SubjectRequest
 
 

@@ -42,7 +42,7 @@ from memoryapp.api.views.base import (
     no_body,
     validated,
 )
-from memoryapp.compliance import requests as desk
+from memoryapp.compliance import desk
 from memoryapp.compliance.desk_actions import desk_action
 from memoryapp.compliance.desk_scope import (
     may_handle_tenant,
