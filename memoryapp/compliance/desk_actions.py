@@ -4,7 +4,8 @@ Each action has a name (the admin's ``act/<name>/`` URL, the API's ``act`` value
 endpoint), the label the desk shows, the model permissions it needs beyond changing
 requests, and the service function of :mod:`memoryapp.compliance.desk` that performs
 it. The admin's action pages and ``/api/subject-requests/`` iterate this table instead of
-each listing the actions; what an interface adds is only how it asks and answers.
+each listing the actions; they and ``manage.py memory requests`` run each action through
+the service it names. What an interface adds is only how it asks and answers.
 """
 
 from __future__ import annotations

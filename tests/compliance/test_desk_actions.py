@@ -1,15 +1,17 @@
-"""One registry of the desk's actions (memoryapp.compliance.desk_actions): the admin and the
-API take their actions, labels, permissions and services from it, and agree with it."""
+"""One registry of the desk's actions (memoryapp.compliance.desk_actions): the admin, the API
+and the command line take their actions, labels, permissions and services from it."""
 
 from __future__ import annotations
 
 from functools import partial
+from pathlib import Path
 
 from memoryapp import permissions as perms
 from memoryapp.admin import desk_actions as admin_desk
 from memoryapp.api import permissions as api_permissions
 from memoryapp.api.serializers.subject_requests import ActSerializer
 from memoryapp.api.views.subject_requests import SubjectRequestViewSet
+from memoryapp.cli import requests as cli_requests
 from memoryapp.compliance import desk
 from memoryapp.compliance.desk_actions import BY_NAME, DESK_ACTIONS, desk_action
 
@@ -49,3 +51,23 @@ def test_the_api_offers_each_action_as_an_act_value_or_its_own_url():
         else:
             assert action.name in choices
             assert SubjectRequestViewSet.rules["act"] is api_permissions.REQUEST_CHANGE
+
+
+def test_the_command_line_runs_its_desk_verbs_through_the_registry():
+    """``memory requests export|erase|extend|close`` name the registry's actions (close:
+    answer or refuse); the verbs that only read (list, show) or open a request are the
+    CLI's own."""
+    source = Path(cli_requests.__file__).read_text(encoding="utf-8")
+    for verb in ("export", "erase", "extend", "close"):
+        assert verb in cli_requests.HANDLERS
+    for name in ("export", "erase", "extend"):
+        assert f'desk_action("{name}")' in source
+    assert 'desk_action("refuse" if refused else "answer")' in source
+
+
+def test_no_interface_calls_an_action_s_service_around_the_registry():
+    for module in (admin_desk, cli_requests):
+        source = Path(module.__file__).read_text(encoding="utf-8")
+        for service in ("start", "assign", "extend", "add_note", "export_for", "erase_for"):
+            assert f"desk.{service}(" not in source, (module.__name__, service)
+        assert "desk.close(" not in source, module.__name__
