@@ -43,6 +43,10 @@ def test_the_admin_export_and_erase_stay_in_the_officers_tenants(across):
     assert b"make test for acme" in body and SECRET.encode() not in body
     confirm = client.post(ERASE_SUBJECT, {"subject": KEY, "include_authored": "on"})
     assert b"globex/support" not in confirm.content
+    # The project memory written in globex/ is not counted either (1 of the 2 written).
+    assert b"The 1 project memory this user wrote" in confirm.content
+    kept = client.post(ERASE_SUBJECT, {"subject": KEY})
+    assert b"1 project memory this user wrote will be" in kept.content
     done = client.post(ERASE_SUBJECT, {"subject": KEY, "include_authored": "on", "post": "yes"})
     assert done.status_code == 302, done.content
     assert _globex_row_kept()
