@@ -5,35 +5,41 @@ Django ends every transactional test (``transaction=True``, ``live_server``) wit
 each, about 350 tables and 1,500 indexes, and PostgreSQL rebuilds and fsyncs every
 index it truncates: about 2 s a test, most of the PostgreSQL pass.
 
-This plugin keeps what the flush promises (every table empty, its files as a
+This plugin keeps what the flush promises (every table emptied, its files as a
 ``TRUNCATE`` leaves them, so no test's bytes reach the next test's byte scan) and
 drops the work on tables that already are so. The first flush of a database is
 Django's own; right after it, the total size of every leaf table (heap, TOAST,
 indexes, free-space and visibility maps) is noted. Each later flush truncates the
-leaves whose total size differs from that note: a row written, updated, deleted or
-rolled back leaves at least one page behind, so a leaf of the noted size holds
-nothing. ``CASCADE`` takes in the tables that reference a truncated one, as a full
-flush would have truncated them too. ``reset_sequences`` flushes stay Django's own.
+leaves whose total size differs from that note: a leaf's heap is empty (0 bytes)
+right after a TRUNCATE, and a row written there, even rolled back, extends it, so a
+leaf of the noted size holds nothing. A leaf whose heap is not empty right after
+the flush (``schema_meta``: a trigger writes the change counter as ``memories`` is
+truncated) is truncated every time, since rows may come and go in its pages without
+changing its size. ``CASCADE`` takes in the tables that reference a truncated one,
+as a full flush truncates them too. ``reset_sequences`` flushes stay Django's own.
 """
 
 from __future__ import annotations
 
 from django.db.backends.postgresql.operations import DatabaseOperations
 
-# Database NAME -> {leaf table: total size in bytes right after a full flush}.
+# Database NAME -> {leaf table: total size in bytes right after a full flush, or -1 for
+# a leaf holding rows then (truncated every time)}.
 _EMPTY_SIZES: dict[str, dict[str, int]] = {}
 
 _django_sql_flush = DatabaseOperations.sql_flush
 _django_execute_sql_flush = DatabaseOperations.execute_sql_flush
 
 
-def leaf_sizes(connection, tables) -> dict[str, int]:
-    """Each leaf table under ``tables`` (a partition, or the table itself) and its total size."""
+def leaf_sizes(connection, tables, *, heap: bool = False) -> dict[str, int]:
+    """Each leaf table under ``tables`` (a partition, or the table itself) and its total
+    size (``heap``: the size of its heap's main fork alone)."""
+    size = "pg_relation_size" if heap else "pg_total_relation_size"
     with connection.cursor() as cursor:
         cursor.execute(
             # pg_partition_tree() lists a partitioned table's leaves and nothing for a
             # plain table, which is its own leaf.
-            "SELECT leaf.relid::regclass::text, pg_total_relation_size(leaf.relid)"
+            f"SELECT leaf.relid::regclass::text, {size}(leaf.relid)"
             " FROM unnest(%s::text[]) AS n(name)"
             " JOIN pg_class AS t ON t.oid = to_regclass(quote_ident(n.name))"
             " CROSS JOIN LATERAL ("
@@ -72,7 +78,11 @@ def _execute_sql_flush(self, sql_list):
     _django_execute_sql_flush(self, sql_list)
     tables = getattr(self.connection, "_memoryapp_full_flush", None)
     if tables and sql_list:
-        _EMPTY_SIZES[self.connection.settings_dict["NAME"]] = leaf_sizes(self.connection, tables)
+        heaps = leaf_sizes(self.connection, tables, heap=True)
+        _EMPTY_SIZES[self.connection.settings_dict["NAME"]] = {
+            leaf: -1 if heaps.get(leaf) else size
+            for leaf, size in leaf_sizes(self.connection, tables).items()
+        }
     self.connection._memoryapp_full_flush = None
 
 

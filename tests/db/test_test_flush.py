@@ -59,3 +59,16 @@ def test_a_rolled_back_write_still_counts_as_a_change():
     assert any(
         leaf.startswith("memories_p") for leaf in _fast_flush.changed_leaves(connection, _tables())
     )
+
+
+def test_a_table_holding_rows_after_a_flush_is_truncated_every_time():
+    """schema_meta keeps rows in the same pages (a trigger rewrites its counter as
+    ``memories`` is truncated): its size cannot tell a new row, so it is always emptied."""
+    from memoryapp.db import meta
+
+    _flush()
+    assert meta.claim_interval("flushcheck_slot", 1000.0, 60) == 0.0
+    _flush()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM schema_meta WHERE key = 'flushcheck_slot'")
+        assert cursor.fetchone()[0] == 0
