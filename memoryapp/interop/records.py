@@ -83,7 +83,9 @@ def parse_iso(text: str | None, clock: dt.datetime) -> dt.datetime:
                 if abs(aware_clock - candidate) < _NOW_TOLERANCE:
                     return clock
         value = as_utc
-    return value if clock.tzinfo is not None else value.astimezone(dt.UTC).replace(tzinfo=None)
+    # In UTC either way: Python accepts offsets up to 24 h, PostgreSQL only up to 15:59.
+    utc = value.astimezone(dt.UTC)
+    return utc if clock.tzinfo is not None else utc.replace(tzinfo=None)
 
 
 def to_record(row: Memory) -> MemoryRecord:

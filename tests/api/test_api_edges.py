@@ -58,3 +58,19 @@ def test_an_unreadable_created_at_is_a_400_not_now(acme, path, stamp):
     assert "Not a readable ISO 8601 timestamp" in r.json()["created_at"][0]
     assert stamp not in r.content.decode()  # the value is not echoed
     assert not Memory.objects.exists() and not ReviewItem.objects.exists()
+
+
+@pytest.mark.parametrize("path", RECORD_PATHS)
+@pytest.mark.parametrize("offset", ["+23:59", "-20:00", "+16:00"])
+def test_a_created_at_with_an_offset_postgresql_cannot_store_is_kept_as_its_instant(
+    acme, path, offset
+):
+    """Python reads offsets up to 24 h, PostgreSQL stores only up to 15:59 (found by the
+    fuzzer on PostgreSQL as a 500): the stamp is stored as the same instant in UTC."""
+    import datetime as dt
+
+    stamp = f"2024-06-01T12:00:00{offset}"
+    r = acme.post(path, {**RECORD, "created_at": stamp}, format="json")
+    assert r.status_code == 200, r.content
+    stored = dt.datetime.fromisoformat(r.json()["created_at"]).replace(tzinfo=dt.UTC)
+    assert stored == dt.datetime.fromisoformat(stamp)
