@@ -14,7 +14,7 @@ from memoryapp import MemoryManager
 from memoryapp.compliance import requests as desk
 from memoryapp.models import Memory
 from tests._admin_support import ERASE_SUBJECT, EXPORT, client_for
-from tests.compliance.test_desk_tenant_records import _api, officer
+from tests.desk.test_desk_tenant_records import _api, officer
 
 pytestmark = pytest.mark.django_db
 
