@@ -1,7 +1,8 @@
 """Semantic ranking benchmark: calibration, found@k, warm latency, index bytes, write throughput.
 
 Usage: .venv/bin/python bench/semantic.py [--data PATH] [--sizes 1000,100000]
-       [--writes 300] [--import-rows 5000] [--out bench/SEMANTIC.md]
+       [--writes 300] [--import-rows 5000] [--rounds 5] [--skip quality,latency,writes]
+       [--out bench/SEMANTIC.md] [--quick]
 
 Quality (bench/retrieval.py's method on its shipped set and on
 bench/data/semantic_paraphrase.json, 27 hand-written questions that paraphrase their answer
@@ -17,7 +18,8 @@ each size, one namespace, and ``RecallIndex.nbytes`` with and without the vector
 
 Writes: single ``MemoryManager.upsert`` calls and one bulk import into a fresh SQLite
 database, in a child process each, with the embedder on (the shipped model) and off
-(``MEMORYAPP_EMBEDDER=none``), the same texts, the same run.
+(``MEMORYAPP_EMBEDDER=none``), the same texts, the same run: ``--rounds`` rounds, the two
+modes alternating, and the median of the rounds' ratios (not a ratio of bests).
 """
 
 from __future__ import annotations
@@ -82,8 +84,8 @@ def semantic_ids(index: RecallIndex, question: str, k: int, now: float, **weight
 def _rrf(index: RecallIndex, question: str, k: int, now: float) -> list[str]:
     lexical = [h.id for h in hybrid.query(index, query_tokens(question), frozenset(), 50, (), now)]
     n = len(index._ids)
-    qvec = vectors.query_form(embedder().embed([question])[0], index._vec.shape[1])
-    sims = vectors.similarities(index._vec[:n], qvec)
+    qvec = vectors.query_form(embedder().embed([question])[0], index.arrays.vec.shape[1])
+    sims = vectors.similarities(index.arrays.vec[:n], qvec)
     by_sim = [index._ids[s] for s in np.argsort(-sims)[:50] if sims[s] > semantic.FLOOR]
     score: dict[str, float] = {}
     for ranked in (lexical, by_sim):
@@ -249,14 +251,19 @@ def retrieval_texts() -> list[str]:
     return [f"{t['speaker']}: {t['text']}" for c in convs for t in c["turns"]]
 
 
-def run_writes(writes: int, import_rows: int, repeats: int = 3) -> dict[str, dict[str, float]]:
-    """Write rates with the embedder off and on, best of ``repeats`` child runs each, the
-    two modes alternating (the machine's load moves; a mode run after the other would
-    take the drift as its own)."""
-    out: dict[str, dict[str, float]] = {"without": {}, "with": {}}
-    for _ in range(repeats):
-        for mode, spec in (("without", "none"), ("with", embedding.DEFAULT)):
-            best = out[mode]
+def run_writes(writes: int, import_rows: int, rounds: int = 5) -> dict:
+    """Write rates with the embedder off and on in ``rounds`` rounds of one child run each,
+    the two modes alternating within a round (which goes first alternates too): the
+    machine's load moves, and a ratio is taken only between runs a few seconds apart.
+
+    Returns:
+        ``{"rounds": [{"without": rates, "with": rates}, ...]}``, rates per second by key.
+    """
+    out: list[dict[str, dict[str, float]]] = []
+    modes = [("without", "none"), ("with", embedding.DEFAULT)]
+    for n in range(rounds):
+        got: dict[str, dict[str, float]] = {}
+        for mode, spec in modes if n % 2 == 0 else modes[::-1]:
             with tempfile.TemporaryDirectory() as tmp:
                 result = Path(tmp) / "result.json"
                 env = dict(
@@ -268,9 +275,10 @@ def run_writes(writes: int, import_rows: int, repeats: int = 3) -> dict[str, dic
                 command = [sys.executable, __file__, "--worker", str(result)]
                 command += ["--writes", str(writes), "--import-rows", str(import_rows)]
                 subprocess.run(command, env=env, check=True, cwd=ROOT)
-                got = json.loads(result.read_text())
-            out[mode] = {k: max(v, best.get(k, 0.0)) for k, v in got.items()}
-    return out
+                got[mode] = json.loads(result.read_text())
+        out.append(got)
+        print(f"round {n + 1}: {json.dumps(got)}", file=sys.stderr)
+    return {"rounds": out}
 
 
 # ---------------------------------------------------------------------------- report
@@ -304,10 +312,21 @@ def report(quality: dict, latency: list[dict], writes: dict, load: float) -> str
     embeds = {r["memories"]: r["embed_seconds"] for r in latency}
     lines += [""] + [f"Embedding {n:,} memories: {s:.1f} s." for n, s in embeds.items()] + [""]
     if writes:
-        lines += ["| writes | without embeddings /s | with /s | ratio |", "|---|---|---|---|"]
+        rounds = writes["rounds"]
+        lines += [
+            f"Writes: {len(rounds)} rounds, each one child run per mode, the modes alternating.",
+            "",
+            "| writes | without /s (median) | with /s (median) | ratio per round | median ratio |",
+            "|---|---|---|---|---|",
+        ]
         for key, label in (("single_per_s", "single upserts"), ("import_per_s", "bulk import")):
-            a, b = writes["without"][key], writes["with"][key]
-            lines.append(f"| {label} | {a:,.0f} | {b:,.0f} | {b / a:.3f} |")
+            a = statistics.median(r["without"][key] for r in rounds)
+            b = statistics.median(r["with"][key] for r in rounds)
+            ratios = [r["with"][key] / r["without"][key] for r in rounds]
+            each = ", ".join(f"{x:.2f}" for x in ratios)
+            lines.append(
+                f"| {label} | {a:,.0f} | {b:,.0f} | {each} | {statistics.median(ratios):.3f} |"
+            )
     return "\n".join(lines)
 
 
@@ -320,10 +339,20 @@ def main() -> None:
     parser.add_argument("--sizes", default="1000,100000")
     parser.add_argument("--writes", type=int, default=300)
     parser.add_argument("--import-rows", type=int, default=5000)
+    parser.add_argument("--rounds", type=int, default=5, help="write rounds (modes alternating)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "SEMANTIC.md")
     parser.add_argument("--skip", default="", help="comma-separated: quality,latency,writes")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a first look: 1,000 memories, no quality, 300 writes and a 2,000-row import in"
+        " 3 rounds; prints only (bench/SEMANTIC.md is hand-edited from full runs)",
+    )
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.quick:
+        args.sizes, args.writes, args.import_rows, args.rounds = "1000", 300, 2000, 3
+        args.skip = ",".join(filter(None, (args.skip, "quality")))
     if args.worker:
         write_worker(args.worker, args.writes, args.import_rows)
         return
@@ -337,10 +366,11 @@ def main() -> None:
                 quality[f"{path.name}, keying {keying}"] = run_quality(convs, keying)
     sizes = [int(s) for s in args.sizes.split(",") if s]
     latency = [] if "latency" in skip else run_latency(sizes)
-    writes = {} if "writes" in skip else run_writes(args.writes, args.import_rows)
+    writes = {} if "writes" in skip else run_writes(args.writes, args.import_rows, args.rounds)
     text = report(quality, latency, writes, load)
     print(text)
-    args.out.write_text("# Semantic ranking (bench/semantic.py)\n\n" + text + "\n")
+    if not args.quick:
+        args.out.write_text("# Semantic ranking (bench/semantic.py)\n\n" + text + "\n")
 
 
 if __name__ == "__main__":

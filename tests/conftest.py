@@ -11,8 +11,9 @@ import pytest
 from django.db import connection, connections
 
 # The erasure tests' shared fixtures (two_subjects, purge_settings); the streaming standby
-# of the replica tests (pg_standby, replica_db).
-pytest_plugins = ["tests._erasure_support", "tests._replica_support"]
+# of the replica tests (pg_standby, replica_db); on PostgreSQL, a flush after each
+# transactional test that truncates only the tables the test changed.
+pytest_plugins = ["tests._erasure_support", "tests._replica_support", "tests._fast_flush"]
 
 
 # The modules whose tests purge on PostgreSQL (VACUUM FULL / pg_repack + CHECKPOINT), which

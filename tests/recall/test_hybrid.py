@@ -222,8 +222,8 @@ def test_a_snapshot_round_trip_ranks_identically():
     loaded = snapshot.load(snapshot.dump(index))
     assert loaded is not None
     n = len(index)
-    assert loaded._doc_len[:n].tolist() == index._doc_len[:n].tolist()
-    assert int(index._doc_len[:n].min()) > 0
+    assert loaded.arrays.doc_len[:n].tolist() == index.arrays.doc_len[:n].tolist()
+    assert int(index.arrays.doc_len[:n].min()) > 0
     for q in CONVERSATIONS[1]["questions"]:
         assert _q(loaded, q["question"]) == _q(index, q["question"])
     loaded.add(_rec("later", "a brand new clarinet lesson"))

@@ -102,7 +102,7 @@ def test_the_stored_rows_give_the_lengths_hybrid_needs(seeded):
     index = RecallIndex(records)
     for record in records:
         slot = index._slot_of[record.id]
-        assert int(index._doc_len[slot]) == len(fields_of(record).content) > 0
+        assert int(index.arrays.doc_len[slot]) == len(fields_of(record).content) > 0
 
 
 # ------------------------------------------------------------------------------- API

@@ -138,7 +138,7 @@ def test_the_floor_keeps_unrelated_memories_out():
     index = RecallIndex(live_records("default", NS, "project"))
     q = conf.embedder().embed(["how do we ship releases to the cluster"])[0]
     q = vectors.query_form(q, vectors.INDEX_DIMS)
-    sims = vectors.similarities(index._vec[: len(index._ids)], q)
+    sims = vectors.similarities(index.arrays.vec[: len(index._ids)], q)
     lunch = index._slot_of[Memory.objects.get(key_normalized="lunch").id]
     assert sims[lunch] <= semantic.FLOOR  # why it is left out: not a tie-break
 
@@ -226,7 +226,7 @@ def test_vectors_go_into_the_snapshot_and_leave_with_the_row():
     pet = Memory.objects.get(namespace=NS, key_normalized="pet")
     vector = vectors.index_form(np.frombuffer(bytes(pet.embedding), np.int8)).tobytes()
     assert len(vector) == vectors.INDEX_DIMS
-    assert loaded._vec[loaded._slot_of[pet.id]].tobytes() == vector
+    assert loaded.arrays.vec[loaded._slot_of[pet.id]].tobytes() == vector
     assert vector in payload
     assert recall_snapshot.load(payload, "another/model") is None  # another model: rebuilt
     compliance.erase(subject="alice", actor="dpo", include_authored=True)

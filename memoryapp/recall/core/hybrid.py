@@ -130,9 +130,9 @@ class _Pass:
     def __init__(self, index: RecallIndex) -> None:
         self.index = index
         self.size = len(index._ids)
-        alive = index._alive[: self.size]
+        alive = index.arrays.alive[: self.size]
         self.n = int(alive.sum())
-        self.lengths = index._doc_len[: self.size]
+        self.lengths = index.arrays.doc_len[: self.size]
         total = float(np.sum(self.lengths, where=alive, dtype=np.int64))
         self.length_step = B / max(total / max(self.n, 1), 1.0)  # b / average length
         # Narrow per-slot arrays: at 100,000 memories a fresh int64 array is 800 KB that
@@ -185,7 +185,10 @@ class _Pass:
         acc = np.zeros(self.size, dtype=np.int8)  # field codes fit 5 bits
         for entries in parts:
             acc[entries >> CODE_BITS] |= entries & CODE_MASK
-        slots = np.flatnonzero(acc)  # every entry has a field bit: nonzero where held
+        # Every entry has a field bit: nonzero where held. Through a bool mask: numpy's
+        # nonzero is ~10× faster on bools than on int8 (437 µs against 37 µs at 100,000
+        # slots half of them held), most of a common stem's merge.
+        slots = np.flatnonzero(acc != 0)
         return slots, acc[slots]
 
     def add_hint(self, token: str) -> None:
@@ -253,7 +256,7 @@ def query(
 def _ranked(p: _Pass, top_k: int, exclude_ids: Iterable[str], now: float) -> list[Scored]:
     index = p.index
     evidence = (p.fired != 0) | p.hinted
-    evidence &= index._alive[: p.size]
+    evidence &= index.arrays.alive[: p.size]
     for id in exclude_ids:
         slot = index._slot_of.get(id)
         if slot is not None:
@@ -261,7 +264,7 @@ def _ranked(p: _Pass, top_k: int, exclude_ids: Iterable[str], now: float) -> lis
     cand = np.flatnonzero(evidence)
     if not len(cand):
         return []
-    days = np.maximum((now - index._updated[cand]) / SECONDS_PER_DAY, 0.0)
+    days = np.maximum((now - index.arrays.updated[cand]) / SECONDS_PER_DAY, 0.0)
     stale = days > STALE_DAYS
     total = (
         p.score[cand]
@@ -288,7 +291,7 @@ def _ranked(p: _Pass, top_k: int, exclude_ids: Iterable[str], now: float) -> lis
             p.tags[cand].tolist(),
             p.hinted[cand].tolist(),
             stale.tolist(),
-            index._explicit[cand].tolist(),
+            index.arrays.explicit[cand].tolist(),
             strict=True,
         )
     ]

@@ -22,8 +22,8 @@ from memoryapp.recall.core.postings import (
     EMPTY,
     KW,
     MAX_SLOTS,
-    SLOT_ARRAYS,
     TOKEN_OBJECT_BYTES,
+    IndexArrays,
     Layout,
     Posting,
     TokenIds,
@@ -66,20 +66,8 @@ class RecallIndex:
         # slot -> id, None once dead. A tuple until the first change (see _writable_ids).
         self._ids: list[str | None] | tuple[str | None, ...] = []
         self._dead = 0
-        self._updated = np.zeros(0, dtype=np.float64)
-        self._fingerprint = np.zeros(0, dtype=np.int64)
-        self._title_len = np.zeros(0, dtype=np.int32)
-        # Distinct tokens of the whole content per slot: the document length the hybrid ranking
-        # normalises by (memoryapp.recall.core.hybrid); the exact formula never reads it.
-        self._doc_len = np.zeros(0, dtype=np.int32)
-        self._alive = np.zeros(0, dtype=bool)
-        self._explicit = np.zeros(0, dtype=bool)
-        # _bound[slot] = recency − 2·stale evaluated at _bound_time. The term only falls as
-        # time passes, so this bounds it at any ``now`` >= _bound_time.
-        self._bound = np.zeros(0, dtype=np.float64)
-        self._bound_time: float | None = None
-        self._vec = np.zeros((0, 0), dtype=np.int8)  # embeddings (vectors.put), per slot
-        self._bits = np.zeros((0, 0), dtype=np.uint8)  # and their sign bits
+        self.arrays = IndexArrays.empty()  # the per-slot arrays (replaced as they grow)
+        self._bound_time: float | None = None  # when arrays.bound was evaluated
         # Accumulator lanes; all zero between queries (a query re-zeroes what it touched).
         self._acc: list[np.ndarray] = [np.zeros(0, dtype=np.int64)]
         self._posting_bytes = 0  # numpy entries, kept up to date by _merge and _repack
@@ -107,7 +95,7 @@ class RecallIndex:
         """The :attr:`IndexRecord.fingerprint` indexed for ``id``, or None when not indexed."""
         with self._lock:
             slot = self._slot_of.get(id)
-            return None if slot is None else int(self._fingerprint[slot])
+            return None if slot is None else int(self.arrays.fingerprint[slot])
 
     @property
     def nbytes(self) -> int:
@@ -117,12 +105,12 @@ class RecallIndex:
             return (
                 self._posting_bytes
                 + 4 * self._pending
-                + per_slot * len(self._updated)
+                + per_slot * len(self.arrays.updated)
                 + self._token_bytes()
                 + 175 * len(self._ids)  # the id string, dict entry, slot int, list slot
                 + (0 if self._stem_forms is None else self._stem_forms.nbytes)
-                + self._vec.nbytes
-                + self._bits.nbytes
+                + self.arrays.vec.nbytes
+                + self.arrays.bits.nbytes
             )
 
     def _token_bytes(self) -> int:
@@ -246,24 +234,12 @@ class RecallIndex:
             self._ids = tuple(self._ids)  # see _writable_ids
 
     def _reserve(self, capacity: int) -> None:
-        if capacity <= len(self._updated):
+        if capacity <= len(self.arrays.updated):
             return
-        capacity = max(capacity, 2 * len(self._updated))
+        capacity = max(capacity, 2 * len(self.arrays.updated))
 
-        def grown(a: np.ndarray) -> np.ndarray:
-            out = np.zeros((capacity, *a.shape[1:]), dtype=a.dtype)
-            out[: len(a)] = a
-            return out
-
-        self._updated = grown(self._updated)
-        self._fingerprint = grown(self._fingerprint)
-        self._title_len = grown(self._title_len)
-        self._doc_len = grown(self._doc_len)
-        self._alive = grown(self._alive)
-        self._explicit = grown(self._explicit)
-        self._bound = grown(self._bound)
-        self._vec, self._bits = grown(self._vec), grown(self._bits)
-        self._acc = [grown(a) for a in self._acc]
+        self.arrays = self.arrays.grown(capacity)
+        self._acc = [np.concatenate((a, np.zeros(capacity - len(a), a.dtype))) for a in self._acc]
 
     def _new_slot(self, record: IndexRecord, fields: Fields, tail: int) -> int:
         """Tombstone any older slot of this id and fill in a fresh one."""
@@ -274,15 +250,15 @@ class RecallIndex:
         self._reserve(slot + 1)
         self._writable_ids().append(record.id)
         self._slot_of[record.id] = slot
-        self._updated[slot] = record.updated_at
-        self._fingerprint[slot] = record.fingerprint
-        self._title_len[slot] = len(fields.title)
-        self._doc_len[slot] = len(fields.content) + tail
-        self._alive[slot] = True
-        self._explicit[slot] = record.explicit
+        self.arrays.updated[slot] = record.updated_at
+        self.arrays.fingerprint[slot] = record.fingerprint
+        self.arrays.title_len[slot] = len(fields.title)
+        self.arrays.doc_len[slot] = len(fields.content) + tail
+        self.arrays.alive[slot] = True
+        self.arrays.explicit[slot] = record.explicit
         vectors.put(self, slot, record.vector)
         if self._bound_time is not None:
-            self._bound[slot] = recency_bound(self._updated[slot], self._bound_time)
+            self.arrays.bound[slot] = recency_bound(self.arrays.updated[slot], self._bound_time)
         return slot
 
     def _kill(self, id: str) -> bool:
@@ -290,7 +266,7 @@ class RecallIndex:
         if slot is None:
             return False
         self._writable_ids()[slot] = None
-        self._alive[slot] = False
+        self.arrays.alive[slot] = False
         self._dead += 1
         return True
 
@@ -313,17 +289,13 @@ class RecallIndex:
 
     def _compact(self, new: tuple[list[str], np.ndarray, np.ndarray] | None = None) -> None:
         """Renumber the live slots densely and drop the dead slots' entries."""
-        live = np.flatnonzero(self._alive[: len(self._ids)])
+        live = np.flatnonzero(self.arrays.alive[: len(self._ids)])
         remap = np.full(len(self._ids), -1, dtype=np.int64)
         remap[live] = np.arange(len(live))
         self._ids = [self._ids[slot] for slot in live.tolist()]
         self._slot_of = {id: slot for slot, id in enumerate(self._ids) if id is not None}
         capacity = max(64, 2 * len(live))
-        for name in SLOT_ARRAYS:
-            old = getattr(self, name)
-            fresh = np.zeros((capacity, *old.shape[1:]), dtype=old.dtype)
-            fresh[: len(live)] = old[live]
-            setattr(self, name, fresh)
+        self.arrays = self.arrays.taken(live, capacity)
         self._acc = [np.zeros(capacity, dtype=np.int64) for _ in self._acc]
         self._dead = 0
         self._repack(remap, new)
@@ -467,7 +439,7 @@ class RecallIndex:
 
     def _scatter(self, layout: Layout, qtokens: frozenset[str], hints: frozenset[str]) -> None:
         while len(self._acc) < layout.lanes:
-            self._acc.append(np.zeros(len(self._updated), dtype=np.int64))
+            self._acc.append(np.zeros(len(self.arrays.updated), dtype=np.int64))
         accs = self._acc
         for token in qtokens | hints:
             posting = self._postings.get(token)
@@ -495,5 +467,5 @@ class RecallIndex:
             or now - self._bound_time > BOUND_REFRESH_SECONDS
         ):
             n = len(self._ids)
-            self._bound[:n] = recency_bound(self._updated[:n], now)
+            self.arrays.bound[:n] = recency_bound(self.arrays.updated[:n], now)
             self._bound_time = now

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Sequence
+from dataclasses import dataclass, fields
 from functools import lru_cache
 
 import numpy as np
@@ -48,20 +49,80 @@ _BOUND_STEP = {TITLE: 6, KW: 4, CONTENT: 2}
 _FIELD_DIGIT = {TAG: "tag", TITLE: "title", KW: "kw", CONTENT: "content"}
 _DIGITS = ("tag", "title", "kw", "content", "bound", "hint")
 
-# The per-slot arrays, which a compaction renumbers.
-SLOT_ARRAYS = (
-    "_updated",
-    "_fingerprint",
-    "_title_len",
-    "_doc_len",
-    "_alive",
-    "_explicit",
-    "_bound",
-    "_vec",  # (capacity, dim) int8 embeddings (memoryapp.recall.core.vectors); dim 0 without
-    "_bits",  # (capacity, dim / 8) their sign bits, the semantic ranking's prefilter
-)
 BOUND_REFRESH_SECONDS = 3600.0  # the cached recency bound is recomputed when older
 SMALL_CANDIDATES = 64  # up to this many candidates (or 4·top_k), score them all without pruning
+
+
+@dataclass(frozen=True)
+class IndexArrays:
+    """The per-slot arrays of a :class:`~memoryapp.recall.core.index.RecallIndex` (its
+    ``arrays``), one row per slot: what the rankings (:mod:`.pruning`, :mod:`.hybrid`,
+    :mod:`.semantic`) and :mod:`.snapshot` read of it.
+
+    Each array has the index's capacity of rows (at least its slots, ``len(index._ids)``);
+    rows past the slots are zero. The index replaces the whole structure when it grows or
+    compacts (slots are renumbered then) and changes rows in place otherwise: read
+    ``index.arrays`` afresh under the index's lock, never keep it across calls.
+
+    Attributes:
+        updated: float64, the record's ``updated_at`` (POSIX seconds).
+        fingerprint: int64, :attr:`IndexRecord.fingerprint`.
+        title_len: int32, distinct title tokens (the exact formula's title term).
+        doc_len: int32, distinct tokens of the whole content: the document length the
+            hybrid ranking normalises by; the exact formula never reads it.
+        alive: bool, False once the slot's record is removed or replaced.
+        explicit: bool, the record's ``explicit`` flag.
+        bound: float64, recency − 2·stale evaluated at the index's bound time: the term
+            only falls as time passes, so it bounds the term at any later ``now``.
+        vec: ``(capacity, dim)`` int8 embeddings (:mod:`.vectors`); dim 0 without any.
+        bits: ``(capacity, dim / 8)`` uint8, their packed sign bits (the semantic
+            ranking's prefilter).
+    """
+
+    updated: np.ndarray
+    fingerprint: np.ndarray
+    title_len: np.ndarray
+    doc_len: np.ndarray
+    alive: np.ndarray
+    explicit: np.ndarray
+    bound: np.ndarray
+    vec: np.ndarray
+    bits: np.ndarray
+
+    @classmethod
+    def empty(cls) -> IndexArrays:
+        """Arrays of no rows (and no vector dimension)."""
+        return cls(
+            updated=np.zeros(0, dtype=np.float64),
+            fingerprint=np.zeros(0, dtype=np.int64),
+            title_len=np.zeros(0, dtype=np.int32),
+            doc_len=np.zeros(0, dtype=np.int32),
+            alive=np.zeros(0, dtype=bool),
+            explicit=np.zeros(0, dtype=bool),
+            bound=np.zeros(0, dtype=np.float64),
+            vec=np.zeros((0, 0), dtype=np.int8),
+            bits=np.zeros((0, 0), dtype=np.uint8),
+        )
+
+    def grown(self, capacity: int) -> IndexArrays:
+        """Copies of ``capacity`` rows, the present rows first, zeros after them."""
+
+        def grow(a: np.ndarray) -> np.ndarray:
+            out = np.zeros((capacity, *a.shape[1:]), dtype=a.dtype)
+            out[: len(a)] = a
+            return out
+
+        return IndexArrays(*(grow(getattr(self, f.name)) for f in fields(self)))
+
+    def taken(self, rows: np.ndarray, capacity: int) -> IndexArrays:
+        """Copies of ``capacity`` rows holding ``rows`` densely (a compaction), zeros after."""
+
+        def take(a: np.ndarray) -> np.ndarray:
+            out = np.zeros((capacity, *a.shape[1:]), dtype=a.dtype)
+            out[: len(rows)] = a[rows]
+            return out
+
+        return IndexArrays(*(take(getattr(self, f.name)) for f in fields(self)))
 
 
 class Layout:

@@ -44,7 +44,7 @@ def collect(index: RecallIndex) -> tuple[np.ndarray, list[np.ndarray]]:
         else:
             acc[cand] = 0
     if index._dead:
-        alive = index._alive[cand]
+        alive = index.arrays.alive[cand]
         cand = cand[alive]
         lanes = [values[alive] for values in lanes]
     return cand, lanes
@@ -75,7 +75,7 @@ def rank(index: RecallIndex, c: Candidates, top_k: int) -> list[Scored]:
         digit(lanes, "content").tolist(),
         c.layout.hinted(lanes).tolist(),
         stale.tolist(),
-        index._explicit[slots].tolist(),
+        index.arrays.explicit[slots].tolist(),
         strict=True,
     )
     hits = [
@@ -107,7 +107,7 @@ class Candidates:
 
     def upper_bounds(self) -> np.ndarray:
         """A bound ≥ every candidate's exact score: P / 2N + 2·hint + the recency bound."""
-        upper = self.index._bound[self.slots] + 2.0 * self.layout.hinted(self.lanes)
+        upper = self.index.arrays.bound[self.slots] + 2.0 * self.layout.hinted(self.lanes)
         if self.n:
             upper += self.layout.digit(self.lanes, "bound") * (1.0 / (2 * self.n))
         return upper
@@ -118,12 +118,12 @@ class Candidates:
         lanes = [values[idx] for values in self.lanes]
         slots = self.slots[idx]
         hint = self.layout.hinted(lanes)
-        days = np.maximum((now - self.index._updated[slots]) / SECONDS_PER_DAY, 0.0)
+        days = np.maximum((now - self.index.arrays.updated[slots]) / SECONDS_PER_DAY, 0.0)
         stale = days > STALE_DAYS
         if n:
             title = digit(lanes, "title")
             terms = tag_weight(n) * (digit(lanes, "tag") / n)
-            terms = terms + 3.0 * (title / (n + self.index._title_len[slots] - title))
+            terms = terms + 3.0 * (title / (n + self.index.arrays.title_len[slots] - title))
             terms = terms + 2.0 * (digit(lanes, "kw") / n)
             terms = terms + 1.0 * (digit(lanes, "content") / n)
         else:

@@ -16,7 +16,7 @@ bench/retrieval.py's judged queries (bench/SEMANTIC.md gives the alternatives me
 
 Beyond :data:`PREFILTER_FROM` slots the cosine is computed exactly only for the
 lexical candidates and for the :data:`SHORTLIST` slots whose sign bits are nearest the
-query's (Hamming distance over the packed bits, ``RecallIndex._bits``): a sign-bit
+query's (Hamming distance over the packed bits, ``RecallIndex.arrays.bits``): a sign-bit
 sketch orders unit vectors by angle closely enough to keep the memories above the floor.
 """
 
@@ -80,33 +80,34 @@ def query(
             p.add_query_term(term)
         for token in hints:
             p.add_hint(token)
-        allowed = index._alive[: p.size].copy()
+        allowed = index.arrays.alive[: p.size].copy()
         for id in exclude_ids:
             slot = index._slot_of.get(id)
             if slot is not None:
                 allowed[slot] = False
         lexical = ((p.fired != 0) | p.hinted) & allowed
-        sim = _similarity(index, p.size, qvector, _lexical_top(p, lexical), allowed)
+        sim = _similarity(index, p, qvector, lexical, allowed)
         cand = np.flatnonzero(lexical | (sim > FLOOR))
         if not len(cand):
             return []
         return _ranked(p, cand, lexical[cand], sim[cand], top_k, now)
 
 
-def _similarity(index, size, qvector, lexical_top, allowed) -> np.ndarray:
+def _similarity(index, p, qvector, lexical, allowed) -> np.ndarray:
     """The cosine of each slot with ``qvector`` (0 where not computed or not allowed);
-    beyond :data:`PREFILTER_FROM` slots, of the shortlist and ``lexical_top`` only."""
-    sim = np.zeros(size, dtype=np.float32)
-    matrix = index._vec
+    beyond :data:`PREFILTER_FROM` slots, of the shortlist and the lexical top only."""
+    size = p.size
+    sim = np.zeros(size, dtype=np.float64)
+    matrix = index.arrays.vec
     if qvector is None or not matrix.shape[1] or matrix.shape[1] > len(qvector):
-        return sim
+        return sim  # no query vector (or none held): no shortlist, no cosine to compute
     qvector = query_form(qvector, matrix.shape[1])
     if size < PREFILTER_FROM:
         sim[:] = similarities(matrix[:size], qvector)
     else:
         wanted = np.zeros(size, dtype=bool)  # a mask: cheaper than np.union1d's sort
-        wanted[_shortlist(index._bits[:size], qvector, allowed)] = True
-        wanted[lexical_top] = True
+        wanted[_shortlist(index.arrays.bits[:size], qvector, allowed)] = True
+        wanted[_lexical_top(p, lexical)] = True
         rows = np.flatnonzero(wanted)
         sim[rows] = similarities(matrix, qvector, rows)
     sim[~allowed] = 0.0
@@ -147,7 +148,7 @@ def _shortlist(bits: np.ndarray, qvector: np.ndarray, allowed: np.ndarray) -> np
 
 def _ranked(p, cand, lexical, sim, top_k: int, now: float) -> list[Scored]:
     index = p.index
-    days = np.maximum((now - index._updated[cand]) / SECONDS_PER_DAY, 0.0)
+    days = np.maximum((now - index.arrays.updated[cand]) / SECONDS_PER_DAY, 0.0)
     stale = days > STALE_DAYS
     lex = (
         p.score[cand]
@@ -158,7 +159,7 @@ def _ranked(p, cand, lexical, sim, top_k: int, now: float) -> list[Scored]:
     lex = np.where(lexical, np.maximum(lex, 0.0), 0.0)
     best = float(lex.max())
     lexical_norm = lex / best if best > 0 else lex
-    total = W_LEXICAL * lexical_norm + W_SIMILARITY * np.maximum(sim.astype(np.float64) - FLOOR, 0)
+    total = W_LEXICAL * lexical_norm + W_SIMILARITY * np.maximum(sim - FLOOR, 0.0)
     if len(cand) > top_k:
         kth = np.partition(total, len(total) - top_k)[len(total) - top_k]
         keep = total >= kth
@@ -170,7 +171,7 @@ def _ranked(p, cand, lexical, sim, top_k: int, now: float) -> list[Scored]:
         code = int(p.fired[slot])
         why = reasons(
             int(p.tags[slot]), code & TITLE, code & KW, code & _TEXT, bool(p.hinted[slot]),
-            is_stale, bool(index._explicit[slot]),
+            is_stale, bool(index.arrays.explicit[slot]),
         )  # fmt: skip
         hits.append(Scored(cast(str, index._ids[slot]), score, why + (REASON,) * similar))
     hits.sort(key=rank_key)

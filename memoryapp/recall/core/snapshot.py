@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import struct
 from array import array
+from dataclasses import replace
 
 import numpy as np
 
@@ -195,8 +196,8 @@ def dump(index: RecallIndex, model: str = "") -> bytes | None:
         token_ends, n_kw, sizes, arena = _posting_arrays(postings, tokens)
         rules = _rules(model).encode()
         head = _MAGIC + struct.pack("<II", FORMAT, len(rules)) + rules
-        sections: list[np.ndarray] = [token_ends, index._title_len[:n], n_kw, sizes, arena]
-        sections.append(index._doc_len[:n])
+        sections: list[np.ndarray] = [token_ends, index.arrays.title_len[:n], n_kw, sizes, arena]
+        sections.append(index.arrays.doc_len[:n])
         narrow, packed = _pack(sections)
         counts = _COUNTS.pack(n, len(tokens), len(id_blob), len(token_blob), len(arena), narrow)
         return b"".join(
@@ -206,13 +207,13 @@ def dump(index: RecallIndex, model: str = "") -> bytes | None:
                 id_blob,
                 token_blob,
                 packed[0],
-                index._updated[:n].astype("<f8").tobytes(),
-                index._fingerprint[:n].astype("<i8").tobytes(),
+                index.arrays.updated[:n].astype("<f8").tobytes(),
+                index.arrays.fingerprint[:n].astype("<i8").tobytes(),
                 packed[1],
-                index._explicit[:n].astype(np.uint8).tobytes(),
+                index.arrays.explicit[:n].astype(np.uint8).tobytes(),
                 *packed[2:],
-                struct.pack("<I", index._vec.shape[1]),
-                index._vec[:n].tobytes(),
+                struct.pack("<I", index.arrays.vec.shape[1]),
+                index.arrays.vec[:n].tobytes(),
             )
         )
 
@@ -286,10 +287,12 @@ def _load_vectors(index: RecallIndex, vec: np.ndarray) -> None:
     """The snapshot's vectors (and their sign bits) into the freshly reserved index."""
     n, dim = vec.shape
     if dim:
-        index._vec = np.zeros((len(index._updated), dim), dtype=np.int8)
-        index._vec[:n] = vec
-        index._bits = np.zeros((len(index._updated), dim // 8), dtype=np.uint8)
-        index._bits[:n] = sign_bits(vec)
+        capacity = len(index.arrays.updated)
+        matrix = np.zeros((capacity, dim), dtype=np.int8)
+        matrix[:n] = vec
+        bits = np.zeros((capacity, dim // 8), dtype=np.uint8)
+        bits[:n] = sign_bits(vec)
+        index.arrays = replace(index.arrays, vec=matrix, bits=bits)
 
 
 def load(data: bytes, model: str | None = None) -> RecallIndex | None:
@@ -346,12 +349,12 @@ def load(data: bytes, model: str | None = None) -> RecallIndex | None:
     index._reserve(n)
     index._ids = tuple(ids)  # untracked by the cycle collector (RecallIndex._writable_ids)
     index._slot_of = dict(zip(ids, range(n), strict=True))
-    index._updated[:n] = updated
-    index._fingerprint[:n] = fingerprint
-    index._title_len[:n] = title_len
-    index._doc_len[:n] = doc_len
-    index._alive[:n] = True
-    index._explicit[:n] = explicit.astype(bool)
+    index.arrays.updated[:n] = updated
+    index.arrays.fingerprint[:n] = fingerprint
+    index.arrays.title_len[:n] = title_len
+    index.arrays.doc_len[:n] = doc_len
+    index.arrays.alive[:n] = True
+    index.arrays.explicit[:n] = explicit.astype(bool)
     _load_vectors(index, vec.reshape(n, dim))
     # Every section is copied out of ``data`` (entries are views of the arena's copy:
     # postings are never edited in place, only replaced by merges and repacks), so

@@ -8,7 +8,7 @@ each component is at most 1/254). The row keeps the bytes with the model id
 never compared, it is recomputed (lazily on read, or by ``memory reembed``).
 
 The recall index holds the vectors of its slots in one ``(capacity, dim)`` int8
-matrix (``RecallIndex._vec``, renumbered with the other per-slot arrays); a slot
+matrix (``RecallIndex.arrays.vec``, renumbered with the other per-slot arrays); a slot
 without a vector is all zeros, which is similar to nothing.
 """
 
@@ -19,6 +19,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -118,20 +119,23 @@ def put(index, slot: int, vector: bytes | None) -> None:
     of another dimension (an embedder changed under a running process) is dropped:
     the slot stays similar to nothing until the row is embedded again.
     """
-    matrix = index._vec
+    arrays = index.arrays
     values = None if vector is None else index_form(np.frombuffer(vector, dtype=np.int8))
-    if values is not None and not matrix.shape[1] and len(values) % 8 == 0:
-        capacity = len(index._updated)
-        matrix = index._vec = np.zeros((capacity, len(values)), dtype=np.int8)
-        index._bits = np.zeros((capacity, len(values) // 8), dtype=np.uint8)
-    if not matrix.shape[1]:
+    if values is not None and not arrays.vec.shape[1] and len(values) % 8 == 0:
+        capacity = len(arrays.updated)
+        arrays = index.arrays = replace(
+            arrays,
+            vec=np.zeros((capacity, len(values)), dtype=np.int8),
+            bits=np.zeros((capacity, len(values) // 8), dtype=np.uint8),
+        )
+    if not arrays.vec.shape[1]:
         return
-    if values is None or len(values) != matrix.shape[1]:
-        matrix[slot] = 0
-        index._bits[slot] = 0
+    if values is None or len(values) != arrays.vec.shape[1]:
+        arrays.vec[slot] = 0
+        arrays.bits[slot] = 0
         return
-    matrix[slot] = values
-    index._bits[slot] = np.packbits(values > 0)
+    arrays.vec[slot] = values
+    arrays.bits[slot] = np.packbits(values > 0)
 
 
 def index_form(values: np.ndarray) -> np.ndarray:
@@ -166,11 +170,19 @@ def sign_bits(matrix: np.ndarray) -> np.ndarray:
 def similarities(
     matrix: np.ndarray, query: np.ndarray, rows: Sequence[int] | np.ndarray | None = None
 ) -> np.ndarray:
-    """Cosine of the float unit vector ``query`` with each int8 row (all, or ``rows``)."""
+    """Cosine of the float unit vector ``query`` with each int8 row (all, or ``rows``), float64.
+
+    Computed in float64 by ``einsum``, not BLAS: exact to ~1e-15 whatever the rows' number
+    or order, and on the calling thread. A float32 BLAS product rounded to ~1e-7 and its
+    rounding moved with OpenBLAS's thread split; and on 2 busy cores that product's
+    threads made a warm 100,000-memory recall ~6× slower (p50 16 ms
+    against 2.5 ms with OPENBLAS_NUM_THREADS=1, bench/SEMANTIC.md).
+    """
     block = matrix if rows is None else matrix[np.asarray(rows, dtype=np.int64)]
-    out = np.empty(len(block), dtype=np.float32)
-    q = (query / SCALE).astype(np.float32)
-    step = 4096  # float32 blocks of 4 MiB: BLAS speed without a copy of the whole matrix
+    q = np.asarray(query, dtype=np.float64) / SCALE
+    out = np.empty(len(block), dtype=np.float64)
+    step = 4096  # int8 → float64 blocks of 4 MiB: no float copy of the whole matrix
     for start in range(0, len(block), step):
-        out[start : start + step] = block[start : start + step].astype(np.float32) @ q
+        part = block[start : start + step]
+        np.einsum("ij,j->i", part, q, out=out[start : start + len(part)], casting="unsafe")
     return out
