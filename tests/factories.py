@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from django.contrib.auth.models import Group, Permission
 
 from memoryapp.api.testing import TokenClient, token_client
-from memoryapp.compliance import requests as desk
+from memoryapp.compliance import desk
 from memoryapp.models import DeskGrant, ErasureReceipt, Memory, SubjectRequest
 from memoryapp.permissions import COMPLIANCE_GROUP
 from tests._admin_support import make_staff

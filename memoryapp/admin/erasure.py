@@ -64,7 +64,7 @@ def erase_subject_view(modeladmin, request):
                 counts=counts,
                 total=sum(r["count"] for r in counts),
                 kept=found.get("project_memories_kept", 0),
-                authored=authored_count(subject),
+                authored=authored_count(subject, grants=reach),
             )
         else:
             try:

@@ -8,9 +8,9 @@ from memoryapp import permissions as perms
 from memoryapp.admin.compliance import can_lookup, can_see_exports, page
 from memoryapp.admin.responses import forbidden
 from memoryapp.compliance import receipt_as_dict
+from memoryapp.compliance.desk import urgency
 from memoryapp.compliance.desk_scope import visible_records, visible_requests
 from memoryapp.compliance.lookup import lookup
-from memoryapp.compliance.requests import urgency
 from memoryapp.models import ErasureReceipt, ExportRecord, SubjectRequest
 from memoryapp.rules.receipt_text import summarize
 
@@ -45,9 +45,9 @@ def can_see_requests(user) -> bool:
 def request_rows(found) -> list[dict]:
     """The found requests, each with its urgency badge (tone, words) when open and due soon."""
     rows = []
-    for made in found:
-        tone, words = URGENCY_BADGE.get(urgency(made), ("", ""))
-        rows.append({"request": made, "tone": tone, "urgency": words})
+    for subject_request in found:
+        tone, words = URGENCY_BADGE.get(urgency(subject_request), ("", ""))
+        rows.append({"request": subject_request, "tone": tone, "urgency": words})
     return rows
 
 

@@ -27,10 +27,10 @@ from memoryapp.admin.labels import (
 from memoryapp.admin.responses import json_download, worker_note
 from memoryapp.compliance import ErasureRequestError, erase, preview, purge_now
 from memoryapp.compliance.export import export_memories
-from memoryapp.compliance.selection import batches
 from memoryapp.fields import now
 from memoryapp.models import Memory, MemoryEvent, Scope
 from memoryapp.rules import validation
+from memoryapp.rules.batching import batches
 from memoryapp.rules.wording import plural
 from memoryapp.services import memories
 
@@ -410,9 +410,10 @@ class MemoryAdmin(SubjectSearch, StyledAdmin):
                 title="Erase memories permanently",
                 intro=[
                     "The selected memories and every audit event that describes them will be "
-                    "deleted from the database, and the database files rewritten (VACUUM) so "
-                    "that their text cannot be recovered. A receipt records who asked, when, "
-                    "and how many rows went from each table — never the erased text.",
+                    "deleted from the database, and their bytes purged from the database files "
+                    "by the configured purge method, so that their text cannot be recovered. A "
+                    "receipt records who asked, when, and how many rows went from each table — "
+                    "never the erased text.",
                 ],
                 warning="This cannot be undone.",
                 counts=count_rows(found["counts"]),

@@ -92,7 +92,7 @@ def overview(user) -> dict:
     except DatabaseError as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         problems.append(f"The copies' checks could not be counted: {first}")
-    from memoryapp.admin.requests import deadlines_line
+    from memoryapp.admin.subject_requests import deadlines_line
 
     try:
         data["requests"] = deadlines_line(user)
@@ -119,7 +119,7 @@ def _fold_users(rows: list[dict], user_namespaces: set[str]) -> list[dict]:
     """``rows`` with every user namespace (a user key) folded into one unnamed row.
 
     A user key with its memory count is what is held about a person: shown only to
-    those who may see holdings (:func:`~memoryapp.compliance.requests.may_see_holdings`),
+    those who may see holdings (:func:`~memoryapp.compliance.desk_scope.may_see_holdings`),
     as the desk shows them only on its erase page.
     """
     users = [r for r in rows if r["namespace"] in user_namespaces]

@@ -25,8 +25,8 @@ from memoryapp.admin.labels import (
 )
 from memoryapp.admin.responses import forbidden, worker_note
 from memoryapp.compliance import ErasureRequestError, erase, preview, purge_now
-from memoryapp.compliance.selection import batches
 from memoryapp.models import Memory, MemoryEvent, ReviewItem, ReviewStatus
+from memoryapp.rules.batching import batches
 from memoryapp.rules.wording import plural
 from memoryapp.services import review, review_edit
 

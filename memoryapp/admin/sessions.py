@@ -13,8 +13,8 @@ from memoryapp.admin.base import StyledAdmin, actor, db_for
 from memoryapp.admin.confirm import confirmation, confirmed, selection_changed
 from memoryapp.admin.filters import InputFilter, NamespaceFilter, SubjectFilter, SubjectSearch
 from memoryapp.admin.labels import admin_time, namespace_cell, two_lines
-from memoryapp.compliance.selection import batches
 from memoryapp.models import SessionSummary
+from memoryapp.rules.batching import batches
 from memoryapp.rules.wording import plural
 from memoryapp.services import summaries
 

@@ -25,8 +25,8 @@ from memoryapp.api.serializers.erasures import ReceiptSerializer
 from memoryapp.api.serializers.fields import NAMESPACE_MAX, StrictCharField
 from memoryapp.api.serializers.strict import StrictInput
 from memoryapp.compliance import desk_scope
+from memoryapp.compliance.desk import urgency
 from memoryapp.compliance.lookup import lookup
-from memoryapp.compliance.requests import urgency
 from memoryapp.models import (
     ErasureReceipt,
     ErasureTarget,

@@ -33,7 +33,7 @@ from memoryapp.api.views.base import (
     no_body,
     validated,
 )
-from memoryapp.compliance import requests as desk
+from memoryapp.compliance import desk
 from memoryapp.compliance.desk_scope import (
     may_handle_tenant,
     may_see_holdings,

@@ -140,7 +140,7 @@ def do_lookup(cmd, options) -> None:
                 for r in receipts
             ],
             "exports": [_export_line(e) for e in exports],
-            "requests": [request_facts(made) for made in requests],
+            "requests": [request_facts(subject_request) for subject_request in requests],
         }
         cmd.stdout.write(json.dumps(body, indent=2, ensure_ascii=False, default=str))
         return
@@ -149,8 +149,8 @@ def do_lookup(cmd, options) -> None:
         f"{plural(len(exports), 'export record', 'export records')}, "
         f"{plural(len(requests), 'subject request', 'subject requests')} name this user key."
     )
-    for made in requests:
-        cmd.stdout.write(f"request {request_line(made)}")
+    for subject_request in requests:
+        cmd.stdout.write(f"request {request_line(subject_request)}")
     for r in receipts:
         text = summarize(compliance.receipt_as_dict(r))
         cmd.stdout.write(f"receipt {r.pk}  {r.created_at:%Y-%m-%d %H:%M}  {text.headline}")

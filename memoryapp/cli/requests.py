@@ -1,6 +1,6 @@
 """``manage.py memory requests list|show|open|export|erase|close|extend``: the desk from a shell.
 
-The service is :mod:`memoryapp.compliance.requests`; this module only reads the
+The service is :mod:`memoryapp.compliance.desk`; this module only reads the
 command line and prints. The subject key is never taken from the command line
 (it would stay in shell history and show in ``ps``): ``open`` reads it from
 standard input (``--subject-stdin``) or asks for it without echo, and a
@@ -22,7 +22,7 @@ from django.core.management.base import CommandError
 from memoryapp.cli import cli_actor
 from memoryapp.cli.compliance import fail_unless_purged, print_receipt
 from memoryapp.cli.subject_key import read_subject
-from memoryapp.compliance import requests as desk
+from memoryapp.compliance import desk
 from memoryapp.compliance.holdings import holdings, kept
 from memoryapp.db.lookups import prefix_q
 from memoryapp.models import OPEN_STATUSES, ExportVia, RequestStatus, SubjectRequest, SubjectRight
@@ -144,34 +144,35 @@ def request_by_id(typed: str) -> SubjectRequest:
     return matches[0]
 
 
-def _due(made: SubjectRequest) -> str:
-    flag = URGENCY_WORDS.get(desk.urgency(made))
-    return f"{made.due_on}" + (f" ({flag})" if flag else "")
+def _due(subject_request: SubjectRequest) -> str:
+    flag = URGENCY_WORDS.get(desk.urgency(subject_request))
+    return f"{subject_request.due_on}" + (f" ({flag})" if flag else "")
 
 
-def _assignee(made: SubjectRequest) -> str:
-    return made.assignee.get_username() if made.assignee else "-"
+def _assignee(subject_request: SubjectRequest) -> str:
+    return subject_request.assignee.get_username() if subject_request.assignee else "-"
 
 
-def request_line(made: SubjectRequest) -> str:
+def request_line(subject_request: SubjectRequest) -> str:
     """One request on one line: id (12 characters), right, status, dates, assignee."""
     return (
-        f"{made.pk[:12]}  {made.right:<13} {made.status:<11} received {made.received_on}  "
-        f"due {_due(made)}  {_assignee(made)}"
+        f"{subject_request.pk[:12]}  {subject_request.right:<13} {subject_request.status:<11} "
+        f"received {subject_request.received_on}  "
+        f"due {_due(subject_request)}  {_assignee(subject_request)}"
     )
 
 
-def request_facts(made: SubjectRequest) -> dict:
+def request_facts(subject_request: SubjectRequest) -> dict:
     """A request as ``memory lookup --json`` prints it (no key: the request holds none)."""
     return {
-        "id": made.pk,
-        "right": made.right,
-        "status": made.status,
-        "received_on": made.received_on.isoformat(),
-        "due_on": made.due_on.isoformat(),
-        "urgency": desk.urgency(made),
-        "assignee": made.assignee.get_username() if made.assignee else None,
-        "closed_at": made.closed_at.isoformat() if made.closed_at else None,
+        "id": subject_request.pk,
+        "right": subject_request.right,
+        "status": subject_request.status,
+        "received_on": subject_request.received_on.isoformat(),
+        "due_on": subject_request.due_on.isoformat(),
+        "urgency": desk.urgency(subject_request),
+        "assignee": subject_request.assignee.get_username() if subject_request.assignee else None,
+        "closed_at": subject_request.closed_at.isoformat() if subject_request.closed_at else None,
     }
 
 
@@ -183,36 +184,46 @@ def do_list(cmd, options) -> None:
     if options["overdue"]:
         rows = rows.filter(status__in=OPEN_STATUSES, due_on__lt=desk.today())
     n = 0
-    for made in rows:
+    for subject_request in rows:
         n += 1
-        cmd.stdout.write(request_line(made))
+        cmd.stdout.write(request_line(subject_request))
     cmd.stdout.write(f"{plural(n, 'request', 'requests')}.")
 
 
 def do_show(cmd, options) -> None:
     """The request's facts, what was done for it, and its history with actors."""
-    made = request_by_id(options["id"])
+    subject_request = request_by_id(options["id"])
     write = cmd.stdout.write
-    write(f"Request {made.pk}")
-    write(f"  right: {made.get_right_display()}")
-    write(f"  status: {made.get_status_display()}")
-    write(f"  received: {made.received_on}   due: {_due(made)}")
-    if made.extension_months:
-        write(f"  extended by {made.extension_months} month(s): {made.extension_reason}")
-    write(f"  assignee: {_assignee(made)}")
-    spaces = made.namespace_count
+    write(f"Request {subject_request.pk}")
+    write(f"  right: {subject_request.get_right_display()}")
+    write(f"  status: {subject_request.get_status_display()}")
+    write(f"  received: {subject_request.received_on}   due: {_due(subject_request)}")
+    if subject_request.extension_months:
+        write(
+            f"  extended by {subject_request.extension_months} month(s): "
+            f"{subject_request.extension_reason}"
+        )
+    write(f"  assignee: {_assignee(subject_request)}")
+    spaces = subject_request.namespace_count
     write(f"  namespaces: {spaces if spaces else 'every namespace'}")
-    write(f"  exports: {', '.join(made.exports.values_list('id', flat=True)) or '-'}")
-    write(f"  erasure receipts: {', '.join(made.receipts.values_list('id', flat=True)) or '-'}")
-    if made.outcome:
-        write(f"  outcome: {made.outcome}")
-    for line in made.notes.splitlines():
+    write(f"  exports: {', '.join(subject_request.exports.values_list('id', flat=True)) or '-'}")
+    receipts = subject_request.receipts.values_list("id", flat=True)
+    write(f"  erasure receipts: {', '.join(receipts) or '-'}")
+    if subject_request.outcome:
+        write(f"  outcome: {subject_request.outcome}")
+    for line in subject_request.notes.splitlines():
         write(f"  note: {line}")
-    write(f"  opened by {made.created_by or '(not recorded)'} at {made.created_at:%Y-%m-%d %H:%M}")
-    if made.closed_at:
-        write(f"  closed at {made.closed_at:%Y-%m-%d %H:%M} (the subject key it held is dropped)")
+    write(
+        f"  opened by {subject_request.created_by or '(not recorded)'} "
+        f"at {subject_request.created_at:%Y-%m-%d %H:%M}"
+    )
+    if subject_request.closed_at:
+        write(
+            f"  closed at {subject_request.closed_at:%Y-%m-%d %H:%M} "
+            "(the subject key it held is dropped)"
+        )
     write("History:")
-    for event in made.history.order_by("at", "id"):
+    for event in subject_request.history.order_by("at", "id"):
         detail = f": {event.detail}" if event.detail else ""
         write(f"  {event.at:%Y-%m-%d %H:%M}  {event.get_action_display()} by {event.actor}{detail}")
 
@@ -225,7 +236,7 @@ def do_open(cmd, options) -> None:
         assignee = get_user_model().objects.filter(username=options["assignee"]).first()
         if assignee is None:
             raise CommandError(f"no user {options['assignee']!r} to assign the request to")
-    made = desk.open_request(
+    subject_request = desk.open_request(
         subject=read_subject(options),
         right=options["right"],
         actor=cli_actor(options),
@@ -234,17 +245,24 @@ def do_open(cmd, options) -> None:
         assignee=assignee,
         notes=options["notes"],
     )
-    cmd.stdout.write(f"Opened request {made.pk} ({made.get_right_display()}), due {made.due_on}.")
+    cmd.stdout.write(
+        f"Opened request {subject_request.pk} ({subject_request.get_right_display()}), "
+        f"due {subject_request.due_on}."
+    )
 
 
 # ------------------------------------------------------------------ actions
-def _open_sealed(made: SubjectRequest) -> desk.Sealed:
+def _open_sealed(subject_request: SubjectRequest) -> desk.Sealed:
     """The key an open request holds; a clear error when closed or unreadable."""
-    if not made.is_open:
-        raise CommandError(f"request {made.pk} is {made.get_status_display()}: it is closed")
-    sealed = desk.unseal(made)
+    if not subject_request.is_open:
+        raise CommandError(
+            f"request {subject_request.pk} is {subject_request.get_status_display()}: it is closed"
+        )
+    sealed = desk.unseal(subject_request)
     if sealed is None:
-        raise CommandError(f"request {made.pk}: its subject key cannot be read (key rotated away?)")
+        raise CommandError(
+            f"request {subject_request.pk}: its subject key cannot be read (key rotated away?)"
+        )
     return sealed
 
 
@@ -285,8 +303,8 @@ def _create(path: Path):
 
 def do_export(cmd, options) -> None:
     """Export the subject's data for the request into a new file; the record is linked."""
-    made = request_by_id(options["id"])
-    sealed = _open_sealed(made)
+    subject_request = request_by_id(options["id"])
+    sealed = _open_sealed(subject_request)
     path = Path(options["output"])
     if path.exists() or path.is_symlink():  # before any work: no export record for nothing
         raise CommandError(f"{path} exists: not overwritten (choose a new file)")
@@ -294,58 +312,63 @@ def do_export(cmd, options) -> None:
         raise CommandError(f"cannot write {path}: the directory {path.parent} does not exist")
     _warn_if_nothing(cmd, _held(sealed) | _kept(sealed), "the file will list no rows")
     with _create(path) as out:
-        documents = desk.export_for(made, actor=cli_actor(options), via=ExportVia.CLI)
+        documents = desk.export_for(subject_request, actor=cli_actor(options), via=ExportVia.CLI)
         json.dump({"documents": documents}, out, indent=2, ensure_ascii=False)
         out.write("\n")
     rows = sum(n for d in documents for k, n in d["counts"].items() if k != "erasure_receipts")
     cmd.stdout.write(
         f"Wrote {path}: {plural(rows, 'row', 'rows')} in "
         f"{plural(len(documents), 'document', 'documents')}; the export is recorded on "
-        f"request {made.pk}."
+        f"request {subject_request.pk}."
     )
 
 
 def do_erase(cmd, options) -> None:
     """Erase the subject's data for the request (asks unless ``--yes``); print the receipts."""
-    made = request_by_id(options["id"])
-    sealed = _open_sealed(made)
+    subject_request = request_by_id(options["id"])
+    sealed = _open_sealed(subject_request)
     held = _held(sealed)
     _warn_if_nothing(cmd, held, "the erasure will remove no rows")
     counts = ", ".join(f"{table} {n}" for table, n in held.items()) or "nothing"
     for kind, n in _kept(sealed).items():
         cmd.stdout.write(f"kept (project memories, not erased): {kind} {n}")
     cmd.confirm(
-        f"Permanently erase {counts} for request {made.pk}? This cannot be undone.", options
+        f"Permanently erase {counts} for request {subject_request.pk}? This cannot be undone.",
+        options,
     )
-    receipts = desk.erase_for(made, actor=cli_actor(options))
+    receipts = desk.erase_for(subject_request, actor=cli_actor(options))
     for receipt in receipts:
         print_receipt(cmd, receipt)
     ids = ", ".join(r.pk for r in receipts)
-    cmd.stdout.write(f"Receipt(s) {ids} linked to request {made.pk}.")
+    cmd.stdout.write(f"Receipt(s) {ids} linked to request {subject_request.pk}.")
     fail_unless_purged(receipts)
 
 
 def do_close(cmd, options) -> None:
     """Answer or refuse; the subject key the request held is dropped."""
-    made = request_by_id(options["id"])
-    if not made.is_open:
-        raise CommandError(f"request {made.pk} is {made.get_status_display()}: it is closed")
+    subject_request = request_by_id(options["id"])
+    if not subject_request.is_open:
+        raise CommandError(
+            f"request {subject_request.pk} is {subject_request.get_status_display()}: it is closed"
+        )
     refused = bool(options["refused"])  # closing needs no key: one rotated away is fine
-    desk.close(made, refused=refused, outcome=options["reason"], actor=cli_actor(options))
+    desk.close(
+        subject_request, refused=refused, outcome=options["reason"], actor=cli_actor(options)
+    )
     cmd.stdout.write(
-        f"Request {made.pk} {'refused' if refused else 'answered'}; "
+        f"Request {subject_request.pk} {'refused' if refused else 'answered'}; "
         "the subject key it held is dropped."
     )
 
 
 def do_extend(cmd, options) -> None:
     """Extend the deadline by ``--months`` with a reason; print the new due date."""
-    made = request_by_id(options["id"])
-    _open_sealed(made)
-    desk.extend(made, options["months"], options["reason"], actor=cli_actor(options))
+    subject_request = request_by_id(options["id"])
+    _open_sealed(subject_request)
+    desk.extend(subject_request, options["months"], options["reason"], actor=cli_actor(options))
     cmd.stdout.write(
-        f"Request {made.pk} extended by {plural(options['months'], 'month', 'months')}: "
-        f"due {made.due_on}."
+        f"Request {subject_request.pk} extended by {plural(options['months'], 'month', 'months')}: "
+        f"due {subject_request.due_on}."
     )
 
 

@@ -22,6 +22,8 @@ from typing import Any
 
 import httpx
 
+from memoryapp.rules.tool_results import REFUSED_SECRET, RecallCandidate, save_failed, saved
+
 __all__ = [
     "MemoryClient",
     "MemoryClientError",
@@ -37,7 +39,6 @@ __all__ = [
     "Unauthorized",
 ]
 
-REFUSED_SECRET = "Refused to save: content appears to contain sensitive credentials"
 MAX_PAGES = 1000  # a list longer than this (50,000 rows at the default page size) is an error
 _POSITIVE = re.compile(r"[1-9][0-9]{0,8}")  # a page number, as the server reads one
 
@@ -117,17 +118,8 @@ class RemoteMemory:
         return cls(**{k: v for k, v in data.items() if k in names})
 
 
-@dataclass(frozen=True)
-class RemoteCandidate:
-    """A recall hit (the facade's ``RecallCandidate``)."""
-
-    memory_id: str
-    scope: str
-    type: str
-    title: str
-    excerpt: str
-    score: float
-    reasons: list[str]
+class RemoteCandidate(RecallCandidate):
+    """A recall hit: the facade's :class:`~memoryapp.rules.tool_results.RecallCandidate`."""
 
 
 @dataclass(frozen=True)
@@ -283,11 +275,10 @@ class MemoryClient:
             if exc.is_secret:
                 return REFUSED_SECRET
             reasons = "; ".join(r for rs in exc.fields.values() for r in rs)
-            return f"Error saving memory: {reasons or exc}"
+            return save_failed(reasons or exc)
         except MemoryClientError as exc:
-            return f"Error saving memory: {exc}"
-        note = f" ({'; '.join(memory.warnings)})" if memory.warnings else ""
-        return f"Saved memory: {memory.key_normalized}{note}"
+            return save_failed(exc)
+        return saved(memory.key_normalized, memory.warnings)
 
     def delete(self, memory_id: str) -> bool:
         """Soft-delete a memory; False when it was not there (or not visible)."""

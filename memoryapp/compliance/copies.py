@@ -13,8 +13,10 @@ a receipt is *verified on every copy* only when each configured server reported 
 A checker claims a pending row (:func:`claim`, one conditional UPDATE) before scanning its
 server, for ``MEMORYAPP_COPY_CLAIM_SECONDS``: two workers never scan the same (receipt,
 server) at once, and a checker killed mid-scan leaves a claim that expires, after which
-the next one takes the row over. A result is written only under the claim it was
-scanned with (:func:`save`): a scan that outlived its claim changes nothing.
+the next one takes the row over. A scan renews its claim as it goes (:func:`keeper`), so
+a scan longer than the claim's term keeps it, and stops once another checker took it over.
+A result is written only under the claim it was scanned with (:func:`save`): a scan that
+lost its claim changes nothing.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ import dataclasses
 import datetime as dt
 import os
 import socket
+import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, transaction
 from django.db.models import F, Q
@@ -165,7 +168,10 @@ def check_pending(
                 pieces=_pieces(row),
                 lsn=row.lsn,
                 wait=wait,
+                heartbeat=keeper(row, checker, using=using),
             )
+        except ClaimLost:
+            continue  # taken over meanwhile: the new holder's result counts
         except (DatabaseError, OSError) as exc:  # the server is away: checked at a later round
             connections[row.server].close_if_unusable_or_obsolete()
             why = f"its server could not be reached ({type(exc).__name__})"
@@ -201,7 +207,10 @@ def verify_here(server: str, data_directory: str, *, using: str = DEFAULT_DB_ALI
                 lsn=row.lsn,
                 wait=conf.replica_replay_wait(),
                 data_directory=data_directory,
+                heartbeat=keeper(row, checker, using=using),
             )
+        except ClaimLost:
+            continue  # taken over meanwhile: the new holder's result counts
         except BaseException:
             release(row, checker, using=using)  # the next round (or checker) tries again
             raise
@@ -236,6 +245,41 @@ def claim(
     if taken:
         row.claimed_by, row.claimed_until = checker, until
     return bool(taken)
+
+
+class ClaimLost(Exception):
+    """A checker's claim on a copy check was taken over while it scanned (:func:`keeper`)."""
+
+
+def keeper(row: CopyCheck, checker: str, *, using: str = DEFAULT_DB_ALIAS) -> Callable[[], None]:
+    """The heartbeat of ``checker``'s scan of ``row``, called between files, chunks and polls.
+
+    Once a third of the claim's term has passed since the claim (or the last renewal),
+    it extends ``claimed_until`` by a full term, by one conditional UPDATE that holds
+    only while ``checker`` still owns the row: a scan longer than
+    ``MEMORYAPP_COPY_CLAIM_SECONDS`` keeps its row. When the row was taken over (the
+    claim expired while this process stalled), it raises :class:`ClaimLost` and the
+    scan stops, instead of reading on for a result :func:`save` would not write.
+    """
+    term = conf.copy_claim_seconds()
+    renewed = time.monotonic()
+
+    def beat() -> None:
+        nonlocal renewed
+        if time.monotonic() - renewed < term / 3:
+            return
+        until = now() + dt.timedelta(seconds=term)
+        held = (
+            CopyCheck.objects.using(using)
+            .filter(pk=row.pk, claimed_by=checker, outcome__in=PENDING)
+            .update(claimed_until=until)
+        )
+        if not held:
+            raise ClaimLost(f"copy check {row.pk} was taken over from {checker}")
+        row.claimed_until = until
+        renewed = time.monotonic()
+
+    return beat
 
 
 def release(row: CopyCheck, checker: str, *, using: str = DEFAULT_DB_ALIAS) -> None:

@@ -10,18 +10,19 @@ given). The result is a :class:`Check`; :mod:`.copies` records it.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import DatabaseError, connections
 
 from memoryapp.compliance.kept import explained as explained_by_kept_rows
-from memoryapp.compliance.selection import ROW_MODELS, batches
+from memoryapp.compliance.selection import ROW_MODELS
 from memoryapp.db import partitioning
 from memoryapp.db.purge import scan as byte_scan
 from memoryapp.db.purge import sql_scan
 from memoryapp.db.purge.vendors import for_connection
+from memoryapp.rules.batching import batches
 from memoryapp.rules.outcomes import Outcome
 
 REPLAY_POLL = 0.1
@@ -77,9 +78,10 @@ def position(alias: str) -> str:
         return sql_scan.current_lsn(cursor)
 
 
-def wait_for_replay(alias: str, lsn: str, seconds: float) -> bool:
+def wait_for_replay(alias: str, lsn: str, seconds: float, heartbeat=None) -> bool:
     """True once the server behind ``alias`` has replayed the primary's WAL up to ``lsn``
-    (at once for a primary or without a position), polling for at most ``seconds``."""
+    (at once for a primary or without a position), polling for at most ``seconds``;
+    ``heartbeat`` (if any) is called at each poll."""
     if not lsn:
         return True
     deadline = time.monotonic() + seconds
@@ -89,6 +91,8 @@ def wait_for_replay(alias: str, lsn: str, seconds: float) -> bool:
                 return True
             if time.monotonic() >= deadline:
                 return False
+            if heartbeat is not None:
+                heartbeat()
             time.sleep(REPLAY_POLL)
 
 
@@ -111,6 +115,7 @@ def check(
     lsn: str,
     wait: float,
     data_directory: str | None = None,
+    heartbeat: Callable[[], None] | None = None,
 ) -> Check:
     """Check the server behind ``alias`` for an erasure made on ``primary``.
 
@@ -118,11 +123,13 @@ def check(
     then no erased row may remain through SQL, and no fragment (``pieces``) in its files
     — read under ``data_directory`` (a verifier beside the server), else here when
     local, else through SQL — unless a kept row on the primary holds the same bytes.
-    A server that allows neither read is ``UNSCANNED``, with the reason.
+    A server that allows neither read is ``UNSCANNED``, with the reason. ``heartbeat``
+    is called while it waits and between the files or chunks it reads: the caller's
+    claim on the check is renewed there (:func:`memoryapp.compliance.copies.keeper`).
     """
     ident, role = identify(alias)
     base: dict[str, Any] = {"system_identifier": ident, "role": role}
-    if not wait_for_replay(alias, lsn, wait):
+    if not wait_for_replay(alias, lsn, wait, heartbeat):
         return Check(
             Outcome.NOT_CHECKED,
             f"it has not replayed the erasure yet (WAL position {lsn}) after {wait:g}s",
@@ -133,7 +140,7 @@ def check(
         return Check(Outcome.NOT_VERIFIED, f"{left} erased row(s) remain on it", **base)
     if not pieces:
         return Check(Outcome.UNSCANNED, "no erased value was long enough to probe", **base)
-    method, found, facts, problem = _scan(alias, tables, pieces, data_directory)
+    method, found, facts, problem = _scan(alias, tables, pieces, data_directory, heartbeat)
     if method == "":
         outcome = Outcome.NOT_VERIFIED if facts.get("transient") else Outcome.UNSCANNED
         return Check(outcome, problem, facts=facts, **base)
@@ -145,19 +152,19 @@ def check(
     return Check(Outcome.VERIFIED_BY_SCAN, "", method, facts=facts, **base)
 
 
-def _scan(alias: str, tables, pieces, data_directory: str | None) -> tuple:
+def _scan(alias: str, tables, pieces, data_directory: str | None, heartbeat=None) -> tuple:
     """``(method, found, facts, problem)``: ``method`` "" when no scan could run."""
     connection = connections[alias]
     vendor = for_connection(connection)
     if data_directory is not None:
         with connection.cursor() as cursor:
             paths = sql_scan.files_under(cursor, data_directory, tables)
-        return _files("verifier", paths, pieces)
+        return _files("verifier", paths, pieces, heartbeat)
     files = vendor.scan_files(connection, tables)
     if files.possible:
-        return _files("files", files.paths, pieces)
+        return _files("files", files.paths, pieces, heartbeat)
     try:
-        through = vendor.read_through_sql(connection, tables, pieces)
+        through = vendor.read_through_sql(connection, tables, pieces, heartbeat=heartbeat)
     except DatabaseError as exc:  # a standby cancels a long read that conflicts with replay
         return "", set(), {"transient": True}, f"the scan through SQL failed ({exc})"
     if through is None:
@@ -168,9 +175,9 @@ def _scan(alias: str, tables, pieces, data_directory: str | None) -> tuple:
     return "sql", through.found, {"files": through.files, "bytes": through.bytes}, ""
 
 
-def _files(method: str, paths: list[str], pieces) -> tuple:
+def _files(method: str, paths: list[str], pieces, heartbeat=None) -> tuple:
     read: dict[str, int] = {}
-    found, total = byte_scan.scan(paths, pieces, read=read)
+    found, total = byte_scan.scan(paths, pieces, read=read, heartbeat=heartbeat)
     missing = [p for p in paths if p not in read]  # rewritten (renamed) since listed
     if missing:
         return "", set(), {"transient": True}, f"{len(missing)} relation file(s) missing"

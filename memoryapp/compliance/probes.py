@@ -11,7 +11,8 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable
 
-from memoryapp.compliance.selection import ROW_MODELS, TEXT_FIELDS, batches
+from memoryapp.compliance.selection import ROW_MODELS, TEXT_FIELDS
+from memoryapp.rules.batching import batches
 
 PROBE_ROWS = 1000  # rows per table whose values are probed by the byte scan
 MAX_PIECES = 4000  # byte-scan fragments per database (the scan cost does not depend on it)

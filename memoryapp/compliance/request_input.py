@@ -1,7 +1,7 @@
 """What a data-subject request accepts: the subject key, its namespaces, and free text.
 
 Pure Python over plain values, used by the service
-(:mod:`memoryapp.compliance.requests`) before anything is stored, so the admin,
+(:mod:`memoryapp.compliance.desk`) before anything is stored, so the admin,
 the API and the command line refuse the same input with the same words. Checked
 at intake rather than later: a key or a namespace that export or erasure would
 refuse (too long, a NUL character) would otherwise leave an open request that

@@ -5,9 +5,10 @@ worker, ``memory erase --retry`` after a crash) must know the request — the
 subject key or namespace in clear — and, to byte-scan the files, fragments of
 the erased values. Both are personal data, so the receipt keeps them only as a
 Fernet token (AES-128-CBC + HMAC-SHA256) under a key derived from
-``MEMORYAPP_ERASURE_KEY``, which lives in the settings, never in the database,
-and drops the token once the purge is verified. The byte scan never finds the
-fragments in the token: it is ciphertext.
+``MEMORYAPP_ERASURE_KEY`` for this purpose (:mod:`memoryapp.compliance.sealing`),
+which lives in the settings, never in the database, and drops the token once
+the purge is verified. The byte scan never finds the fragments in the token: it
+is ciphertext.
 """
 
 from __future__ import annotations
@@ -16,25 +17,12 @@ import base64
 import datetime as dt
 import json
 
-from cryptography.fernet import Fernet, InvalidToken, MultiFernet
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-
-from memoryapp import conf
+from memoryapp.compliance import sealing
 from memoryapp.compliance.selection import Target
 
-_INFO = b"memoryapp.compliance.sealed-request"
-
-
-def _fernet_key(secret: bytes) -> bytes:
-    derived = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_INFO).derive(secret)
-    return base64.urlsafe_b64encode(derived)
-
-
-def _fernet() -> MultiFernet:
-    """The current key first (encrypts), then the fallbacks (decrypt older tokens)."""
-    secrets = [conf.erasure_key(), *conf.erasure_key_fallbacks()]
-    return MultiFernet([Fernet(_fernet_key(s)) for s in dict.fromkeys(secrets)])
+# The HKDF label of the erasures' sealed requests; the receipts stored were sealed under it:
+# never change it.
+PURPOSE = b"memoryapp.compliance.sealed-request"
 
 
 def seal(targets: list[Target], probes: dict[str, list[bytes]] | None = None) -> str:
@@ -46,16 +34,19 @@ def seal(targets: list[Target], probes: dict[str, list[bytes]] | None = None) ->
             for alias, pieces in (probes or {}).items()
         },
     }
-    return _fernet().encrypt(json.dumps(body, separators=(",", ":")).encode("utf-8")).decode()
+    return sealing.seal(PURPOSE, json.dumps(body, separators=(",", ":")))
 
 
 def unseal(token: str | None) -> tuple[list[Target], dict[str, list[bytes]]] | None:
     """Targets and fragments from :func:`seal`; None when absent or no known key opens it."""
     if not token:
         return None
+    text = sealing.unseal(PURPOSE, token)
+    if text is None:
+        return None
     try:
-        body = json.loads(_fernet().decrypt(token.encode("ascii")))
-    except (InvalidToken, ValueError):
+        body = json.loads(text)
+    except ValueError:
         return None
     targets = [target_from_dict(d) for d in body.get("targets", [])]
     probes = {

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeAlias, cast
 
@@ -23,6 +23,7 @@ from memoryapp.models import (
     SessionSummary,
     SliceChange,
 )
+from memoryapp.rules.batching import batches
 
 MEMORIES = Memory._meta.db_table
 SUMMARIES = SessionSummary._meta.db_table
@@ -110,14 +111,6 @@ TEXT_FIELDS = {
 
 DECIDED = (ReviewStatus.APPROVED, ReviewStatus.REJECTED)
 
-BATCH = 500  # ids per statement: far below SQLite's variable limit
-
-
-def batches(seq: Sequence, size: int = BATCH) -> Iterable[list]:
-    """``seq`` in lists of at most ``size`` items."""
-    for start in range(0, len(seq), size):
-        yield list(seq[start : start + size])
-
 
 def admin_log_available(alias: str) -> bool:
     """Whether the Django admin history table exists on ``alias`` (erased titles live there)."""
@@ -146,7 +139,7 @@ class Target:
 
     An ``ids`` target deletes exactly ``rows`` (table → ``(namespace, id)``
     pairs), resolved and authorised once before the target is built
-    (:func:`memoryapp.compliance.service.resolve_ids`): never "any row anywhere with
+    (:func:`memoryapp.compliance.service.resolve`): never "any row anywhere with
     that id" (ids are not unique across tables, nor across namespaces on
     PostgreSQL). ``ids`` keeps the ids as requested, for the receipt's count.
     ``extra_ids`` (table → ids; recorded ids on replay) are selected as well,

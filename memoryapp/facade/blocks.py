@@ -18,8 +18,9 @@ from memoryapp import metrics
 from memoryapp.conf import recall_ranking
 from memoryapp.models import Memory
 from memoryapp.rules import render
+from memoryapp.rules.tool_results import RecallCandidate
 from memoryapp.services import prompt
-from memoryapp.services.prompt import CONTEXT_TOP_K, EXCERPT_CHARS, RecallCandidate
+from memoryapp.services.prompt import CONTEXT_TOP_K, EXCERPT_CHARS
 
 if TYPE_CHECKING:
     from memoryapp.facade.problems import StoreProblems

@@ -22,7 +22,7 @@ from memoryapp.facade.queue import ReviewQueue
 from memoryapp.facade.sessions import SessionSummaries, new_session_id
 from memoryapp.facade.types import SEES_ALL, Reads, WipeResult
 from memoryapp.models import Memory, Source
-from memoryapp.rules import validation
+from memoryapp.rules import tool_results, validation
 from memoryapp.rules.errors import MemoryValidationError, SensitiveMemoryError
 from memoryapp.rules.guard import MemoryGuard
 from memoryapp.services import memories, reads, wipe
@@ -219,15 +219,13 @@ class MemoryManager(PromptBlocks, ReviewQueue, SessionSummaries):
         try:
             memory = self.upsert(key, value, tags, scope=scope, type=type, source=Source.EXPLICIT)
         except SensitiveMemoryError:
-            return "Refused to save: content appears to contain sensitive credentials"
+            return tool_results.REFUSED_SECRET
         except Exception as exc:  # the model gets the reason, the turn goes on
-            return f"Error saving memory: {_reason(exc)}"
+            return tool_results.save_failed(_reason(exc))
+        notes: list[str] = []
         if validation.key_is_cut(key):
-            return (
-                f"Saved memory: {memory.key_normalized} (the key was cut to its first "
-                f"{validation.MAX_KEY_CHARS} characters)"
-            )
-        return f"Saved memory: {memory.key_normalized}"
+            notes.append(f"the key was cut to its first {validation.MAX_KEY_CHARS} characters")
+        return tool_results.saved(memory.key_normalized, notes)
 
     def _wrote(self) -> None:
         self.write_version += 1

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memoryapp.services.prompt import RecallCandidate
+from memoryapp.rules.tool_results import RecallCandidate
 from memoryapp.services.slices import StoreSlice
 from memoryapp.services.wipe import WipeResult
 

@@ -121,7 +121,7 @@ class DjangoMemoryStore:
         self.using = using or DEFAULT_DB_ALIAS
         self.subject = subject
         self.actor = actor
-        # False: inserts get a server-drawn id (services.records.new_row_id), so that a
+        # False: inserts get a server-drawn id (interop.writes.new_row_id), so that a
         # caller sharing the tables with other tenants learns nothing from the id.
         self.keep_ids = keep_ids
         # Read by Agentao's MemoryManager: set when a store stands in for one

@@ -44,7 +44,7 @@ class SubjectRequest(models.Model):
 
     ``due_on`` is the received date plus one month plus ``extension_months``
     (Art. 12(3): at most two more, with ``extension_reason``); the service
-    (:mod:`memoryapp.compliance.requests`) keeps it consistent.
+    (:mod:`memoryapp.compliance.desk`) keeps it consistent.
     """
 
     id = models.CharField(primary_key=True, max_length=32, default=new_request_id, editable=False)
@@ -143,7 +143,7 @@ class DeskGrant(models.Model):
     is an exact tenant or a prefix ending in ``/`` (``acme/`` covers ``acme/`` and
     ``acme/eu/``). A user with no grant row handles every tenant's requests; one with
     grants sees and acts on the requests of the tenants they cover only
-    (:func:`memoryapp.compliance.requests.visible_requests`).
+    (:func:`memoryapp.compliance.desk_scope.visible_requests`).
     """
 
     user = models.ForeignKey(

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
 
 from django.db import DatabaseError, connections
 from django.db.models import Q, Value
@@ -30,6 +29,7 @@ from memoryapp.recall.core.scoring import Scored, rank_key
 from memoryapp.recall.core.tokens import path_hints, query_tokens
 from memoryapp.recall.rows import column_timestamp
 from memoryapp.rules import render
+from memoryapp.rules.tool_results import RecallCandidate
 from memoryapp.services.slices import StoreSlice
 
 logger = logging.getLogger(__name__)
@@ -49,19 +49,6 @@ _FACT_COLUMNS = (
     "updated_at",
     "id",
 )
-
-
-@dataclass(frozen=True)
-class RecallCandidate:
-    """A scored recall hit (docs/behaviour.md §13); ``excerpt`` is the content's first 200 chars."""
-
-    memory_id: str
-    scope: str
-    type: str
-    title: str
-    excerpt: str
-    score: float
-    reasons: list[str]
 
 
 SliceVersion = tuple[str, str, str, int]  # (alias, namespace, scope, change counter)

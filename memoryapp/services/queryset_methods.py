@@ -13,8 +13,8 @@ from memoryapp import querysets
 from memoryapp.conf import get_guard
 from memoryapp.models import Memory
 from memoryapp.rules import validation
+from memoryapp.rules.tool_results import RecallCandidate
 from memoryapp.services import memories, prompt
-from memoryapp.services.prompt import RecallCandidate
 from memoryapp.services.slices import StoreSlice
 from memoryapp.writes import store
 

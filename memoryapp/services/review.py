@@ -21,6 +21,7 @@ from memoryapp.conf import get_guard, user_database
 from memoryapp.fields import now
 from memoryapp.models import Memory, MemoryEvent, ReviewItem, ReviewStatus, Source
 from memoryapp.rules import crystallizer, validation
+from memoryapp.rules.batching import batches
 from memoryapp.rules.errors import MemoryValidationError, SensitiveMemoryError
 from memoryapp.rules.guard import MemoryGuard
 from memoryapp.services import memories
@@ -251,8 +252,6 @@ def _by_namespace(item_ids: Iterable[str], namespace: str | None, using: str):
     ids = list(dict.fromkeys(item_ids))
     if namespace is not None:
         return {namespace: ids} if ids else {}
-    from memoryapp.compliance.selection import batches
-
     pending = ReviewItem.objects.using(using).pending()
     found: dict[str, list[str]] = {}
     for batch in batches(ids):  # ids only: cheap at any count

@@ -15,6 +15,7 @@ from django.db import transaction
 from memoryapp.db import compiled, locks
 from memoryapp.models import MemoryEvent, SessionSummary
 from memoryapp.rules import validation
+from memoryapp.rules.batching import batches
 from memoryapp.rules.errors import MemoryValidationError, SensitiveMemoryError
 from memoryapp.rules.guard import MemoryGuard
 from memoryapp.services.slices import Binding
@@ -97,8 +98,6 @@ def delete_ids(*, ids: Iterable[str], using: str, actor: str = "") -> int:
     One ``summary_delete`` event per summary names ``actor``. In batches of 500
     ids (SQLite's bound-variable limit), in one transaction. Returns the count.
     """
-    from memoryapp.compliance.selection import batches
-
     rows = SessionSummary.objects.using(using)
     deleted = 0
     with transaction.atomic(using=using):

@@ -30,7 +30,7 @@ from memoryapp.api.permissions import DeclaredRule, declared_rule
 from memoryapp.api.serializers.memories import MemorySerializer
 from memoryapp.api.testing import token_client
 from memoryapp.api.views.base import MemoryAPIMixin, NamespacedViewSet, not_found
-from memoryapp.compliance.requests import open_request
+from memoryapp.compliance.desk import open_request
 from memoryapp.models import (
     ErasureReceipt,
     Memory,

@@ -92,7 +92,7 @@ def acme_rows():
     (item,) = mm.crystallize_user_messages([{"role": "user", "content": "We decided to use Go."}])
     owner = token_client("acme-owner", ["acme/"], write=True, erase=True)
     receipt = owner.post("/api/erasures/", {"ids": [mm.upsert("tmp", "x").id]}, format="json")
-    from memoryapp.compliance.requests import open_request
+    from memoryapp.compliance.desk import open_request
 
     request = open_request(subject=USER, right="erasure", actor="dpo")
     return {

@@ -13,7 +13,7 @@ from django.urls import NoReverseMatch, reverse
 from memoryapp import MemoryManager
 from memoryapp.api.testing import token_client
 from memoryapp.compliance import export
-from memoryapp.compliance.requests import assign, open_request
+from memoryapp.compliance.desk import assign, open_request
 from memoryapp.models import DeskGrant, ErasureReceipt, ReviewItem
 from tests._admin_support import ALICE, PASSWORD, PROJECT, make_staff, seed_tenant
 

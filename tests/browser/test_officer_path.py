@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from memoryapp.compliance import requests as desk
+from memoryapp.compliance import desk
 from memoryapp.models import ErasureReceipt, Memory, RequestStatus, SubjectRequest
 from tests._admin_support import ALICE, BOB, DESK_PERMS, PASSWORD, make_staff, seed_tenant
 

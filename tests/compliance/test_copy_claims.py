@@ -175,3 +175,48 @@ def test_a_new_result_for_a_copy_clears_an_old_scanners_claim():
     late = copy_scan.Check(Outcome.VERIFIED_BY_SCAN, method="sql", role="primary")
     assert copies.save(row, late, using="default", checker="old-scanner") == 0
     assert CopyCheck.objects.get(pk=row.pk).outcome == Outcome.UNSCANNED  # not overwritten
+
+
+def test_a_scan_longer_than_its_claim_renews_it_and_nobody_takes_the_row(
+    pending, settings, monkeypatch
+):
+    settings.MEMORYAPP_COPY_CLAIM_SECONDS = 1
+    row = pending[0]
+    tries: list[bool] = []
+
+    def long_scan(alias, *, heartbeat, **kwargs):
+        for _ in range(12):  # 2.4 s: more than two terms of the claim
+            time.sleep(0.2)
+            heartbeat()
+            tries.append(copies.claim(CopyCheck.objects.get(pk=row.pk), "host:9:another"))
+        return copy_scan.Check(Outcome.VERIFIED_BY_SCAN, method="sql", role="replica")
+
+    monkeypatch.setattr(copy_scan, "check", long_scan)
+    assert copies.check_pending(receipt=row.receipt) == 1
+    assert tries == [False] * 12  # held from the first read to the last
+    row.refresh_from_db()
+    assert (row.outcome, row.attempts, row.claimed_by) == (Outcome.VERIFIED_BY_SCAN, 1, "")
+
+
+def test_a_scan_whose_claim_was_taken_over_stops_at_its_next_heartbeat(
+    pending, settings, monkeypatch
+):
+    settings.MEMORYAPP_COPY_CLAIM_SECONDS = 1
+    row = pending[0]
+    reads_after: list[int] = []
+
+    def stalled_scan(alias, *, heartbeat, **kwargs):
+        # This process stalled past its claim's term; another checker took the row over.
+        past = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=5)
+        CopyCheck.objects.filter(pk=row.pk).update(claimed_until=past)
+        assert copies.claim(CopyCheck.objects.get(pk=row.pk), "host:8:next")
+        time.sleep(0.4)  # past a third of the term: the next heartbeat renews, or finds it lost
+        heartbeat()
+        reads_after.append(1)  # never reached
+        return copy_scan.Check(Outcome.NOT_VERIFIED, reason="what the stalled scan found")
+
+    monkeypatch.setattr(copy_scan, "check", stalled_scan)
+    assert copies.check_pending(receipt=row.receipt) == 0
+    assert reads_after == []
+    row.refresh_from_db()
+    assert (row.outcome, row.claimed_by, row.attempts) == (Outcome.NOT_CHECKED, "host:8:next", 0)

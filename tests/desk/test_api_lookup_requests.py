@@ -11,7 +11,7 @@ import datetime as dt
 import pytest
 from rest_framework.test import APIClient
 
-from memoryapp.compliance import requests as desk
+from memoryapp.compliance import desk
 from tests._admin_support import ALICE, BOB, OPERATOR_PERMS, make_staff
 from tests.factories import make_officer
 

@@ -10,7 +10,7 @@ import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
-from memoryapp.compliance import requests as desk
+from memoryapp.compliance import desk
 from memoryapp.models import ErasureReceipt, ExportRecord, SubjectRequest, SubjectRequestEvent
 from tests._admin_support import (
     ALICE,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from memoryapp.compliance import requests as desk
+from memoryapp.compliance import desk
 from memoryapp.compliance.request_input import RequestError
 from memoryapp.models import SubjectRequest
 from tests._admin_support import (

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from memoryapp import MemoryManager
-from memoryapp.compliance import requests as desk
+from memoryapp.compliance import desk
 from memoryapp.models import Memory
 from tests._admin_support import ERASE_SUBJECT, EXPORT, client_for
 from tests.desk.test_desk_tenant_records import wipe_officer, wipe_officer_api
@@ -43,6 +43,10 @@ def test_the_admin_export_and_erase_stay_in_the_officers_tenants(across):
     assert b"make test for acme" in body and SECRET.encode() not in body
     confirm = client.post(ERASE_SUBJECT, {"subject": KEY, "include_authored": "on"})
     assert b"globex/support" not in confirm.content
+    # The project memory written in globex/ is not counted either (1 of the 2 written).
+    assert b"The 1 project memory this user wrote" in confirm.content
+    kept = client.post(ERASE_SUBJECT, {"subject": KEY})
+    assert b"1 project memory this user wrote will be" in kept.content
     done = client.post(ERASE_SUBJECT, {"subject": KEY, "include_authored": "on", "post": "yes"})
     assert done.status_code == 302, done.content
     assert _globex_row_kept()

@@ -11,7 +11,7 @@ import pytest
 from django.db import connection
 
 from memoryapp import MemoryManager, compliance
-from memoryapp.compliance import requests as desk
+from memoryapp.compliance import desk
 from memoryapp.models import ErasureReceipt, ExportRecord, Memory, ReceiptState
 from tests._admin_support import ERASE_SUBJECT, EXPORT, RECEIPTS, WIPE, client_for
 from tests.factories import make_officer, make_staff_api

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from memoryapp.api.testing import token_client
-from memoryapp.compliance import requests as desk
+from memoryapp.compliance import desk
 from memoryapp.compliance.desk_scope import tenant_of, visible_requests
 from memoryapp.models import DeskGrant, SubjectRequest
 from tests._admin_support import client_for, make_staff

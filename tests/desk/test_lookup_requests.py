@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from memoryapp.compliance import requests as desk
+from memoryapp.compliance import desk
 from memoryapp.compliance.lookup import lookup
 from memoryapp.compliance.receipts import keyed_hmac
 from memoryapp.models import RequestStatus, SubjectRequest, SubjectRequestEvent

@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from memoryapp.compliance import requests as desk
+from memoryapp.compliance import desk
 from tests._admin_support import ALICE, BOB, RECEIPTS, client_for, make_staff
 
 pytestmark = pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""The desk's actions on a request's admin page (admin/desk.py): each through the service,
+"""The desk's actions on a request's admin page (admin/desk_actions.py): each through the service,
 each in the history with its actor, destructive ones confirmed, refusals shown."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import json
 import pytest
 from django.db import connection
 
-from memoryapp.compliance import requests as desk
+from memoryapp.compliance import desk
 from memoryapp.compliance.holdings import holdings
 from memoryapp.models import (
     ErasureReceipt,

@@ -11,7 +11,7 @@ import sys
 import pytest
 from django.core.management import CommandError, call_command
 
-from memoryapp.compliance import requests as desk
+from memoryapp.compliance import desk
 from memoryapp.compliance.request_input import MAX_NAMESPACES, MAX_TEXT_CHARS
 from memoryapp.compliance.request_input import clean_text as clean
 from memoryapp.models import SubjectRequest, SubjectRequestEvent

@@ -14,8 +14,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from memoryapp import MemoryManager
-from memoryapp.compliance import erase, export
-from memoryapp.compliance import requests as desk
+from memoryapp.compliance import desk, erase, export
 from memoryapp.compliance.holdings import KEPT_AUTHORED, KEPT_CONTRIBUTED, holdings, kept
 from memoryapp.models import Memory, ReviewItem
 from tests._admin_support import ALICE, PROJECT, client_for, make_staff, seed_tenant

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from memoryapp.compliance import requests as desk
+from memoryapp.compliance import desk
 from memoryapp.models import SubjectRequest, SubjectRequestEvent
 from memoryapp.rules.key_scrub import normal_form
 

@@ -10,7 +10,7 @@ import threading
 import pytest
 from django.db import connection
 
-from memoryapp.compliance import requests as desk
+from memoryapp.compliance import desk
 from memoryapp.compliance.holdings import holdings
 from memoryapp.models import (
     ErasureReceipt,

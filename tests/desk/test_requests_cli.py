@@ -15,7 +15,7 @@ import pytest
 from django.conf import settings as django_settings
 from django.core.management import CommandError, call_command
 
-from memoryapp.compliance import requests as desk
+from memoryapp.compliance import desk
 from memoryapp.models import (
     ErasureReceipt,
     ExportRecord,

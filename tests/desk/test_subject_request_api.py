@@ -7,7 +7,7 @@ from django.contrib.auth.models import Group
 
 from memoryapp import permissions as perms
 from memoryapp.api.testing import token_client
-from memoryapp.compliance.requests import open_request
+from memoryapp.compliance.desk import open_request
 from memoryapp.models import ErasureReceipt, ExportRecord, Memory, ReceiptState, SubjectRequest
 from tests._admin_support import ALICE, BOB, OPERATOR_PERMS, make_staff, seed_tenant
 from tests.factories import make_staff_api

@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 from django.db import connection
 
-from memoryapp.compliance import requests as desk
+from memoryapp.compliance import desk
 from memoryapp.compliance.holdings import holdings
 from memoryapp.compliance.receipts import keyed_hmac
 from memoryapp.models import (

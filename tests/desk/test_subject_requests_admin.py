@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from memoryapp.compliance import requests as desk
+from memoryapp.compliance import desk
 from memoryapp.models import SubjectRequest
 from tests._admin_support import ALICE, BOB, OPERATOR_PERMS, client_for, make_staff
 

@@ -134,9 +134,11 @@ class VendorPurge:
         """The files holding ``tables`` that this process can read."""
         return ScanFiles([], "no files to scan")
 
-    def read_through_sql(self, connection, tables: Sequence[str], pieces: Sequence[bytes]):
+    def read_through_sql(
+        self, connection, tables: Sequence[str], pieces: Sequence[bytes], *, heartbeat=None
+    ):
         """The byte scan through the server's own SQL functions, or None where the vendor
-        has none (:mod:`.sql_scan`: PostgreSQL)."""
+        has none (:mod:`.sql_scan`: PostgreSQL); ``heartbeat`` as :func:`.sql_scan.scan`'s."""
         return None
 
     def caveats(self, connection) -> list[str]:

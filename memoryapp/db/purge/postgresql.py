@@ -412,14 +412,14 @@ class PostgresPurge(VendorPurge):
         """The relation files to scan, or why there are none (:mod:`.pg_files`)."""
         return pg_files.scan_files(connection, tables)
 
-    def read_through_sql(self, connection, tables, pieces) -> sql_scan.SqlScan:
+    def read_through_sql(self, connection, tables, pieces, *, heartbeat=None) -> sql_scan.SqlScan:
         """The byte scan through ``pg_read_binary_file`` (:mod:`.sql_scan`); a note says
         why it cannot run when this role lacks the grants."""
         with connection.cursor() as cursor:
             missing = sql_scan.unreadable(cursor)
             if missing:
                 return sql_scan.SqlScan(note=missing)
-            return sql_scan.scan(cursor, tables, pieces)
+            return sql_scan.scan(cursor, tables, pieces, heartbeat=heartbeat)
 
     def caveats(self, connection) -> list[str]:
         return [

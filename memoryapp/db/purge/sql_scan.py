@@ -13,7 +13,7 @@ bytes are searched here.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from django.db import DatabaseError
@@ -117,12 +117,20 @@ def _finder(pieces: Sequence[bytes]) -> Finder:
     return Finder(pieces) if short else FileFinder(pieces)
 
 
-def scan(cursor, tables: Sequence[str], pieces: Sequence[bytes], *, chunk: int = CHUNK) -> SqlScan:
+def scan(
+    cursor,
+    tables: Sequence[str],
+    pieces: Sequence[bytes],
+    *,
+    chunk: int = CHUNK,
+    heartbeat: Callable[[], None] | None = None,
+) -> SqlScan:
     """Read ``tables``' files (and ``pg_statistic``'s) through SQL; which ``pieces`` occur.
 
     Each relation's 1 GB segments (``path``, ``path.1``, …) are read up to the size the
     server reports for it; a segment missing or shorter than that means another session
-    rewrote the relation meanwhile (``transient``).
+    rewrote the relation meanwhile (``transient``). ``heartbeat``, when given, is called
+    before each chunk read (it may raise to stop the scan).
     """
     result = SqlScan()
     if not pieces:
@@ -137,7 +145,9 @@ def scan(cursor, tables: Sequence[str], pieces: Sequence[bytes], *, chunk: int =
                 name = path if number == 0 else f"{path}.{number}"
                 want = min(segment, size - number * segment)
                 try:
-                    got = _read_file(cursor, name, want, chunk, finder, overlap, result.found)
+                    got = _read_file(
+                        cursor, name, want, chunk, finder, overlap, result.found, heartbeat
+                    )
                 except DatabaseError as exc:
                     result.note = f"{name} could not be read ({str(exc).strip().splitlines()[0]})"
                     result.transient = "could not open" in str(exc) or "No such file" in str(exc)
@@ -151,11 +161,15 @@ def scan(cursor, tables: Sequence[str], pieces: Sequence[bytes], *, chunk: int =
     return result
 
 
-def _read_file(cursor, name: str, want: int, chunk: int, finder, overlap: int, found) -> int:
+def _read_file(
+    cursor, name: str, want: int, chunk: int, finder, overlap: int, found, heartbeat=None
+) -> int:
     """Search ``want`` bytes of one file, ``chunk`` at a time; the bytes read."""
     offset = 0
     tail = b""
     while offset < want:
+        if heartbeat is not None:
+            heartbeat()
         cursor.execute("SELECT pg_read_binary_file(%s, %s, %s)", [name, offset, chunk])
         data = bytes(cursor.fetchone()[0] or b"")
         if not data:

@@ -3,28 +3,24 @@
 The service behind the admin desk, the API (``/api/subject-requests/``) and tests.
 While a request is open it holds the subject key and its namespaces encrypted
 (``SubjectRequest.sealed``, a Fernet token under a key derived from
-``MEMORYAPP_ERASURE_KEY`` with its own label); closing it drops the token, so
-what remains names the subject only by keyed HMAC. Every action writes a history
-entry with its actor; no entry, note nor actor holds the subject key (it is
-replaced by a placeholder, as receipts do).
+``MEMORYAPP_ERASURE_KEY`` for its own purpose: :mod:`memoryapp.compliance.sealing`);
+closing it drops the token, so what remains names the subject only by keyed HMAC.
+Every action writes a history entry with its actor; no entry, note nor actor
+holds the subject key (it is replaced by a placeholder, as receipts do).
 """
 
 from __future__ import annotations
 
-import base64
 import calendar
 import datetime as dt
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from cryptography.fernet import Fernet, InvalidToken, MultiFernet
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from django.db import transaction
 
-from memoryapp import conf
 from memoryapp import permissions as perms
+from memoryapp.compliance import sealing
 from memoryapp.compliance.desk_scope import (
     may_handle_tenant,
     tenant_of,
@@ -54,8 +50,9 @@ from memoryapp.models import (
     SubjectRight,
 )
 
-# A distinct HKDF label from the erasures' sealed requests: one derived key per use.
-_INFO = b"memoryapp.compliance.subject-request"
+# A distinct HKDF label from the erasures' sealed requests: one derived key per use. The
+# requests already stored were sealed under it: never change it.
+PURPOSE = b"memoryapp.compliance.subject-request"
 MAX_EXTENSION_MONTHS = 2  # GDPR Art. 12(3)
 DUE_SOON_DAYS = 7
 REFERENCE_CHARS = SubjectRequest._meta.get_field("reference").max_length or 200
@@ -89,18 +86,9 @@ def today() -> dt.date:
 
 
 # ------------------------------------------------------------------ sealing the key
-def _fernet() -> MultiFernet:
-    """The current key first (encrypts), then the fallbacks (decrypt older tokens)."""
-    keys = []
-    for secret in dict.fromkeys([conf.erasure_key(), *conf.erasure_key_fallbacks()]):
-        derived = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_INFO).derive(secret)
-        keys.append(Fernet(base64.urlsafe_b64encode(derived)))
-    return MultiFernet(keys)
-
-
 def _seal(subject: str, namespaces: Sequence[str]) -> str:
     body = json.dumps({"subject": subject, "namespaces": list(namespaces)})
-    return _fernet().encrypt(body.encode("utf-8")).decode("ascii")
+    return sealing.seal(PURPOSE, body)
 
 
 @dataclass(frozen=True)
@@ -116,9 +104,12 @@ def unseal(request: SubjectRequest) -> Sealed | None:
     """The subject key and namespaces of an open request; None once closed (or no key opens it)."""
     if not request.sealed:
         return None
+    text = sealing.unseal(PURPOSE, request.sealed)
+    if text is None:
+        return None
     try:
-        body = json.loads(_fernet().decrypt(request.sealed.encode("ascii")))
-    except (InvalidToken, ValueError):
+        body = json.loads(text)
+    except ValueError:
         return None
     return Sealed(str(body["subject"]), tuple(body.get("namespaces") or ()))
 

@@ -1,7 +1,7 @@
 """The actions on a data-subject request, posted from its admin change page.
 
 Each action is a small POST form on the request's page, handled here through
-the service (:mod:`memoryapp.compliance.requests`), so each one lands in the
+the service (:mod:`memoryapp.compliance.desk`), so each one lands in the
 request's history with its actor and the same rules hold as in the API: start,
 assign, extend, note, export, erase, answer and refuse. The destructive ones
 (erase, and closing, which drops the subject key) show a confirmation first;
@@ -29,8 +29,7 @@ from memoryapp.admin.compliance import ERASE_PERM, EXPORT_PERM, page
 from memoryapp.admin.confirm import confirmed
 from memoryapp.admin.labels import TABLE_LABELS, namespace_label
 from memoryapp.admin.responses import forbidden, json_download, worker_note
-from memoryapp.compliance import purge_now
-from memoryapp.compliance import requests as desk
+from memoryapp.compliance import desk, purge_now
 from memoryapp.compliance.desk_scope import visible_requests
 from memoryapp.compliance.holdings import (
     KEPT_AUTHORED,
@@ -60,12 +59,12 @@ class Action:
 
 
 # ------------------------------------------------------------------ the small ones
-def _start(modeladmin, request, made: SubjectRequest) -> str:
-    desk.start(made, actor=actor(request))
+def _start(modeladmin, request, subject_request: SubjectRequest) -> str:
+    desk.start(subject_request, actor=actor(request))
     return "The request is in progress."
 
 
-def _assign(modeladmin, request, made: SubjectRequest) -> str:
+def _assign(modeladmin, request, subject_request: SubjectRequest) -> str:
     chosen = request.POST.get("assignee", "").strip()
     user = None
     if chosen:
@@ -74,21 +73,21 @@ def _assign(modeladmin, request, made: SubjectRequest) -> str:
         user = get_user_model().objects.filter(pk=int(chosen)).first() if known else None
         if user is None:
             raise desk.RequestError("No such user.")
-    desk.assign(made, user, actor=actor(request))
+    desk.assign(subject_request, user, actor=actor(request))
     return f"Assigned to {user.get_username()}." if user else "The request is unassigned."
 
 
-def _extend(modeladmin, request, made: SubjectRequest) -> str:
+def _extend(modeladmin, request, subject_request: SubjectRequest) -> str:
     try:
         months = int(request.POST.get("months", ""))
     except ValueError:
         raise desk.RequestError("Choose 1 or 2 months.") from None
-    desk.extend(made, months, request.POST.get("reason", ""), actor=actor(request))
-    return f"The deadline is now {date_format(made.due_on, 'DATE_FORMAT')}."
+    desk.extend(subject_request, months, request.POST.get("reason", ""), actor=actor(request))
+    return f"The deadline is now {date_format(subject_request.due_on, 'DATE_FORMAT')}."
 
 
-def _note(modeladmin, request, made: SubjectRequest) -> str:
-    desk.add_note(made, request.POST.get("text", ""), actor=actor(request))
+def _note(modeladmin, request, subject_request: SubjectRequest) -> str:
+    desk.add_note(subject_request, request.POST.get("text", ""), actor=actor(request))
     return "The note was added."
 
 
@@ -99,15 +98,19 @@ def holds_anything(sealed: desk.Sealed) -> bool:
     return holds_any(sealed.subject, sealed.namespaces)
 
 
-def _export(modeladmin, request, made: SubjectRequest) -> HttpResponse | str:
+def _export(modeladmin, request, subject_request: SubjectRequest) -> HttpResponse | str:
     """One click: the download; a subject holding nothing is a warning page first."""
-    sealed = desk.require_open(made)
+    sealed = desk.require_open(subject_request)
     if not confirmed(request) and not holds_anything(sealed):
-        return _confirm_page(modeladmin, request, made, step="empty", action="export")
-    documents = desk.export_for(made, actor=actor(request), via=ExportVia.ADMIN, user=request.user)
+        return _confirm_page(modeladmin, request, subject_request, step="empty", action="export")
+    documents = desk.export_for(
+        subject_request, actor=actor(request), via=ExportVia.ADMIN, user=request.user
+    )
     document = documents[0] if len(documents) == 1 else {"documents": documents}
     # Named by the request (hex id), never by the subject key.
-    return json_download(document, f"export-request-{made.pk[:8]}-{now():%Y%m%d-%H%M%S}.json")
+    return json_download(
+        document, f"export-request-{subject_request.pk[:8]}-{now():%Y%m%d-%H%M%S}.json"
+    )
 
 
 # ------------------------------------------------------------------ erase
@@ -148,24 +151,26 @@ def _rows(sealed: desk.Sealed, found: dict[str, dict[str, int]], labels: dict) -
     ]
 
 
-def _erase(modeladmin, request, made: SubjectRequest) -> HttpResponse | str:
+def _erase(modeladmin, request, subject_request: SubjectRequest) -> HttpResponse | str:
     """The holdings and a confirmation; confirmed, the erasure and its receipts, linked."""
-    if made.right not in ERASABLE_RIGHTS:
-        raise desk.RequestError(NOT_ERASABLE.format(right=made.get_right_display()))
-    sealed = desk.require_open(made)
+    if subject_request.right not in ERASABLE_RIGHTS:
+        raise desk.RequestError(NOT_ERASABLE.format(right=subject_request.get_right_display()))
+    sealed = desk.require_open(subject_request)
     if not confirmed(request):
         rows = holdings_rows(sealed, request.user)
         return _confirm_page(
             modeladmin,
             request,
-            made,
+            subject_request,
             step="erase",
             action="erase",
             rows=rows,
             total=sum(r["count"] for r in rows),
             kept=kept_rows(sealed, request.user),
         )
-    receipts = desk.erase_for(made, actor=actor(request), purge=purge_now(), user=request.user)
+    receipts = desk.erase_for(
+        subject_request, actor=actor(request), purge=purge_now(), user=request.user
+    )
     links = format_html_join(
         ", ",
         '<a href="{}">{}</a>',
@@ -177,16 +182,18 @@ def _erase(modeladmin, request, made: SubjectRequest) -> HttpResponse | str:
 
 # ------------------------------------------------------------------ closing
 def _close(refused: bool):
-    def run(modeladmin, request, made: SubjectRequest) -> HttpResponse | str:
-        sealed = desk.require_closable(made)  # a key rotated away: still closable
+    def run(modeladmin, request, subject_request: SubjectRequest) -> HttpResponse | str:
+        sealed = desk.require_closable(subject_request)  # a key rotated away: still closable
         # Checked and cleared of the key before the confirmation: the page shows (and
         # posts back) what will be recorded, never the key, and a secret is refused
         # before it is echoed into a page.
         outcome = desk.checked_outcome(sealed, request.POST.get("outcome", ""), refused=refused)
         if not confirmed(request):
             step = "refuse" if refused else "answer"
-            return _confirm_page(modeladmin, request, made, step=step, action=step, outcome=outcome)
-        desk.close(made, refused=refused, outcome=outcome, actor=actor(request))
+            return _confirm_page(
+                modeladmin, request, subject_request, step=step, action=step, outcome=outcome
+            )
+        desk.close(subject_request, refused=refused, outcome=outcome, actor=actor(request))
         return (
             "The request is refused and closed; the subject key is dropped."
             if refused
@@ -219,12 +226,12 @@ def action_view(modeladmin, request, object_id: str, name: str) -> HttpResponse:
             return forbidden(modeladmin, request, perm, action.label)
     if request.method != "POST":
         return HttpResponseNotAllowed(["POST"])
-    made = find_request(object_id, request.user)
-    if made is None:
+    subject_request = find_request(object_id, request.user)
+    if subject_request is None:
         raise Http404("No such request.")
-    change = reverse("admin:memoryapp_subjectrequest_change", args=[made.pk])
+    change = reverse("admin:memoryapp_subjectrequest_change", args=[subject_request.pk])
     try:
-        result = action.run(modeladmin, request, made)
+        result = action.run(modeladmin, request, subject_request)
     except desk.RequestError as exc:
         modeladmin.message_user(request, f"{action.label}: {exc}", messages.ERROR)
         return HttpResponseRedirect(change)
@@ -243,16 +250,18 @@ def find_request(object_id: str, user=None) -> SubjectRequest | None:
     return visible_requests(user).filter(pk=object_id).first()
 
 
-def _confirm_page(modeladmin, request, made: SubjectRequest, *, step: str, action: str, **extra):
+def _confirm_page(
+    modeladmin, request, subject_request: SubjectRequest, *, step: str, action: str, **extra
+):
     response = page(
         modeladmin,
         request,
         CONFIRM_TEMPLATE,
-        title=f"{ACTIONS[action].label}: request {made.pk[:8]}",
+        title=f"{ACTIONS[action].label}: request {subject_request.pk[:8]}",
         step=step,
-        made=made,
-        action_url=reverse("admin:memoryapp_subjectrequest_act", args=[made.pk, action]),
-        change_url=reverse("admin:memoryapp_subjectrequest_change", args=[made.pk]),
+        subject_request=subject_request,
+        action_url=reverse("admin:memoryapp_subjectrequest_act", args=[subject_request.pk, action]),
+        change_url=reverse("admin:memoryapp_subjectrequest_change", args=[subject_request.pk]),
         **extra,
     )
     response["Cache-Control"] = "no-store"
@@ -270,30 +279,32 @@ def urls(modeladmin) -> list:
 
 
 # ------------------------------------------------------------------ the change page
-def assignable_users(made: SubjectRequest | None = None):
-    """Active staff who may handle requests (``made``: this one, by their desk grants;
+def assignable_users(subject_request: SubjectRequest | None = None):
+    """Active staff who may handle requests (``subject_request``: this one, by their desk grants;
     superusers included), by name."""
     users = get_user_model().objects.filter(is_active=True, is_staff=True).order_by("username")
-    return [u for u in users if desk.may_handle(u, made)]
+    return [u for u in users if desk.may_handle(u, subject_request)]
 
 
-def panel(request, made: SubjectRequest) -> dict:
+def panel(request, subject_request: SubjectRequest) -> dict:
     """The change page's context: which actions this user may run on this request."""
     user = request.user
     may_change = user.has_perm(perms.CHANGE_SUBJECTREQUEST)
     return {
-        "desk_open": made.is_open,
-        "desk_can_act": may_change and made.is_open,
-        "desk_can_export": may_change and made.is_open and user.has_perm(EXPORT_PERM),
+        "desk_open": subject_request.is_open,
+        "desk_can_act": may_change and subject_request.is_open,
+        "desk_can_export": may_change and subject_request.is_open and user.has_perm(EXPORT_PERM),
         # Erasure answers an erasure request only: an access request offering "Erase…"
         # invited the one click that cannot be undone.
         "desk_can_erase": may_change
-        and made.is_open
-        and made.right in ERASABLE_RIGHTS
+        and subject_request.is_open
+        and subject_request.right in ERASABLE_RIGHTS
         and user.has_perm(ERASE_PERM),
-        "desk_users": assignable_users(made) if may_change and made.is_open else [],
-        "desk_months": range(1, desk.MAX_EXTENSION_MONTHS - made.extension_months + 1),
-        "desk_urgency": desk.urgency(made),
+        "desk_users": assignable_users(subject_request)
+        if may_change and subject_request.is_open
+        else [],
+        "desk_months": range(1, desk.MAX_EXTENSION_MONTHS - subject_request.extension_months + 1),
+        "desk_urgency": desk.urgency(subject_request),
         # The record changes only through the actions: no Save buttons.
         "show_save": False,
         "show_save_and_continue": False,

@@ -1,8 +1,8 @@
 """The desk's data-subject requests in the admin: by due date, urgency shown, history read-only.
 
 A request is opened here from the subject key (typed into a POST form, never a
-URL) through :func:`memoryapp.compliance.requests.open_request`; later steps are
-the actions of its change page (:mod:`memoryapp.admin.desk`), through the same
+URL) through :func:`memoryapp.compliance.desk.open_request`; later steps are
+the actions of its change page (:mod:`memoryapp.admin.desk_actions`), through the same
 service as the API (``/api/subject-requests/``), so each one lands in the
 request's history with its actor. Fields are read-only and the page has no Save
 button for that reason.
@@ -20,10 +20,10 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
 from memoryapp import permissions as perms
-from memoryapp.admin import desk as actions
+from memoryapp.admin import desk_actions as actions
 from memoryapp.admin.base import StyledAdmin
 from memoryapp.admin.responses import forbidden
-from memoryapp.compliance import requests as desk
+from memoryapp.compliance import desk
 from memoryapp.compliance.desk_scope import may_handle_tenant, tenant_of, visible_requests
 from memoryapp.compliance.request_input import (
     RequestError,
@@ -246,17 +246,19 @@ class SubjectRequestAdmin(StyledAdmin):
             # 403 as on every other desk URL, before saying 404 or 405.
             return forbidden(self, request, perms.VIEW_SUBJECTREQUEST, "Subject requests")
         if request.method == "POST":
-            return HttpResponseNotAllowed(["GET"])  # every change is an action (admin/desk.py)
-        made = self.get_object(request, object_id)
-        if made is None:
+            return HttpResponseNotAllowed(
+                ["GET"]
+            )  # every change is an action (admin/desk_actions.py)
+        subject_request = self.get_object(request, object_id)
+        if subject_request is None:
             # Unknown, or another tenant's: "not found" either way (the admin's default,
             # a redirect saying the id does not exist, would confirm nothing but differs
             # from the actions' and the API's 404).
             raise Http404("No such request.")
         extra = {
-            **actions.panel(request, made),
+            **actions.panel(request, subject_request),
             # The record cannot be changed here: not "Change subject request".
-            "title": f"Subject request {made.pk[:8]}",
+            "title": f"Subject request {subject_request.pk[:8]}",
             **(extra_context or {}),
         }
         return super().change_view(request, object_id, form_url, extra)
@@ -302,7 +304,7 @@ class SubjectRequestAdmin(StyledAdmin):
             return
         data = form.cleaned_data
         try:
-            made = desk.open_request(
+            subject_request = desk.open_request(
                 subject=data["subject"],
                 right=data["right"],
                 received_on=data["received_on"],
@@ -314,8 +316,8 @@ class SubjectRequestAdmin(StyledAdmin):
             )
         except desk.RequestError as e:
             raise forms.ValidationError(str(e)) from e
-        obj.pk = made.pk
-        obj.__dict__.update(made.__dict__)
+        obj.pk = subject_request.pk
+        obj.__dict__.update(subject_request.__dict__)
         sealed = desk.Sealed(data["subject"], tuple(data["namespaces"]))
         if not actions.holds_anything(sealed):
             # Recorded all the same (a request for data we do not hold is still answered),
