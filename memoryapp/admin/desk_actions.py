@@ -30,6 +30,7 @@ from memoryapp.admin.confirm import confirmed
 from memoryapp.admin.labels import TABLE_LABELS, namespace_label
 from memoryapp.admin.responses import forbidden, json_download, worker_note
 from memoryapp.compliance import desk, purge_now
+from memoryapp.compliance.desk_actions import DESK_ACTIONS, desk_action
 from memoryapp.compliance.desk_scope import visible_requests
 from memoryapp.compliance.holdings import (
     KEPT_AUTHORED,
@@ -60,7 +61,7 @@ class Action:
 
 # ------------------------------------------------------------------ the small ones
 def _start(modeladmin, request, subject_request: SubjectRequest) -> str:
-    desk.start(subject_request, actor=actor(request))
+    desk_action("start").service(subject_request, actor=actor(request))
     return "The request is in progress."
 
 
@@ -73,7 +74,7 @@ def _assign(modeladmin, request, subject_request: SubjectRequest) -> str:
         user = get_user_model().objects.filter(pk=int(chosen)).first() if known else None
         if user is None:
             raise desk.RequestError("No such user.")
-    desk.assign(subject_request, user, actor=actor(request))
+    desk_action("assign").service(subject_request, user, actor=actor(request))
     return f"Assigned to {user.get_username()}." if user else "The request is unassigned."
 
 
@@ -82,12 +83,14 @@ def _extend(modeladmin, request, subject_request: SubjectRequest) -> str:
         months = int(request.POST.get("months", ""))
     except ValueError:
         raise desk.RequestError("Choose 1 or 2 months.") from None
-    desk.extend(subject_request, months, request.POST.get("reason", ""), actor=actor(request))
+    desk_action("extend").service(
+        subject_request, months, request.POST.get("reason", ""), actor=actor(request)
+    )
     return f"The deadline is now {date_format(subject_request.due_on, 'DATE_FORMAT')}."
 
 
 def _note(modeladmin, request, subject_request: SubjectRequest) -> str:
-    desk.add_note(subject_request, request.POST.get("text", ""), actor=actor(request))
+    desk_action("note").service(subject_request, request.POST.get("text", ""), actor=actor(request))
     return "The note was added."
 
 
@@ -103,7 +106,7 @@ def _export(modeladmin, request, subject_request: SubjectRequest) -> HttpRespons
     sealed = desk.require_open(subject_request)
     if not confirmed(request) and not holds_anything(sealed):
         return _confirm_page(modeladmin, request, subject_request, step="empty", action="export")
-    documents = desk.export_for(
+    documents = desk_action("export").service(
         subject_request, actor=actor(request), via=ExportVia.ADMIN, user=request.user
     )
     document = documents[0] if len(documents) == 1 else {"documents": documents}
@@ -168,7 +171,7 @@ def _erase(modeladmin, request, subject_request: SubjectRequest) -> HttpResponse
             total=sum(r["count"] for r in rows),
             kept=kept_rows(sealed, request.user),
         )
-    receipts = desk.erase_for(
+    receipts = desk_action("erase").service(
         subject_request, actor=actor(request), purge=purge_now(), user=request.user
     )
     links = format_html_join(
@@ -193,7 +196,8 @@ def _close(refused: bool):
             return _confirm_page(
                 modeladmin, request, subject_request, step=step, action=step, outcome=outcome
             )
-        desk.close(subject_request, refused=refused, outcome=outcome, actor=actor(request))
+        closing = desk_action("refuse" if refused else "answer")
+        closing.service(subject_request, outcome=outcome, actor=actor(request))
         return (
             "The request is refused and closed; the subject key is dropped."
             if refused
@@ -203,16 +207,19 @@ def _close(refused: bool):
     return run
 
 
-ACTIONS: dict[str, Action] = {
-    "start": Action("Start", _start),
-    "assign": Action("Assign", _assign),
-    "extend": Action("Extend the deadline", _extend),
-    "note": Action("Add a note", _note),
-    "export": Action("Export the subject's data", _export, (EXPORT_PERM,)),
-    "erase": Action("Erase the subject's data", _erase, (ERASE_PERM,)),
-    "answer": Action("Answer and close", _close(refused=False)),
-    "refuse": Action("Refuse and close", _close(refused=True)),
+# How the admin runs each action of the desk; their names, labels and permissions come
+# from the one registry (memoryapp.compliance.desk_actions), in its order.
+RUNS: dict[str, Callable[..., HttpResponse | str]] = {
+    "start": _start,
+    "assign": _assign,
+    "extend": _extend,
+    "note": _note,
+    "export": _export,
+    "erase": _erase,
+    "answer": _close(refused=False),
+    "refuse": _close(refused=True),
 }
+ACTIONS: dict[str, Action] = {a.name: Action(a.label, RUNS[a.name], a.needs) for a in DESK_ACTIONS}
 
 
 # ------------------------------------------------------------------ the view

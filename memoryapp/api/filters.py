@@ -9,19 +9,27 @@ may not see answers 404, like every other route to another tenant).
 
 from __future__ import annotations
 
+import datetime as dt
+
 import django_filters
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 
 from memoryapp.models import (
     EVENT_TYPES,
+    ErasureReceipt,
+    ErasureTarget,
     Memory,
     MemoryEvent,
     MemoryType,
+    ReceiptState,
+    RequestStatus,
     ReviewItem,
     ReviewStatus,
     Scope,
     SessionSummary,
+    SubjectRequest,
+    SubjectRight,
 )
 from memoryapp.querysets import MemoryQuerySet
 from memoryapp.rules.errors import MemoryValidationError
@@ -210,3 +218,59 @@ class MemoryEventFilter(NamespacedFilterSet):
     class Meta:
         model = MemoryEvent
         fields: list[str] = []
+
+
+class UtcDateTimeFilter(django_filters.IsoDateTimeFilter):
+    """An ISO 8601 bound, compared in UTC.
+
+    Python takes offsets up to ±23:59, PostgreSQL up to ±15:59: the bound goes to the
+    database in UTC. A bound that leaves the calendar in UTC (year 1 at a negative
+    offset, year 9999 at a positive one) is the calendar's own end.
+    """
+
+    def filter(self, qs, value):
+        if value is not None:
+            try:
+                value = value.astimezone(dt.UTC)
+            except OverflowError:
+                end = dt.datetime.min if value.year < 5000 else dt.datetime.max
+                value = end.replace(tzinfo=dt.UTC)
+        return super().filter(qs, value)
+
+
+class ReceiptFilter(django_filters.FilterSet):
+    """``GET /api/erasures/``: by state and creation time (inclusive bounds, ISO 8601)."""
+
+    state = StrictChoiceFilter(choices=ReceiptState.choices)
+    target_kind = StrictChoiceFilter(choices=ErasureTarget.choices)
+    created_after = UtcDateTimeFilter(
+        field_name="created_at", lookup_expr="gte", label="Created at or after (ISO 8601)."
+    )
+    created_before = UtcDateTimeFilter(
+        field_name="created_at", lookup_expr="lte", label="Created at or before (ISO 8601)."
+    )
+
+    class Meta:
+        model = ErasureReceipt
+        fields = ("state", "target_kind", "created_after", "created_before")
+
+    def is_valid(self) -> bool:
+        """Also refuse an empty value (``?state=``, ``?created_before=``): django-filter
+        would ignore it, and the schema's enum and date-time format do not take ``""``."""
+        valid = super().is_valid()
+        for name in self.base_filters:
+            if self.data.get(name) == "":
+                self.form.add_error(name, "An empty value is not one this filter takes.")
+                valid = False
+        return valid
+
+
+class RequestFilter(django_filters.FilterSet):
+    """``GET /api/subject-requests/``: by status and right."""
+
+    status = StrictChoiceFilter(choices=RequestStatus.choices)
+    right = StrictChoiceFilter(choices=SubjectRight.choices)
+
+    class Meta:
+        model = SubjectRequest
+        fields = ("status", "right")

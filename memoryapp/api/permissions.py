@@ -69,6 +69,17 @@ EVENTS_READ = Rule(READ, (perms.VIEW_MEMORYEVENT,))
 # Staff with this permission read every receipt; anyone else reads the receipts
 # of the erasures they asked for (receipts carry no namespace to grant on).
 RECEIPT_READ = Rule(ERASE, (perms.VIEW_ERASURERECEIPT,))
+# The compliance desk's data-subject requests (/api/subject-requests/, and the lookup
+# that lists them). Requests carry no namespace to grant on: staff only.
+REQUEST_READ = Rule(READ, (perms.VIEW_SUBJECTREQUEST,))
+REQUEST_ADD = Rule(WRITE, (perms.ADD_SUBJECTREQUEST,), (perms.VIEW_SUBJECTREQUEST,))
+REQUEST_CHANGE = Rule(WRITE, (perms.CHANGE_SUBJECTREQUEST,), (perms.VIEW_SUBJECTREQUEST,))
+REQUEST_EXPORT = Rule(
+    READ, (perms.CHANGE_SUBJECTREQUEST, perms.EXPORT_MEMORY), (perms.VIEW_SUBJECTREQUEST,)
+)
+REQUEST_ERASE = Rule(
+    ERASE, (perms.CHANGE_SUBJECTREQUEST, perms.ERASE_MEMORY), (perms.VIEW_SUBJECTREQUEST,)
+)
 
 
 # The 404 of a namespace the client may not name. Visibility is decided by the grants

@@ -5,15 +5,16 @@ from drf_spectacular.utils import extend_schema
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
-from memoryapp.api import subject_requests
 from memoryapp.api.root import OfflineRedocView, api_root
 from memoryapp.api.views.audit import MemoryEventViewSet, StoreProblemsView
 from memoryapp.api.views.base import not_found
-from memoryapp.api.views.erasures import ErasureViewSet, ExportView, WipeAllView
+from memoryapp.api.views.erasures import ErasureViewSet, WipeAllView
+from memoryapp.api.views.exports import ExportView
 from memoryapp.api.views.memories import MemoryViewSet
 from memoryapp.api.views.recall import RecallView
 from memoryapp.api.views.review import CrystallizeView, ReviewItemViewSet
 from memoryapp.api.views.sessions import SessionSummaryViewSet
+from memoryapp.api.views.subject_requests import SubjectRequestViewSet
 
 app_name = "memoryapp_api"
 
@@ -23,9 +24,7 @@ router.register("session-summaries", SessionSummaryViewSet, basename="session-su
 router.register("review-items", ReviewItemViewSet, basename="review-item")
 router.register("erasures", ErasureViewSet, basename="erasure")
 router.register("events", MemoryEventViewSet, basename="event")
-router.register(
-    "subject-requests", subject_requests.SubjectRequestViewSet, basename="subject-request"
-)
+router.register("subject-requests", SubjectRequestViewSet, basename="subject-request")
 
 
 @extend_schema(exclude=True)

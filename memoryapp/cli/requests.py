@@ -23,6 +23,7 @@ from memoryapp.cli import cli_actor
 from memoryapp.cli.compliance import fail_unless_purged, print_receipt
 from memoryapp.cli.subject_key import read_subject
 from memoryapp.compliance import desk
+from memoryapp.compliance.desk_actions import desk_action
 from memoryapp.compliance.holdings import holdings, kept
 from memoryapp.db.lookups import prefix_q
 from memoryapp.models import OPEN_STATUSES, ExportVia, RequestStatus, SubjectRequest, SubjectRight
@@ -312,7 +313,9 @@ def do_export(cmd, options) -> None:
         raise CommandError(f"cannot write {path}: the directory {path.parent} does not exist")
     _warn_if_nothing(cmd, _held(sealed) | _kept(sealed), "the file will list no rows")
     with _create(path) as out:
-        documents = desk.export_for(subject_request, actor=cli_actor(options), via=ExportVia.CLI)
+        documents = desk_action("export").service(
+            subject_request, actor=cli_actor(options), via=ExportVia.CLI
+        )
         json.dump({"documents": documents}, out, indent=2, ensure_ascii=False)
         out.write("\n")
     rows = sum(n for d in documents for k, n in d["counts"].items() if k != "erasure_receipts")
@@ -336,7 +339,7 @@ def do_erase(cmd, options) -> None:
         f"Permanently erase {counts} for request {subject_request.pk}? This cannot be undone.",
         options,
     )
-    receipts = desk.erase_for(subject_request, actor=cli_actor(options))
+    receipts = desk_action("erase").service(subject_request, actor=cli_actor(options))
     for receipt in receipts:
         print_receipt(cmd, receipt)
     ids = ", ".join(r.pk for r in receipts)
@@ -352,9 +355,8 @@ def do_close(cmd, options) -> None:
             f"request {subject_request.pk} is {subject_request.get_status_display()}: it is closed"
         )
     refused = bool(options["refused"])  # closing needs no key: one rotated away is fine
-    desk.close(
-        subject_request, refused=refused, outcome=options["reason"], actor=cli_actor(options)
-    )
+    closing = desk_action("refuse" if refused else "answer")
+    closing.service(subject_request, outcome=options["reason"], actor=cli_actor(options))
     cmd.stdout.write(
         f"Request {subject_request.pk} {'refused' if refused else 'answered'}; "
         "the subject key it held is dropped."
@@ -365,7 +367,9 @@ def do_extend(cmd, options) -> None:
     """Extend the deadline by ``--months`` with a reason; print the new due date."""
     subject_request = request_by_id(options["id"])
     _open_sealed(subject_request)
-    desk.extend(subject_request, options["months"], options["reason"], actor=cli_actor(options))
+    desk_action("extend").service(
+        subject_request, options["months"], options["reason"], actor=cli_actor(options)
+    )
     cmd.stdout.write(
         f"Request {subject_request.pk} extended by {plural(options['months'], 'month', 'months')}: "
         f"due {subject_request.due_on}."

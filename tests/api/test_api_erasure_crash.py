@@ -40,7 +40,7 @@ import os, sys, time
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 import django; django.setup()
 from django.test import Client
-from memoryapp.api import erasures
+from memoryapp.api import idempotency
 from memoryapp.compliance import engine
 
 step, token, key, namespace = sys.argv[1:5]
@@ -53,7 +53,7 @@ def hang(*args, **kwargs):
     time.sleep(600)  # the parent sends SIGKILL here
 
 if step == "claimed":  # the request claimed, its receipt not recorded yet
-    erasures._erase = die
+    idempotency._erase = die
 elif step == "recorded":  # the receipt recorded (requested), nothing deleted
     engine.delete = die
 elif step == "killed":  # the same, by a real SIGKILL from outside
@@ -61,7 +61,7 @@ elif step == "killed":  # the same, by a real SIGKILL from outside
 elif step == "deleted":  # the rows deleted and committed, no purge yet
     engine.after_delete = die
 elif step == "finished":  # the erasure complete, the request never released
-    erasures._release = die
+    idempotency._release = die
 client = Client(SERVER_NAME="localhost", HTTP_AUTHORIZATION="Token " + token)
 r = client.post(
     "/api/erasures/",

@@ -20,7 +20,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from memoryapp import MemoryManager
-from memoryapp.api import erasures
+from memoryapp.api import idempotency
 from memoryapp.api.models import NamespaceGrant
 from memoryapp.api.testing import token_client
 from memoryapp.compliance import engine, erase, sealed
@@ -67,13 +67,13 @@ def _review_item(namespace: str, *, subject: str = ALICE, status: str = "pending
 
 def _write_between_check_and_erase(monkeypatch, write) -> None:
     """Run ``write`` after the request was authorised, just before the erasure runs."""
-    real = erasures._erase
+    real = idempotency._erase
 
     def racing(data, actor, receipt_id):
         write()
         return real(data, actor, receipt_id)
 
-    monkeypatch.setattr(erasures, "_erase", racing)
+    monkeypatch.setattr(idempotency, "_erase", racing)
 
 
 # ------------------------------------------------------------ 1. grants, not a list

@@ -42,7 +42,7 @@ EXAMPLES_PER_OPERATION = 18
 # Every check runs, "positive data acceptance" included: a request the schema allows must
 # not be refused. The schema states the validation layer's rules as patterns, lengths and
 # bounds (memoryapp/api/patterns.py), an export's "subject, namespace or both" as one
-# object of query parameters with an `anyOf` (memoryapp/api/erasures.py), and an
+# object of query parameters with an `anyOf` (memoryapp/api/serializers/erasures.py), and an
 # erasure's one target as a `oneOf` of its four shapes (memoryapp/api/schema.py).
 #
 # One rule no pattern states: text holds no lone surrogate (U+D800-U+DFFF unpaired; the

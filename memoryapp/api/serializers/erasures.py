@@ -1,4 +1,4 @@
-"""Erasure, export and wipe: their inputs, previews and receipts (docs/behaviour.md §9)."""
+"""Erasure and wipe: their inputs, previews and receipts (docs/behaviour.md §9)."""
 
 from __future__ import annotations
 
@@ -205,40 +205,3 @@ class ReceiptSerializer(serializers.ModelSerializer):
             "purged_at",
         )
         read_only_fields = fields
-
-
-# ------------------------------------------------------------------- export
-class ExportQuerySerializer(StrictInput):
-    """``GET /api/exports/``: a ``subject``, a ``namespace``, or both (its rows there).
-
-    Its schema is :data:`memoryapp.api.erasures.EXPORT_TARGET_PARAMETER`: one object of
-    query parameters that names at least one of the two, and nothing else. A parameter
-    of another name is refused before this runs, as on every operation
-    (:mod:`memoryapp.api.query_params`): a misspelt ``namespace`` must not widen the
-    export of a subject to every namespace.
-    """
-
-    subject = StrictCharField(
-        max_length=NAMESPACE_MAX,
-        trim_whitespace=False,
-        required=False,
-        default=None,
-        schema_pattern=NON_BLANK_PATTERN,
-    )
-    namespace = namespace_field(lookup=True, required=False, default=None)
-
-    def validate_subject(self, value: str | None) -> str | None:
-        if value is not None and not value.strip():
-            raise serializers.ValidationError("A subject is a non-empty user key.")
-        return value
-
-    def validate(self, attrs: dict) -> dict:
-        # A query string's "?subject=" reaches the field as "not given" (DRF's reading
-        # of blank HTML input); the schema says a subject is never empty, so say so.
-        if getattr(self.initial_data, "get", lambda _k: None)("subject") == "":
-            raise serializers.ValidationError({"subject": ["A subject is a non-empty user key."]})
-        if attrs.get("subject") is None and attrs.get("namespace") is None:
-            raise serializers.ValidationError(
-                {"non_field_errors": ["Give `subject`, `namespace`, or both."]}
-            )
-        return attrs

@@ -1,29 +1,36 @@
-"""Erasure, export and the soft wipe: ``/api/erasures/``, ``/api/exports/``, ``/api/wipe-all/``."""
+"""Erasure and the soft wipe: ``/api/erasures/``, ``/api/wipe-all/``."""
 
 from __future__ import annotations
 
 from functools import partial
 
-from django.utils.cache import add_never_cache_headers
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django_filters.rest_framework import DjangoFilterBackend
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memoryapp.api import erasures, permissions
-from memoryapp.api import receipts as receipt_lists
+from memoryapp import compliance
+from memoryapp.api import idempotency, permissions, scoping
+from memoryapp.api.filters import ReceiptFilter
 from memoryapp.api.serializers.erasures import (
     ErasureInputSerializer,
-    ExportQuerySerializer,
     ReceiptSerializer,
     WipeOutputSerializer,
 )
 from memoryapp.api.serializers.fields import BoundInput
+from memoryapp.api.serializers.lookup import (
+    ExportRecordSerializer,
+    LookupInputSerializer,
+    LookupOutputSerializer,
+    RequestFoundSerializer,
+)
 from memoryapp.api.throttles import ERASE
 from memoryapp.api.views.base import MemoryAPIMixin, Pagination, actor_of, bound_manager, validated
+from memoryapp.compliance.lookup import lookup
 from memoryapp.models import ErasureReceipt
 
 
@@ -42,7 +49,7 @@ class WipeAllView(MemoryAPIMixin, APIView):
     def post(self, request):
         data, mm = bound_manager(self, BoundInput)
         # A tenant-scoped officer wipes their tenants' namespaces only (else 404).
-        erasures.within_desk(
+        scoping.within_desk(
             permissions.access_for(request), self.rule, data["namespace"], data["subject"]
         )
         result = mm.wipe_all(actor=actor_of(request))
@@ -55,7 +62,7 @@ class ErasureViewSet(MemoryAPIMixin, viewsets.GenericViewSet):
     """Erasure for good (hard delete + vacuum + verification) and its receipts."""
 
     serializer_class = ReceiptSerializer
-    # The body names what to erase: erasures.authorize checks it under the declared
+    # The body names what to erase: scoping.authorize checks it under the declared
     # rule (check_target_permissions); receipts are visible to their requester or to staff.
     rules = {
         "create": permissions.MEMORY_ERASE,
@@ -67,7 +74,7 @@ class ErasureViewSet(MemoryAPIMixin, viewsets.GenericViewSet):
     lookup_value_regex = r"[^/]+"
     pagination_class = Pagination
     filter_backends = [DjangoFilterBackend]
-    filterset_class = receipt_lists.ReceiptFilter
+    filterset_class = ReceiptFilter
 
     def get_queryset(self):
         return ErasureReceipt.objects.none()  # list() scopes to the client (visible_receipts)
@@ -79,7 +86,7 @@ class ErasureViewSet(MemoryAPIMixin, viewsets.GenericViewSet):
         found: dict = {}
 
         def scope(access, rule):
-            found["rows"] = receipt_lists.visible_receipts(access, rule)
+            found["rows"] = scoping.visible_receipts(access, rule)
 
         self.check_target_permissions(request, scope)
         page = self.paginate_queryset(self.filter_queryset(found["rows"]))
@@ -87,16 +94,16 @@ class ErasureViewSet(MemoryAPIMixin, viewsets.GenericViewSet):
 
     @extend_schema(
         summary="Find the receipts and export records of a subject key (in the body, never a URL)",
-        request=receipt_lists.LookupInputSerializer,
-        responses={200: receipt_lists.LookupOutputSerializer},
+        request=LookupInputSerializer,
+        responses={200: LookupOutputSerializer},
     )
     @action(detail=False, methods=["post"])
     def lookup(self, request, *args, **kwargs):
-        data = validated(receipt_lists.LookupInputSerializer, request.data)
+        data = validated(LookupInputSerializer, request.data)
         found: dict = {}
 
         def check(access, rule):
-            found["body"] = receipt_lists.lookup_body(data, access, rule)
+            found["body"] = lookup_body(data, access, rule)
 
         self.check_target_permissions(request, check)
         response = Response(found["body"])
@@ -106,51 +113,71 @@ class ErasureViewSet(MemoryAPIMixin, viewsets.GenericViewSet):
     @extend_schema(
         summary="Erase a subject, a namespace, ids or everything; returns the receipt",
         request=ErasureInputSerializer,
-        parameters=[erasures.IDEMPOTENCY_PARAMETER],
-        responses=erasures.RECEIPT_RESPONSES,
+        parameters=[idempotency.IDEMPOTENCY_PARAMETER],
+        responses=idempotency.RECEIPT_RESPONSES,
     )
     def create(self, request, *args, **kwargs):
         data = validated(ErasureInputSerializer, request.data)
         dry_run = data.pop("dry_run")
 
         def check():
-            self.check_target_permissions(request, partial(erasures.authorize, data))
+            self.check_target_permissions(request, partial(scoping.authorize, data))
 
         if dry_run:
             check()
-            return Response(erasures.preview_body(data))
-        return erasures.respond(request, data, actor_of(request), check=check)
+            return Response(preview_body(data))
+        return idempotency.respond(request, data, actor_of(request), check=check)
 
     @extend_schema(summary="Read an erasure receipt", responses={200: ReceiptSerializer})
     def retrieve(self, request, *args, **kwargs):
         pk = self.kwargs.get("pk", "")
-        self.check_target_permissions(request, partial(erasures.authorize_receipt, pk))
-        return Response(erasures.receipt_body(erasures.get_receipt(pk)))
+        self.check_target_permissions(request, partial(scoping.authorize_receipt, pk))
+        return Response(ReceiptSerializer(get_receipt(pk)).data)
 
 
-@extend_schema(tags=["erasure"])
-class ExportView(MemoryAPIMixin, APIView):
-    """``GET /api/exports/``: everything stored about a subject or a namespace (GDPR)."""
-
-    rule = permissions.EXPORT
-    throttle_scope = ERASE
-    query_parameters = {"get": [erasures.EXPORT_TARGET_PARAMETER]}
-
-    @extend_schema(
-        summary="Export everything stored about a subject or a namespace",
-        responses={
-            200: OpenApiResponse(
-                OpenApiTypes.OBJECT,
-                "One JSON document (memories, summaries, review items, events).",
-            )
-        },
+# ------------------------------------------------------------ answers
+def preview_body(data: dict) -> dict:
+    """The dry run's answer: counts per table, and the subject's authored project memories."""
+    target = {k: data[k] for k in ("subject", "namespace", "ids", "everything")}
+    found = compliance.preview(
+        **target,
+        include_authored=data["include_authored"],
+        rows=data.get("rows"),
+        grants=data.get("grants"),
     )
-    def get(self, request):
-        data = validated(ExportQuerySerializer, request.query_params)
-        self.check_target_permissions(request, partial(erasures.authorize_export, data))
-        body = erasures.export_body(data, actor_of(request), user=request.user)
-        # The URL names the subject and the body holds its personal data: no cache
-        # (browser, proxy) may keep either.
-        response = Response(body)
-        add_never_cache_headers(response)
-        return response
+    authored = None
+    if data["subject"] is not None:
+        authored = compliance.authored_count(
+            data["subject"], namespace=data["namespace"], grants=data.get("grants")
+        )
+    return {
+        "dry_run": True,
+        "counts": found["counts"],
+        "project_memories_authored": authored,
+        "authored_erased": bool(data["include_authored"] and authored),
+    }
+
+
+def get_receipt(pk: str) -> ErasureReceipt:
+    """The receipt ``pk`` (checked by :func:`~memoryapp.api.scoping.authorize_receipt`
+    first), or 404."""
+    try:
+        return ErasureReceipt.objects.get(pk=pk)
+    except (ErasureReceipt.DoesNotExist, ValueError, TypeError, DjangoValidationError):
+        raise NotFound() from None
+
+
+def lookup_body(data: dict, access: permissions.Access, rule: permissions.Rule) -> dict:
+    """The receipts, export records and requests naming ``data["subject"]`` that the
+    client may read."""
+    found = lookup(
+        data["subject"],
+        receipts=scoping.visible_receipts(access, rule),
+        exports=scoping.visible_exports(access),
+        requests=scoping.visible_requests(access),
+    )
+    return {
+        "receipts": ReceiptSerializer(found.receipts, many=True).data,
+        "exports": ExportRecordSerializer(found.exports, many=True).data,
+        "requests": RequestFoundSerializer(found.requests, many=True).data,
+    }

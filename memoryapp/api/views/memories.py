@@ -11,7 +11,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
-from memoryapp.api import erasures, permissions
+from memoryapp.api import idempotency, permissions
 from memoryapp.api.filters import MemoryFilter
 from memoryapp.api.serializers.memories import (
     MemorySerializer,
@@ -124,8 +124,8 @@ class MemoryViewSet(
     @extend_schema(
         summary="Erase one memory for good (live or soft-deleted)",
         request=None,
-        parameters=[erasures.IDEMPOTENCY_PARAMETER],
-        responses=erasures.RECEIPT_RESPONSES,
+        parameters=[idempotency.IDEMPOTENCY_PARAMETER],
+        responses=idempotency.RECEIPT_RESPONSES,
     )
     @action(detail=True, methods=["post"])
     def erase(self, request, *args, **kwargs):
@@ -138,7 +138,7 @@ class MemoryViewSet(
             memory = self.get_object()
             target["rows"] = {Memory._meta.db_table: [(memory.namespace, memory.pk)]}
 
-        return erasures.respond(request, target, actor_of(request), check=check)
+        return idempotency.respond(request, target, actor_of(request), check=check)
 
     @extend_schema(
         summary="Save a memory record as Agentao's store does (upsert by scope and key)",

@@ -13,7 +13,7 @@ from rest_framework.exceptions import NotFound, PermissionDenied
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memoryapp.api import erasures, permissions
+from memoryapp.api import idempotency, permissions
 from memoryapp.api.exceptions import Conflict
 from memoryapp.api.filters import ReviewItemFilter
 from memoryapp.api.permissions import access_for, declared_rule, holding_rule, in_namespaces
@@ -230,7 +230,7 @@ class ReviewItemViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Namesp
                 actor=actor_of(request),
                 purge=purge_now(),
             )
-            erasures.record_receipts(request, done)
+            idempotency.record_receipts(request, done)
             receipts.extend(done)
         return Response(
             {"purged": review.purged_count(receipts), "receipts": [r.id for r in receipts]}

@@ -9,7 +9,6 @@ never contain it (a request names its subject by HMAC).
 
 from __future__ import annotations
 
-import django_filters
 from django.contrib.auth import get_user_model
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import extend_schema, inline_serializer
@@ -18,12 +17,22 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.response import Response
 
-from memoryapp import permissions as perms
-from memoryapp.api.filters import StrictChoiceFilter
-from memoryapp.api.permissions import ERASE, READ, WRITE, Rule, declared_rule
-from memoryapp.api.receipts import REQUEST_READ, LookupInputSerializer, RequestFoundSerializer
-from memoryapp.api.serializers.fields import StrictChoiceField
-from memoryapp.api.serializers.strict import StrictInput
+from memoryapp.api.filters import RequestFilter
+from memoryapp.api.permissions import (
+    REQUEST_ADD,
+    REQUEST_CHANGE,
+    REQUEST_ERASE,
+    REQUEST_EXPORT,
+    REQUEST_READ,
+    Rule,
+    declared_rule,
+)
+from memoryapp.api.serializers.lookup import LookupInputSerializer
+from memoryapp.api.serializers.subject_requests import (
+    ActSerializer,
+    OpenRequestSerializer,
+    SubjectRequestSerializer,
+)
 from memoryapp.api.throttles import ERASE as ERASE_SCOPE
 from memoryapp.api.throttles import WRITE as WRITE_SCOPE
 from memoryapp.api.views.base import (
@@ -34,6 +43,7 @@ from memoryapp.api.views.base import (
     validated,
 )
 from memoryapp.compliance import desk
+from memoryapp.compliance.desk_actions import desk_action
 from memoryapp.compliance.desk_scope import (
     may_handle_tenant,
     may_see_holdings,
@@ -42,114 +52,9 @@ from memoryapp.compliance.desk_scope import (
 )
 from memoryapp.compliance.holdings import holdings, kept, within_reach, without_key
 from memoryapp.compliance.service import purge_now
-from memoryapp.models import ExportVia, RequestStatus, SubjectRequest, SubjectRight
-
-REQUEST_ADD = Rule(WRITE, (perms.ADD_SUBJECTREQUEST,), (perms.VIEW_SUBJECTREQUEST,))
-REQUEST_CHANGE = Rule(WRITE, (perms.CHANGE_SUBJECTREQUEST,), (perms.VIEW_SUBJECTREQUEST,))
-REQUEST_EXPORT = Rule(
-    READ, (perms.CHANGE_SUBJECTREQUEST, perms.EXPORT_MEMORY), (perms.VIEW_SUBJECTREQUEST,)
-)
-REQUEST_ERASE = Rule(
-    ERASE, (perms.CHANGE_SUBJECTREQUEST, perms.ERASE_MEMORY), (perms.VIEW_SUBJECTREQUEST,)
-)
-ACTIONS = ("start", "assign", "extend", "note", "answer", "refuse")
+from memoryapp.models import ExportVia, SubjectRequest
 
 
-# ------------------------------------------------------------------ serializers
-class HistorySerializer(serializers.Serializer):
-    """One entry of a request's history."""
-
-    action = serializers.CharField()
-    actor = serializers.CharField()
-    detail = serializers.CharField()
-    at = serializers.DateTimeField()
-
-
-class SubjectRequestSerializer(RequestFoundSerializer):
-    """A request as the API shows it: no subject key, only what the desk needs (its
-    assignee and urgency as a lookup lists them)."""
-
-    exports: serializers.PrimaryKeyRelatedField = serializers.PrimaryKeyRelatedField(
-        many=True, read_only=True
-    )
-    receipts: serializers.PrimaryKeyRelatedField = serializers.PrimaryKeyRelatedField(
-        many=True, read_only=True
-    )
-    history = HistorySerializer(many=True, read_only=True)
-
-    class Meta:
-        model = SubjectRequest
-        fields = (
-            "id",
-            "right",
-            "status",
-            "received_on",
-            "due_on",
-            "urgency",
-            "extension_months",
-            "extension_reason",
-            "outcome",
-            "assignee",
-            "notes",
-            "reference",
-            "tenant",
-            "namespace_count",
-            "exports",
-            "receipts",
-            "created_by",
-            "created_at",
-            "updated_at",
-            "closed_at",
-            "history",
-        )
-        read_only_fields = fields
-
-
-class OpenRequestSerializer(LookupInputSerializer):
-    """``POST /api/subject-requests/``: subject key (body only) and right; the rest optional."""
-
-    right = StrictChoiceField(choices=SubjectRight.choices)
-    received_on = serializers.DateField(required=False)
-    namespaces = serializers.ListField(
-        child=serializers.CharField(max_length=255, allow_blank=True), required=False, max_length=50
-    )
-    notes = serializers.CharField(required=False, allow_blank=True, max_length=10_000)
-    reference = serializers.CharField(
-        required=False,
-        allow_blank=True,
-        max_length=200,
-        help_text="The officer's label (a ticket, a name); the key is replaced in it.",
-    )
-
-
-class ActSerializer(StrictInput):
-    """``POST /api/subject-requests/{id}/act/``: one step of the request's life."""
-
-    action = StrictChoiceField(choices=ACTIONS)
-    months = serializers.IntegerField(required=False, min_value=1, max_value=2)
-    text = serializers.CharField(
-        required=False,
-        allow_blank=True,
-        max_length=10_000,
-        help_text="The note, the extension's reason, or the answer / refusal reason.",
-    )
-    assignee = serializers.CharField(
-        required=False, allow_blank=True, max_length=150, help_text="A username ('' unassigns)."
-    )
-
-
-class RequestFilter(django_filters.FilterSet):
-    """``GET /api/subject-requests/``: by status and right."""
-
-    status = StrictChoiceFilter(choices=RequestStatus.choices)
-    right = StrictChoiceFilter(choices=SubjectRight.choices)
-
-    class Meta:
-        model = SubjectRequest
-        fields = ("status", "right")
-
-
-# ------------------------------------------------------------------ the view
 class SubjectRequestViewSet(
     MemoryAPIMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
 ):
@@ -216,10 +121,12 @@ class SubjectRequestViewSet(
     def create(self, request, *args, **kwargs):
         data = validated(OpenRequestSerializer, request.data)
         try:
-            made = desk.open_request(actor=self._actor(), user=request.user, **data)
+            subject_request = desk.open_request(actor=self._actor(), user=request.user, **data)
         except desk.RequestError as e:
             raise ValidationError({"detail": str(e)}) from e
-        return Response(SubjectRequestSerializer(made).data, status=status.HTTP_201_CREATED)
+        return Response(
+            SubjectRequestSerializer(subject_request).data, status=status.HTTP_201_CREATED
+        )
 
     @extend_schema(
         summary="Start, assign, extend, annotate, answer or refuse a request",
@@ -228,10 +135,10 @@ class SubjectRequestViewSet(
     )
     @action(detail=True, methods=["post"])
     def act(self, request, *args, **kwargs):
-        made = self.get_object()
+        subject_request = self.get_object()
         data = validated(ActSerializer, request.data)
         try:
-            _act(made, data, self._actor())
+            _act(subject_request, data, self._actor())
         except desk.RequestError as e:
             raise ValidationError({"detail": str(e)}) from e
         return Response(SubjectRequestSerializer(self.get_object()).data)
@@ -243,11 +150,12 @@ class SubjectRequestViewSet(
     )
     @action(detail=True, methods=["post"])
     def export(self, request, *args, **kwargs):
-        made = self.get_object()  # an unknown id is a 404 before the body is looked at
+        # An unknown id is a 404 before the body is looked at.
+        subject_request = self.get_object()
         no_body(request)
         try:
-            documents = desk.export_for(
-                made, actor=self._actor(), via=ExportVia.API, user=request.user
+            documents = desk_action("export").service(
+                subject_request, actor=self._actor(), via=ExportVia.API, user=request.user
             )
         except desk.RequestError as e:
             raise ValidationError({"detail": str(e)}) from e
@@ -262,13 +170,14 @@ class SubjectRequestViewSet(
     )
     @action(detail=True, methods=["post"])
     def erase(self, request, *args, **kwargs):
-        made = self.get_object()  # an unknown id is a 404 before the body is looked at
+        # An unknown id is a 404 before the body is looked at.
+        subject_request = self.get_object()
         no_body(request)
         try:
             # As the other erasure endpoints: with the erasure worker on, the request
             # deletes the rows and the worker purges and verifies.
-            receipts = desk.erase_for(
-                made, actor=self._actor(), purge=purge_now(), user=self.request.user
+            receipts = desk_action("erase").service(
+                subject_request, actor=self._actor(), purge=purge_now(), user=self.request.user
             )
         except desk.RequestError as e:
             raise ValidationError({"detail": str(e)}) from e
@@ -322,20 +231,22 @@ def _staff_only(access, rule: Rule) -> None:
         raise PermissionDenied(f"This needs staff with the {' and '.join(rule.perms)} permission.")
 
 
-def _act(made: SubjectRequest, data: dict, actor: str) -> None:
-    """Run one :class:`ActSerializer` step on ``made`` (RequestError when refused)."""
+def _act(subject_request: SubjectRequest, data: dict, actor: str) -> None:
+    """Run one :class:`ActSerializer` step on ``subject_request`` (RequestError when refused):
+    the service the desk's registry names for it, with the arguments it takes."""
     verb, text = data["action"], data.get("text", "")
+    service = desk_action(verb).service
     if verb == "start":
-        desk.start(made, actor=actor)
+        service(subject_request, actor=actor)
     elif verb == "assign":
         name = data.get("assignee", "")
         user = get_user_model().objects.filter(username=name).first() if name else None
         if name and user is None:
             raise desk.RequestError("No such user.")
-        desk.assign(made, user, actor=actor)
+        service(subject_request, user, actor=actor)
     elif verb == "extend":
-        desk.extend(made, data.get("months", 1), text, actor=actor)
+        service(subject_request, data.get("months", 1), text, actor=actor)
     elif verb == "note":
-        desk.add_note(made, text, actor=actor)
-    else:
-        desk.close(made, refused=verb == "refuse", outcome=text, actor=actor)
+        service(subject_request, text, actor=actor)
+    else:  # answer or refuse: the registry's close, refused or not
+        service(subject_request, outcome=text, actor=actor)

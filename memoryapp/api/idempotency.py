@@ -1,8 +1,10 @@
-"""Erasure through the API: who may erase what, ``Idempotency-Key`` replay, receipts.
+"""``Idempotency-Key`` on the erasure endpoints: an erasure runs once, a retry replays it.
 
-The erasure itself is ``memoryapp.compliance`` (hard delete, vendor purge,
-verification, receipt); this module decides whether the client may ask for it
-and makes a retried request return the receipt of the first one.
+Every erasure through the API (``POST /api/erasures/``, ``POST /api/memories/{id}/erase/``)
+is claimed first as an :class:`~memoryapp.api.models.ErasureRequest` naming the id its
+receipt will be recorded under; a retry with the same key and body returns that receipt
+instead of erasing again. The erasure itself is ``memoryapp.compliance``; who may ask for
+it is :mod:`memoryapp.api.scoping`.
 """
 
 from __future__ import annotations
@@ -11,37 +13,26 @@ import datetime as dt
 import json
 from collections.abc import Callable
 
-from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.urls import reverse
 from django.utils.crypto import salted_hmac
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import status
-from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
+from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from memoryapp import compliance, conf
-from memoryapp.api import permissions
 from memoryapp.api.exceptions import Conflict, Unprocessable
 from memoryapp.api.models import ErasureRequest
-from memoryapp.api.patterns import HEADER_KEY_PATTERN, NON_BLANK_PATTERN, TEXT_PATTERN
-from memoryapp.api.permissions import Access
+from memoryapp.api.patterns import HEADER_KEY_PATTERN
 from memoryapp.api.serializers.erasures import ErasurePreviewSerializer, ReceiptSerializer
 from memoryapp.api.serializers.errors import ErrorSerializer
-from memoryapp.api.serializers.fields import NAMESPACE_MAX
-from memoryapp.compliance import desk_scope, erase, worker
 from memoryapp.compliance import engine as erasure_engine
-from memoryapp.compliance.holdings import desk_reach
+from memoryapp.compliance import erase, worker
 from memoryapp.compliance.leases import worker_name
-from memoryapp.compliance.selection import ROW_MODELS
 from memoryapp.fields import now
-from memoryapp.models import (
-    ErasureReceipt,
-    ExportVia,
-    ReceiptState,
-    new_request_id,
-)
+from memoryapp.models import ErasureReceipt, ReceiptState, new_request_id
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 IDEMPOTENCY_KEY_MAX = 255
@@ -57,46 +48,6 @@ IDEMPOTENCY_PARAMETER = OpenApiParameter(
     ),
 )
 
-# ``GET /api/exports/`` needs a subject, a namespace or both. Two optional query
-# parameters cannot say "at least one of", so the schema declares them as one object
-# serialized as ordinary query parameters (OpenAPI 3 ``style: form, explode: true``:
-# ``{"subject": "u", "namespace": "n"}`` is sent as ``?subject=u&namespace=n``) whose
-# schema says it: ``anyOf`` of the two alternatives, and no other parameter (the
-# server refuses one, ExportQuerySerializer). On the wire nothing changes.
-EXPORT_TARGET_PARAMETER = OpenApiParameter(
-    name="target",
-    type={
-        "type": "object",
-        "properties": {
-            "subject": {
-                "type": "string",
-                "minLength": 1,
-                "maxLength": NAMESPACE_MAX,
-                "pattern": NON_BLANK_PATTERN,
-                "description": "A user key: everything stored about it (in `namespace` only, "
-                "if given).",
-            },
-            "namespace": {
-                "type": "string",
-                "maxLength": NAMESPACE_MAX,
-                "pattern": TEXT_PATTERN,
-                "description": "A namespace ('' is the single-tenant one), exactly as stored.",
-            },
-        },
-        "anyOf": [{"required": ["subject"]}, {"required": ["namespace"]}],
-        "additionalProperties": False,
-    },
-    location=OpenApiParameter.QUERY,
-    required=True,
-    style="form",
-    explode=True,
-    description=(
-        "What to export, as the query parameters `subject`, `namespace`, or both (at least "
-        "one): `?subject=KEY` (every namespace holding the subject's rows), "
-        "`?namespace=NS`, or `?subject=KEY&namespace=NS` (the subject's rows there)."
-    ),
-)
-
 RECEIPT_RESPONSES = {
     200: OpenApiResponse(ErasurePreviewSerializer, "`dry_run`: what would be erased."),
     201: OpenApiResponse(ReceiptSerializer, "The erasure ran (or was replayed); its receipt."),
@@ -107,152 +58,6 @@ RECEIPT_RESPONSES = {
     409: OpenApiResponse(ErrorSerializer, "An erasure with this Idempotency-Key is running."),
     422: OpenApiResponse(ErrorSerializer, "The Idempotency-Key was used for another request."),
 }
-
-
-# ---------------------------------------------------------------- who may
-def subject_scope(
-    access: Access, subject: str, rule: permissions.Rule
-) -> tuple[tuple[str, bool], ...] | None:
-    """The grants a client's subject-wide erasure or export acts under; None = all (staff).
-
-    404 unless the subject's own key is visible, 403 unless ``rule`` is allowed on
-    it. Then: the client's grants giving ``rule``'s right, as ``(namespace,
-    is_prefix)`` pairs (:meth:`Access.grant_rule`). The erasure (export) selects
-    the subject's rows — pseudonymised authored rows included — in the namespaces
-    these cover *when it selects them*, under the erasure locks: a row written
-    after this check in a namespace the client may erase in, one that held nothing
-    before, goes too, and a row anywhere else is never touched. The answer is the
-    same whether or not another tenant holds data about the key: the operator's
-    path covers the rest.
-    """
-    access.require([subject], rule)
-    granted = access.grant_rule(rule)
-    # Staff acting everywhere: a tenant-scoped officer still reaches their tenants only.
-    return desk_reach(access.user, subject) if granted is None else granted
-
-
-def rows_of_ids(
-    access: Access, ids, rule: permissions.Rule, namespace: str | None = None
-) -> dict[str, list[tuple[str, str]]]:
-    """``table -> [(namespace, id)]``: the rows holding these ids that the client can see.
-
-    Each id is resolved to (table, namespace, id) here, once, within the client's
-    visible namespaces (and ``namespace``, if given); the erasure then deletes
-    exactly these rows, never another tenant's row that shares an id.
-    """
-    found: dict[str, list[tuple[str, str]]] = {}
-    for table, model in ROW_MODELS.items():
-        rows = access.scope_visible(model.objects.filter(pk__in=list(ids)).order_by(), rule)
-        if namespace is not None:
-            rows = rows.filter(namespace=namespace)
-        pairs = [(ns, pk) for pk, ns in rows.values_list("id", "namespace")]
-        if pairs:
-            found[table] = pairs
-    return found
-
-
-def within_desk(access: Access, rule: permissions.Rule, *keys: str | None) -> None:
-    """404 when staff acting under ``rule`` everywhere hold desk tenant grants that do
-    not cover every key or namespace given: a tenant-scoped officer's API reaches their
-    tenants only, and another tenant's target is hidden as an unknown one is. API
-    clients are narrowed by their namespace grants instead (``Access.require``)."""
-    if access.is_global(rule) and not desk_scope.may_handle_keys(access.user, *keys):
-        raise NotFound("Not found.")
-
-
-# The checks below get the view's declared rule: the view passes them to
-# ``check_target_permissions`` once the body is valid (see DeclaredRule).
-def authorize(data: dict, access: Access, rule: permissions.Rule) -> None:
-    """Check every target of an erasure request (404 hidden, 403 not allowed).
-
-    ``namespace`` with ``subject`` or ``ids`` restricts the erasure to that
-    namespace, so only the namespace needs the right then. Ids are resolved to
-    the visible rows holding them (``data["rows"]``, each of whose namespaces
-    needs the right); a subject alone is erased in the namespaces the client's
-    grants let it erase in (``data["grants"]``, see :func:`subject_scope`).
-    """
-    if data["everything"]:
-        if not access.is_global(rule) or desk_scope.grants_of(access.user) is not None:
-            raise PermissionDenied(
-                f"Erasing everything needs the {' and '.join(rule.perms)} permission "
-                "and a desk without tenant grants."
-            )
-        return
-    within_desk(access, rule, data["subject"], data["namespace"])
-    if data["namespace"] is not None:
-        access.require([data["namespace"]], rule)
-    if data["ids"]:
-        rows = rows_of_ids(access, data["ids"], rule, data["namespace"])
-        if {pk for pairs in rows.values() for _, pk in pairs} != set(data["ids"]):
-            raise NotFound("Unknown id(s).")  # unknown or another tenant's: alike
-        within_desk(access, rule, *(ns for pairs in rows.values() for ns, _ in pairs))
-        access.require(sorted({ns for pairs in rows.values() for ns, _ in pairs}), rule)
-        data["rows"] = rows
-    if data["subject"] is not None and data["namespace"] is None:
-        data["grants"] = subject_scope(access, data["subject"], rule)
-
-
-def authorize_export(data: dict, access: Access, rule: permissions.Rule) -> None:
-    """Check the target of an export: a namespace (alone, or restricting the subject to
-    it), else a subject, exported from the namespaces the client may export from
-    (``data["grants"]``); the receipts listed are the client's own (``data["receipts"]``)."""
-    within_desk(access, rule, data["subject"], data["namespace"])
-    if data["namespace"] is not None:
-        access.require([data["namespace"]], rule)
-    else:
-        data["grants"] = subject_scope(access, data["subject"], rule)
-    if not access.is_global(rule):
-        data["receipts"] = ErasureRequest.objects.filter(user=access.user).values("receipt_id")
-
-
-def export_body(data: dict, actor: str = "", user=None) -> dict:
-    """The export checked by :func:`authorize_export`, limited to what the client may see
-    (recorded as an API export by ``actor``, for the account ``user``)."""
-    return compliance.export(
-        subject=data["subject"],
-        namespace=data["namespace"],
-        grants=data.get("grants"),
-        receipts=data.get("receipts"),
-        actor=actor,
-        via=ExportVia.API,
-        user=user,
-    )
-
-
-def authorize_receipt(pk: str, access: Access, rule: permissions.Rule) -> None:
-    """404 unless the client may read receipt ``pk``: staff holding ``rule`` read all,
-    anyone else the receipts of the erasures they asked for."""
-    if not pk or len(pk) > 64 or "\x00" in pk:
-        raise NotFound()
-    if access.is_global(rule):
-        receipt = ErasureReceipt.objects.filter(pk=pk).only("tenant").first()
-        if receipt is not None and not desk_scope.may_handle_record(access.user, receipt):
-            raise NotFound()  # another tenant's receipt, to a tenant-scoped officer
-        return
-    if not ErasureRequest.objects.filter(user=access.user, receipt_id=pk).exists():
-        raise NotFound()
-
-
-def preview_body(data: dict) -> dict:
-    """The dry run's answer: counts per table, and the subject's authored project memories."""
-    target = {k: data[k] for k in ("subject", "namespace", "ids", "everything")}
-    found = compliance.preview(
-        **target,
-        include_authored=data["include_authored"],
-        rows=data.get("rows"),
-        grants=data.get("grants"),
-    )
-    authored = None
-    if data["subject"] is not None:
-        authored = compliance.authored_count(
-            data["subject"], namespace=data["namespace"], grants=data.get("grants")
-        )
-    return {
-        "dry_run": True,
-        "counts": found["counts"],
-        "project_memories_authored": authored,
-        "authored_erased": bool(data["include_authored"] and authored),
-    }
 
 
 # ------------------------------------------------------------ erase, replay
@@ -422,8 +227,9 @@ def run_once(request, data: dict, actor: str, check: Callable[[], object]):
 def record_receipts(request, receipts) -> None:
     """Let the client read receipts an erasure made on its behalf outside :func:`run_once`
     (a review-queue purge): an :class:`ErasureRequest` of its own for each, with no
-    ``Idempotency-Key`` (such a request is not replayed), so :func:`authorize_receipt`
-    and :func:`visible_receipts` find them."""
+    ``Idempotency-Key`` (such a request is not replayed), so
+    :func:`~memoryapp.api.scoping.authorize_receipt` and
+    :func:`~memoryapp.api.scoping.visible_receipts` find them."""
     ErasureRequest.objects.bulk_create(
         ErasureRequest(
             user=request.user,
@@ -432,11 +238,6 @@ def record_receipts(request, receipts) -> None:
         )
         for r in receipts
     )
-
-
-def receipt_body(receipt) -> dict:
-    """The JSON form of a receipt."""
-    return ReceiptSerializer(receipt).data
 
 
 def respond(request, data: dict, actor: str, check: Callable[[], object]) -> Response:
@@ -449,18 +250,10 @@ def respond(request, data: dict, actor: str, check: Callable[[], object]) -> Res
     receipt, replayed = run_once(request, data, actor, check)
     accepted = not compliance.purge_now() and receipt.state != ReceiptState.COMPLETE
     response = Response(
-        receipt_body(receipt),
+        ReceiptSerializer(receipt).data,
         status=status.HTTP_202_ACCEPTED if accepted else status.HTTP_201_CREATED,
         headers={"Location": reverse("memoryapp_api:erasure-detail", args=[receipt.pk])},
     )
     if replayed:
         response["Idempotent-Replayed"] = "true"
     return response
-
-
-def get_receipt(pk: str) -> ErasureReceipt:
-    """The receipt ``pk`` (checked by :func:`authorize_receipt` first), or 404."""
-    try:
-        return ErasureReceipt.objects.get(pk=pk)
-    except (ErasureReceipt.DoesNotExist, ValueError, TypeError, DjangoValidationError):
-        raise NotFound() from None
