@@ -27,7 +27,6 @@ PG_CLUSTER_MODULES = (
     "tests/browser/test_admin_layout.py",
     "tests/browser/test_officer_path.py",
     "tests/cli/test_compliance_cli.py",
-    "tests/cli/test_requests_cli.py",
     "tests/cli/test_subject_stdin.py",
     "tests/compliance/test_erasure.py",
     "tests/compliance/test_erasure_races.py",
@@ -37,8 +36,9 @@ PG_CLUSTER_MODULES = (
     "tests/compliance/test_escalation.py",
     "tests/compliance/test_purge_method.py",
     "tests/compliance/test_retention.py",
-    "tests/compliance/test_subject_request_api.py",
     "tests/db/test_partitioning.py",
+    "tests/desk/test_requests_cli.py",
+    "tests/desk/test_subject_request_api.py",
     "tests/recall/test_snapshots.py",
 )
 

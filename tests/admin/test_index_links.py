@@ -13,9 +13,7 @@ from html.parser import HTMLParser
 from urllib.parse import urljoin, urlsplit
 
 import pytest
-from django.contrib.auth.models import Group
 
-from memoryapp import permissions as perms
 from tests._admin_support import (
     ALICE,
     BOB,
@@ -27,6 +25,7 @@ from tests._admin_support import (
     make_staff,
     seed_tenant,
 )
+from tests.factories import make_officer
 
 pytestmark = pytest.mark.django_db
 
@@ -52,9 +51,7 @@ def links_of(html: str, base: str = "/admin/") -> list[str]:
 
 
 def compliance_user():
-    user = make_staff("officer")
-    user.groups.add(Group.objects.get(name=perms.COMPLIANCE_GROUP))
-    return user
+    return make_officer("officer")
 
 
 ACCOUNTS = {

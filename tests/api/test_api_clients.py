@@ -80,14 +80,9 @@ def test_refuses_staff_accounts_and_missing_grants():
 
 # ------------------------------------------------- memory client --user (staff accounts)
 def _officer(username: str = "dpo"):
-    from django.contrib.auth.models import Group
+    from tests.factories import make_officer
 
-    from memoryapp import permissions as perms
-    from tests._admin_support import make_staff
-
-    user = make_staff(username)
-    user.groups.add(Group.objects.get(name=perms.COMPLIANCE_GROUP))
-    return user
+    return make_officer(username)
 
 
 def _as(token: str) -> APIClient:

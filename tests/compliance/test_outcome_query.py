@@ -8,8 +8,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from memoryapp.compliance import outcome_counts
-from memoryapp.models import ErasureReceipt
 from memoryapp.rules.outcomes import RECEIPT_OUTCOMES, UNKNOWN
+from tests.factories import receipt_row
 
 pytestmark = pytest.mark.django_db
 
@@ -18,10 +18,8 @@ def test_every_recorded_outcome_is_counted_in_one_query():
     recorded = [o for o in RECEIPT_OUTCOMES if o != UNKNOWN]
     for i, outcome in enumerate(recorded):
         for _ in range(i + 1):
-            ErasureReceipt.objects.create(
-                target_kind="namespace", verification="SQL: 0", details={"outcome": outcome}
-            )
-    ErasureReceipt.objects.create(target_kind="namespace")  # not verified yet
+            receipt_row(verification="SQL: 0", details={"outcome": outcome})
+    receipt_row()  # not verified yet
     with CaptureQueriesContext(connection) as queries:
         found = outcome_counts.counts()
     assert len(queries) == 1, [q["sql"] for q in queries]
@@ -31,9 +29,7 @@ def test_every_recorded_outcome_is_counted_in_one_query():
 
 
 def test_earlier_receipts_alone_cost_a_second_query():
-    ErasureReceipt.objects.create(
-        target_kind="namespace", verification="SQL: 1 erased row(s) remain"
-    )
+    receipt_row(verification="SQL: 1 erased row(s) remain")
     with CaptureQueriesContext(connection) as queries:
         found = outcome_counts.counts()
     assert len(queries) == 2 and found["not_verified"] == 1

@@ -15,16 +15,8 @@ pytestmark = pytest.mark.django_db
 URL = "/admin/memoryapp/subjectrequest/"
 
 
-@pytest.fixture
-def officer():
-    user = make_staff(
-        "dpo", perms=("view_subjectrequest", "add_subjectrequest", "change_subjectrequest")
-    )
-    return client_for(user)
-
-
-def test_intake_opens_the_request_through_the_service_without_storing_the_key(officer):
-    r = officer.post(
+def test_intake_opens_the_request_through_the_service_without_storing_the_key(request_handler):
+    r = request_handler.post(
         URL + "add/",
         {
             "subject": ALICE,
@@ -39,7 +31,7 @@ def test_intake_opens_the_request_through_the_service_without_storing_the_key(of
     assert desk.unseal(made) == desk.Sealed(ALICE, ("acme/web",))
     assert ALICE not in made.notes and made.created_by == "dpo"
     assert [e.action for e in made.history.all()] == ["created"]
-    page = officer.get(f"{URL}{made.pk}/change/")
+    page = request_handler.get(f"{URL}{made.pk}/change/")
     assert page.status_code == 200 and ALICE.encode() not in page.content
 
 
@@ -51,14 +43,14 @@ def test_intake_opens_the_request_through_the_service_without_storing_the_key(of
         ("subject", "   ", b"subject key is needed"),
     ],
 )
-def test_intake_refusals_show_on_the_form(officer, field, value, error):
+def test_intake_refusals_show_on_the_form(request_handler, field, value, error):
     data = {"subject": ALICE, "right": "access", "received_on": desk.today().isoformat()}
-    r = officer.post(URL + "add/", {**data, field: value})
+    r = request_handler.post(URL + "add/", {**data, field: value})
     assert r.status_code == 200 and error in r.content
     assert not SubjectRequest.objects.exists()
 
 
-def test_the_list_is_by_due_date_with_overdue_and_due_soon_flagged(officer):
+def test_the_list_is_by_due_date_with_overdue_and_due_soon_flagged(request_handler):
     day = desk.today()
     desk.open_request(subject=ALICE, right="access", actor="x", received_on=day)
     desk.open_request(
@@ -67,7 +59,7 @@ def test_the_list_is_by_due_date_with_overdue_and_due_soon_flagged(officer):
     desk.open_request(
         subject="acme/c", right="access", actor="x", received_on=day - dt.timedelta(days=27)
     )
-    page = officer.get(URL).content.decode()
+    page = request_handler.get(URL).content.decode()
     assert page.index("overdue") < page.index("due this week")
     assert ALICE not in page and BOB not in page
 

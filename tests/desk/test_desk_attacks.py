@@ -49,9 +49,8 @@ def untouched(made: SubjectRequest) -> None:
 
 # ------------------------------------------------------------------ ids no request can have
 @pytest.mark.parametrize("bad", ["%00", "_00", "a" * 65, "0" * 31 + "%00"])
-def test_an_impossible_id_in_an_action_url_is_404_on_both_vendors(made, bad):
+def test_an_impossible_id_in_an_action_url_is_404_on_both_vendors(made, bad, officer):
     """A NUL reached PostgreSQL as an error: a 500 before (the admin's ``_00`` quoting too)."""
-    officer = client_for(make_staff("dpo", DESK_PERMS))
     for name in ACTIONS:
         assert officer.post(f"{URL}{bad}/act/{name}/", FORM).status_code == 404
     api = APIClient()
@@ -112,16 +111,15 @@ def test_a_handler_without_the_compliance_role_cannot_export_or_erase(made):
 
 
 # ------------------------------------------------------------------ CSRF
-def test_posts_without_a_csrf_token_change_nothing(made):
+def test_posts_without_a_csrf_token_change_nothing(made, dpo):
     seed_tenant()
-    user = make_staff("dpo", DESK_PERMS)
     browser = Client(enforce_csrf_checks=True)
-    browser.force_login(user)
+    browser.force_login(dpo)
     for name in ACTIONS:
         assert browser.post(f"{URL}{made.pk}/act/{name}/", FORM).status_code == 403, name
     assert browser.post(URL + "add/", {"subject": ALICE, "right": "access"}).status_code == 403
     session_api = APIClient(enforce_csrf_checks=True)
-    session_api.force_login(user)  # a logged-in browser, not a token: CSRF applies
+    session_api.force_login(dpo)  # a logged-in browser, not a token: CSRF applies
     for name, body in (("act", {"action": "note", "text": "x"}), ("erase", {}), ("export", {})):
         assert session_api.post(f"{API}{made.pk}/{name}/", body, format="json").status_code == 403
     untouched(made)
@@ -129,8 +127,7 @@ def test_posts_without_a_csrf_token_change_nothing(made):
 
 
 # ------------------------------------------------------------------ the key on pages
-def test_closing_confirms_the_outcome_as_it_will_be_stored_never_the_key(made):
-    officer = client_for(make_staff("dpo", DESK_PERMS))
+def test_closing_confirms_the_outcome_as_it_will_be_stored_never_the_key(made, officer):
     for name in ("answer", "refuse"):
         page = officer.post(f"{URL}{made.pk}/act/{name}/", {"outcome": f"told {ALICE} by mail"})
         assert page.status_code == 200 and b'id="close-outcome"' in page.content
@@ -139,8 +136,7 @@ def test_closing_confirms_the_outcome_as_it_will_be_stored_never_the_key(made):
     untouched(made)
 
 
-def test_a_secret_in_the_outcome_is_refused_before_it_is_shown(made):
-    officer = client_for(make_staff("dpo", DESK_PERMS))
+def test_a_secret_in_the_outcome_is_refused_before_it_is_shown(made, officer):
     r = officer.post(f"{URL}{made.pk}/act/answer/", {"outcome": f"key {AWS_KEY}"}, follow=True)
     assert AWS_KEY.encode() not in r.content
     (message,) = messages_of(r)
@@ -148,8 +144,7 @@ def test_a_secret_in_the_outcome_is_refused_before_it_is_shown(made):
     untouched(made)
 
 
-def test_the_request_page_has_no_close_link_beside_the_desks_close(made):
-    officer = client_for(make_staff("dpo", DESK_PERMS))
+def test_the_request_page_has_no_close_link_beside_the_desks_close(made, officer):
     page = officer.get(f"{URL}{made.pk}/change/").content
     assert b'class="closelink"' not in page  # "Close" here means answering the request
     assert b"Answered" in page
@@ -160,7 +155,7 @@ def test_the_whole_path_logs_nothing_of_the_key_even_its_failures(made, caplog, 
     caplog.set_level(logging.DEBUG)
     monkeypatch.setattr(logging.getLogger("django.request"), "propagate", True)
     caplog.set_level(logging.DEBUG, logger="django.request")
-    officer = client_for(make_staff("dpo", DESK_PERMS))
+    officer = client_for(make_staff("dpo", DESK_PERMS))  # made once the logs are captured
     today = desk.today().isoformat()
     officer.post(URL + "add/", {"subject": ALICE, "right": "access", "received_on": today})
     officer.post(URL + "add/", {"subject": ALICE, "right": "access", "notes": f"k {AWS_KEY}"})
@@ -185,16 +180,14 @@ def test_the_whole_path_logs_nothing_of_the_key_even_its_failures(made, caplog, 
 
 
 @pytest.mark.parametrize("value", ["²", "١", "9" * 30, "-1", "1.0", "\x00", "x" * 200])
-def test_assigning_to_a_value_no_user_has_is_a_message(made, value):
+def test_assigning_to_a_value_no_user_has_is_a_message(made, value, officer):
     """ "²".isdigit() is true: the query raised ValueError (a 500) before."""
-    officer = client_for(make_staff("dpo", DESK_PERMS))
     r = officer.post(f"{URL}{made.pk}/act/assign/", {"assignee": value}, follow=True)
     assert messages_of(r) == ["Assign: No such user."]
     untouched(made)
 
 
-def test_a_refused_intake_form_is_not_cached_nor_remembered_by_the_browser():
-    officer = client_for(make_staff("dpo", DESK_PERMS))
+def test_a_refused_intake_form_is_not_cached_nor_remembered_by_the_browser(officer):
     r = officer.post(URL + "add/", {"subject": ALICE, "right": "access", "notes": f"k {AWS_KEY}"})
     assert r.status_code == 200 and b"hold a secret" in r.content  # the key is in the form
     assert "no-store" in r["Cache-Control"]  # the admin site never caches its pages

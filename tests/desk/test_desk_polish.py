@@ -9,7 +9,6 @@ from memoryapp.compliance import desk
 from memoryapp.models import SubjectRequest
 from memoryapp.templatetags.memoryapp_admin import facet_count
 from tests._admin_support import (
-    DESK_PERMS,
     ERASE_SUBJECT,
     MEMORIES,
     client_for,
@@ -20,11 +19,6 @@ from tests._admin_support import (
 pytestmark = pytest.mark.django_db
 
 URL = "/admin/memoryapp/subjectrequest/"
-
-
-@pytest.fixture
-def officer():
-    return client_for(make_staff("dpo", DESK_PERMS))
 
 
 def test_a_request_page_is_titled_as_what_it_is(officer):

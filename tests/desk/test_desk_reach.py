@@ -14,7 +14,7 @@ from memoryapp import MemoryManager
 from memoryapp.compliance import desk
 from memoryapp.models import Memory
 from tests._admin_support import ERASE_SUBJECT, EXPORT, client_for
-from tests.compliance.test_desk_tenant_records import _api, officer
+from tests.desk.test_desk_tenant_records import wipe_officer, wipe_officer_api
 
 pytestmark = pytest.mark.django_db
 
@@ -36,7 +36,7 @@ def _globex_row_kept() -> bool:
 
 
 def test_the_admin_export_and_erase_stay_in_the_officers_tenants(across):
-    client = client_for(officer("dpo-acme", "acme/"))
+    client = client_for(wipe_officer("dpo-acme", "acme/"))
     download = client.post(EXPORT, {"subject": KEY, "post": "yes"})
     assert download.status_code == 200
     body = b"".join(download.streaming_content) if download.streaming else download.content
@@ -54,14 +54,14 @@ def test_the_admin_export_and_erase_stay_in_the_officers_tenants(across):
 
 
 def test_an_unscoped_officer_still_reaches_every_namespace(across):
-    client = client_for(officer("chief"))
+    client = client_for(wipe_officer("chief"))
     done = client.post(ERASE_SUBJECT, {"subject": KEY, "include_authored": "on", "post": "yes"})
     assert done.status_code == 302, done.content
     assert not _globex_row_kept()
 
 
 def test_the_api_stays_in_the_officers_tenants(across):
-    client = _api("dpo-api", "acme/")
+    client = wipe_officer_api("dpo-api", "acme/")
     exported = client.get("/api/exports/", {"subject": KEY})
     assert exported.status_code == 200
     assert "make test for acme" in json.dumps(exported.json()) and SECRET not in json.dumps(
@@ -77,7 +77,7 @@ def test_the_api_stays_in_the_officers_tenants(across):
 
 
 def test_a_requests_actions_stay_in_the_officers_tenants(across):
-    user = officer("dpo-desk", "acme/")
+    user = wipe_officer("dpo-desk", "acme/")
     made = desk.open_request(subject=KEY, right="erasure", actor="intake")
     documents = desk.export_for(made, actor="dpo", user=user)
     assert SECRET not in json.dumps(documents) and "make test for acme" in json.dumps(documents)

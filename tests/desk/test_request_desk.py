@@ -39,16 +39,6 @@ MISTYPED = "acme/alicia"
 
 
 @pytest.fixture
-def dpo():
-    return make_staff("dpo", perms=DESK_PERMS)
-
-
-@pytest.fixture
-def officer(dpo):
-    return client_for(dpo)
-
-
-@pytest.fixture
 def made():
     return desk.open_request(subject=ALICE, right="erasure", actor="intake")
 

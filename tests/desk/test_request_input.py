@@ -11,12 +11,12 @@ import sys
 import pytest
 from django.core.management import CommandError, call_command
 
-from memoryapp.api.testing import token_client
 from memoryapp.compliance import desk
 from memoryapp.compliance.request_input import MAX_NAMESPACES, MAX_TEXT_CHARS
 from memoryapp.compliance.request_input import clean_text as clean
 from memoryapp.models import SubjectRequest, SubjectRequestEvent
-from tests._admin_support import ALICE, client_for, make_staff, messages_of
+from tests._admin_support import ALICE, messages_of
+from tests.factories import make_staff_api
 
 pytestmark = pytest.mark.django_db
 
@@ -32,19 +32,8 @@ def made():
 
 
 @pytest.fixture
-def officer():
-    return client_for(make_staff("dpo", DESK))
-
-
-@pytest.fixture
 def api():
-    client = token_client("dpo-api", ["acme/"])
-    client.user.is_staff = True
-    client.user.save()
-    from django.contrib.auth.models import Permission
-
-    client.user.user_permissions.add(*Permission.objects.filter(codename__in=DESK))
-    return client
+    return make_staff_api("dpo-api", DESK)
 
 
 def _unchanged(made: SubjectRequest) -> None:
@@ -134,8 +123,8 @@ def test_months_out_of_range_are_refused(made, months):
         ("answer", {"outcome": "y" * (MAX_TEXT_CHARS + 1), "post": "yes"}),
     ],
 )
-def test_the_admin_actions_refuse_bad_input_with_a_message(officer, made, name, data):
-    r = officer.post(f"{URL}{made.pk}/act/{name}/", data, follow=True)
+def test_the_admin_actions_refuse_bad_input_with_a_message(request_handler, made, name, data):
+    r = request_handler.post(f"{URL}{made.pk}/act/{name}/", data, follow=True)
     assert r.status_code == 200 and r.redirect_chain[-1][0] == f"{URL}{made.pk}/change/"
     (message,) = messages_of(r)
     assert message.startswith(("Add a note:", "Extend the deadline:", "Refuse", "Answer"))
@@ -150,16 +139,18 @@ def test_the_admin_actions_refuse_bad_input_with_a_message(officer, made, name, 
         ("notes", "x" * (MAX_TEXT_CHARS + 1), b"at most 10,000 characters"),
     ],
 )
-def test_admin_intake_shows_the_refusal_on_the_form(officer, field, value, error):
+def test_admin_intake_shows_the_refusal_on_the_form(request_handler, field, value, error):
     data = {"subject": ALICE, "right": "access", "received_on": desk.today().isoformat()}
-    r = officer.post(URL + "add/", {**data, field: value})
+    r = request_handler.post(URL + "add/", {**data, field: value})
     assert r.status_code == 200 and error in r.content
     assert not SubjectRequest.objects.exists()
 
 
-def test_admin_intake_strips_blank_lines_and_blanks_around_namespaces(officer):
+def test_admin_intake_strips_blank_lines_and_blanks_around_namespaces(request_handler):
     data = {"subject": ALICE, "right": "access", "received_on": desk.today().isoformat()}
-    r = officer.post(URL + "add/", {**data, "namespaces": "  acme/web \n\n acme/web\nacme/api"})
+    r = request_handler.post(
+        URL + "add/", {**data, "namespaces": "  acme/web \n\n acme/web\nacme/api"}
+    )
     assert r.status_code == 302
     assert desk.unseal(SubjectRequest.objects.get()).namespaces == ("acme/web", "acme/api")
 
@@ -242,12 +233,15 @@ def test_a_request_whose_key_was_rotated_away_says_so_and_can_still_be_closed(ro
     assert row.outcome == "key lost; reopened as a new request"
 
 
-def test_the_admin_and_the_cli_close_a_request_whose_key_was_rotated_away(rotated_away):
+def test_the_admin_and_the_cli_close_a_request_whose_key_was_rotated_away(
+    rotated_away, request_handler
+):
     made = rotated_away
-    officer = client_for(make_staff("dpo", DESK))
-    r = officer.post(f"{URL}{made.pk}/act/note/", {"text": "x"}, follow=True)
+    r = request_handler.post(f"{URL}{made.pk}/act/note/", {"text": "x"}, follow=True)
     assert "can still be answered or refused" in messages_of(r)[0]
-    r = officer.post(f"{URL}{made.pk}/act/answer/", {"outcome": "told", "post": "yes"}, follow=True)
+    r = request_handler.post(
+        f"{URL}{made.pk}/act/answer/", {"outcome": "told", "post": "yes"}, follow=True
+    )
     assert messages_of(r) == ["The request is answered and closed; the subject key is dropped."]
     other = desk.open_request(subject=ALICE, right="access", actor="dpo")
     other.sealed = "gAAAA-not-a-token"

@@ -8,15 +8,13 @@ tenant's receipt id or target: 404). Officers without a grant keep every tenant'
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import Group, Permission
 from django.db import connection
 
 from memoryapp import MemoryManager, compliance
-from memoryapp import permissions as perms
-from memoryapp.api.testing import token_client
 from memoryapp.compliance import desk
-from memoryapp.models import DeskGrant, ErasureReceipt, ExportRecord, Memory, ReceiptState
-from tests._admin_support import ERASE_SUBJECT, EXPORT, RECEIPTS, WIPE, client_for, make_staff
+from memoryapp.models import ErasureReceipt, ExportRecord, Memory, ReceiptState
+from tests._admin_support import ERASE_SUBJECT, EXPORT, RECEIPTS, WIPE, client_for
+from tests.factories import make_officer, make_staff_api
 
 pytestmark = pytest.mark.django_db
 
@@ -26,13 +24,9 @@ REFUSED = b"tenant is not one your desk handles"
 EXPORTS = "/admin/memoryapp/exportrecord/"
 
 
-def officer(name: str, *grants: str):
+def wipe_officer(name: str, *grants: str):
     """A compliance officer (with the wipe right too) handling ``grants``' tenants."""
-    user = make_staff(name, ("wipe_memory",))
-    user.groups.add(Group.objects.get(name=perms.COMPLIANCE_GROUP))
-    for ns in grants:
-        DeskGrant.objects.create(user=user, namespace=ns)
-    return user
+    return make_officer(name, *grants, perms=("wipe_memory",))
 
 
 @pytest.fixture
@@ -69,7 +63,7 @@ def test_receipts_and_records_carry_their_tenant(tenants):
 def test_each_officer_lists_and_opens_only_their_receipts(tenants):
     acme, globex = tenants
     for mine, theirs, grant in ((acme, globex, "acme/"), (globex, acme, "globex/")):
-        client = client_for(officer(f"dpo-{grant[:-1]}", grant))
+        client = client_for(wipe_officer(f"dpo-{grant[:-1]}", grant))
         page = client.get(RECEIPTS).content.decode()
         assert mine.pk[:8] in page and theirs.pk[:8] not in page
         assert client.get(f"{RECEIPTS}{mine.pk}/change/").status_code == 200
@@ -80,25 +74,27 @@ def test_each_officer_lists_and_opens_only_their_receipts(tenants):
         assert client.get(f"{RECEIPTS}{theirs.pk}/print/").status_code == 404
         assert client.get(f"{RECEIPTS}{theirs.pk}/retry/").status_code == 404
         assert client.get(f"{RECEIPTS}{mine.pk}/print/").status_code == 200
-    chief = client_for(officer("chief")).get(RECEIPTS).content.decode()
+    chief = client_for(wipe_officer("chief")).get(RECEIPTS).content.decode()
     assert acme.pk[:8] in chief and globex.pk[:8] in chief
 
 
 def test_each_officer_lists_only_their_export_records(tenants):
     acme_rec = ExportRecord.objects.get(tenant="acme/")
     globex_rec = ExportRecord.objects.get(tenant="globex/")
-    page = client_for(officer("dpo", "acme/")).get(EXPORTS).content.decode()
+    page = client_for(wipe_officer("dpo", "acme/")).get(EXPORTS).content.decode()
     assert acme_rec.pk[:12] in page and globex_rec.pk[:12] not in page
-    other = client_for(officer("gx", "globex/")).get(EXPORTS).content.decode()
+    other = client_for(wipe_officer("gx", "globex/")).get(EXPORTS).content.decode()
     assert globex_rec.pk[:12] in other and acme_rec.pk[:12] not in other
     assert (
-        client_for(officer("dpo2", "acme/")).get(f"{EXPORTS}{globex_rec.pk}/change/").status_code
+        client_for(wipe_officer("dpo2", "acme/"))
+        .get(f"{EXPORTS}{globex_rec.pk}/change/")
+        .status_code
         == 302
     )
 
 
 def test_erase_page_refuses_another_tenants_key(tenants):
-    client = client_for(officer("dpo", "acme/"))
+    client = client_for(wipe_officer("dpo", "acme/"))
     r = client.post(ERASE_SUBJECT, {"subject": GLOBEX_KEY})
     assert r.status_code == 200 and REFUSED in r.content
     r = client.post(ERASE_SUBJECT, {"subject": GLOBEX_KEY, "post": "yes"})
@@ -110,7 +106,7 @@ def test_erase_page_refuses_another_tenants_key(tenants):
 
 
 def test_export_page_refuses_another_tenants_key_or_namespace(tenants):
-    client = client_for(officer("dpo", "acme/"))
+    client = client_for(wipe_officer("dpo", "acme/"))
     before = ExportRecord.objects.count()
     for body in (
         {"subject": GLOBEX_KEY},
@@ -129,7 +125,7 @@ def test_export_page_refuses_another_tenants_key_or_namespace(tenants):
 
 
 def test_wipe_page_refuses_another_tenants_namespace(tenants):
-    client = client_for(officer("dpo", "acme/"))
+    client = client_for(wipe_officer("dpo", "acme/"))
     for body in ({"project": GLOBEX_NS}, {"project": ACME_NS, "user": GLOBEX_KEY}, {"project": ""}):
         r = client.post(WIPE, body)
         assert r.status_code == 200 and REFUSED in r.content, body
@@ -146,10 +142,10 @@ def test_wipe_page_refuses_another_tenants_namespace(tenants):
 
 def test_lookup_leaves_other_tenants_records_out(tenants):
     _, globex = tenants
-    client = client_for(officer("dpo", "acme/"))
+    client = client_for(wipe_officer("dpo", "acme/"))
     found = client.post(f"{RECEIPTS}lookup/", {"subject": "globex/gus"}).content.decode()
     assert globex.pk[:12] not in found
-    chief = client_for(officer("chief")).post(f"{RECEIPTS}lookup/", {"subject": "globex/gus"})
+    chief = client_for(wipe_officer("chief")).post(f"{RECEIPTS}lookup/", {"subject": "globex/gus"})
     assert globex.pk[:12] in chief.content.decode()
     rec = ExportRecord.objects.get(tenant="globex/")
     assert (
@@ -161,8 +157,8 @@ def test_lookup_leaves_other_tenants_records_out(tenants):
 def test_front_page_banner_and_tiles_are_the_officers_tenants(tenants):
     acme, globex = tenants
     ErasureReceipt.objects.filter(pk=globex.pk).update(state=ReceiptState.NEEDS_ATTENTION)
-    acme_page = client_for(officer("dpo", "acme/")).get("/admin/").content.decode()
-    globex_page = client_for(officer("gx", "globex/")).get("/admin/").content.decode()
+    acme_page = client_for(wipe_officer("dpo", "acme/")).get("/admin/").content.decode()
+    globex_page = client_for(wipe_officer("gx", "globex/")).get("/admin/").content.decode()
     assert globex.pk[:8] not in acme_page and "needs attention" not in acme_page.lower()
     assert globex.pk[:8] in globex_page
     assert GLOBEX_NS not in acme_page and ACME_NS in acme_page
@@ -170,27 +166,23 @@ def test_front_page_banner_and_tiles_are_the_officers_tenants(tenants):
     from memoryapp.admin.overview import _counts
 
     links = {"can_memories": True, "can_review": True}
-    scoped = _counts(links, per_user=True, user=officer("x", "acme/"))["totals"]
-    everyone = _counts(links, per_user=True, user=officer("y"))["totals"]
+    scoped = _counts(links, per_user=True, user=wipe_officer("x", "acme/"))["totals"]
+    everyone = _counts(links, per_user=True, user=wipe_officer("y"))["totals"]
     assert (scoped["receipts"], everyone["receipts"]) == (1, 2)
     assert scoped["live"] < everyone["live"]
 
 
-def _api(name: str, *grants: str):
-    client = token_client(name, ["unrelated/"])  # the API grants play no part for staff
-    user = client.user
-    user.is_staff = True
-    user.save()
-    user.groups.add(Group.objects.get(name=perms.COMPLIANCE_GROUP))
-    user.user_permissions.add(Permission.objects.get(codename="wipe_memory"))
-    for ns in grants:
-        DeskGrant.objects.create(user=user, namespace=ns)
-    return client
+def wipe_officer_api(name: str, *grants: str):
+    """``wipe_officer`` over the API."""
+    # The API grants play no part for staff: the client's own name an unrelated tenant.
+    return make_staff_api(
+        name, ("wipe_memory",), grants=("unrelated/",), compliance=True, tenants=grants
+    )
 
 
 def test_the_api_keeps_each_officer_to_their_tenant(tenants):
     acme, globex = tenants
-    client = _api("dpo", "acme/")
+    client = wipe_officer_api("dpo", "acme/")
     listed = client.get("/api/erasures/").json()
     ids = {r["id"] for r in listed.get("results", listed)}
     assert acme.pk in ids and globex.pk not in ids
@@ -218,7 +210,9 @@ def test_the_api_keeps_each_officer_to_their_tenant(tenants):
     assert found["receipts"] == [] and found["exports"] == []
     found = client.post("/api/erasures/lookup/", {"subject": GLOBEX_KEY}, format="json").json()
     assert found["exports"] == []
-    chief = _api("chief").post("/api/erasures/lookup/", {"subject": "globex/gus"}, format="json")
+    chief = wipe_officer_api("chief").post(
+        "/api/erasures/lookup/", {"subject": "globex/gus"}, format="json"
+    )
     assert [r["id"] for r in chief.json()["receipts"]] == [globex.pk]
 
 

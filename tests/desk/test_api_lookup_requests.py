@@ -9,12 +9,11 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from django.contrib.auth.models import Group
 from rest_framework.test import APIClient
 
-from memoryapp import permissions as perms
 from memoryapp.compliance import desk
 from tests._admin_support import ALICE, BOB, OPERATOR_PERMS, make_staff
+from tests.factories import make_officer
 
 pytestmark = pytest.mark.django_db
 
@@ -46,8 +45,7 @@ def made():
 
 def test_an_officer_finds_the_open_and_closed_requests_of_a_key(made):
     first, closed = made
-    officer = make_staff("dpo")
-    officer.groups.add(Group.objects.get(name=perms.COMPLIANCE_GROUP))
+    officer = make_officer("dpo")
     r = _client(officer).post(LOOKUP, {"subject": ALICE}, format="json")
     assert r.status_code == 200, r.content
     assert r["Cache-Control"] == "no-store"

@@ -26,6 +26,7 @@ from memoryapp.models import (
     SubjectRequest,
 )
 from tests._admin_support import ALICE, BOB, make_staff, seed_tenant
+from tests.factories import subject_request_row
 
 pytestmark = pytest.mark.django_db
 
@@ -246,13 +247,7 @@ def test_unknown_and_ambiguous_ids_are_clear_errors():
     with pytest.raises(CommandError, match="no subject request '0123456789'"):
         run("show", "0123456789")
     for last in "01":  # two ids sharing their first 16 characters
-        SubjectRequest.objects.create(
-            id="f" * 16 + last * 16,
-            right="access",
-            received_on=desk.today(),
-            due_on=desk.due_date(desk.today()),
-            subject_hmac="0" * 64,
-        )
+        subject_request_row(id="f" * 16 + last * 16)
     with pytest.raises(CommandError, match="more than one request"):
         run("show", "f" * 10)
     for action in ("export", "erase", "close", "extend"):

@@ -10,9 +10,6 @@ from memoryapp.compliance.request_input import RequestError
 from memoryapp.models import SubjectRequest
 from tests._admin_support import (
     ALICE,
-    REQUEST_HANDLER_PERMS,
-    client_for,
-    make_staff,
     messages_of,
     seed_tenant,
 )
@@ -30,11 +27,6 @@ UNSTORABLE = {
 }
 
 
-@pytest.fixture
-def officer():
-    return client_for(make_staff("dpo", REQUEST_HANDLER_PERMS))
-
-
 def _form(**values) -> dict:
     return {"subject": ALICE, "right": "access", "received_on": desk.today().isoformat(), **values}
 
@@ -47,37 +39,37 @@ def test_the_service_refuses_a_key_no_write_accepts(name):
 
 
 @pytest.mark.parametrize("name", sorted(UNSTORABLE))
-def test_the_form_refuses_a_key_no_write_accepts(officer, name):
-    r = officer.post(URL + "add/", _form(subject=UNSTORABLE[name]))
+def test_the_form_refuses_a_key_no_write_accepts(request_handler, name):
+    r = request_handler.post(URL + "add/", _form(subject=UNSTORABLE[name]))
     assert r.status_code == 200 and b"The subject key must" in r.content
     assert not SubjectRequest.objects.exists()
 
 
-def test_a_namespace_no_write_accepts_is_refused(officer):
-    r = officer.post(URL + "add/", _form(namespaces="acme//web"))
+def test_a_namespace_no_write_accepts_is_refused(request_handler):
+    r = request_handler.post(URL + "add/", _form(namespaces="acme//web"))
     assert r.status_code == 200 and b"A namespace must not" in r.content
     assert not SubjectRequest.objects.exists()
 
 
-def test_a_key_holding_nothing_is_recorded_with_a_warning(officer):
+def test_a_key_holding_nothing_is_recorded_with_a_warning(request_handler):
     seed_tenant()
-    r = officer.post(URL + "add/", _form(subject="acme/alicia"), follow=True)
+    r = request_handler.post(URL + "add/", _form(subject="acme/alicia"), follow=True)
     assert r.status_code == 200
     assert SubjectRequest.objects.count() == 1  # a warning, not a refusal
     assert any("Nothing is held for this key" in m for m in messages_of(r))
     assert b"acme/alicia" not in r.content
 
 
-def test_a_key_holding_something_gets_no_warning(officer):
+def test_a_key_holding_something_gets_no_warning(request_handler):
     seed_tenant()
-    r = officer.post(URL + "add/", _form(), follow=True)
+    r = request_handler.post(URL + "add/", _form(), follow=True)
     assert SubjectRequest.objects.count() == 1
     assert not any("Nothing is held" in m for m in messages_of(r))
 
 
-def test_a_key_held_elsewhere_than_the_namespaces_named_is_warned_about(officer):
+def test_a_key_held_elsewhere_than_the_namespaces_named_is_warned_about(request_handler):
     seed_tenant()
-    r = officer.post(URL + "add/", _form(namespaces="globex/web"), follow=True)
+    r = request_handler.post(URL + "add/", _form(namespaces="globex/web"), follow=True)
     assert any("Nothing is held for this key in these namespaces" in m for m in messages_of(r))
 
 

@@ -3,35 +3,18 @@
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import Group, Permission
+from django.contrib.auth.models import Group
 
 from memoryapp import permissions as perms
 from memoryapp.api.testing import token_client
 from memoryapp.compliance.desk import open_request
 from memoryapp.models import ErasureReceipt, ExportRecord, Memory, ReceiptState, SubjectRequest
 from tests._admin_support import ALICE, BOB, OPERATOR_PERMS, make_staff, seed_tenant
+from tests.factories import make_staff_api
 
 pytestmark = pytest.mark.django_db
 
 URL = "/api/subject-requests/"
-
-
-def _staff(name: str, *, group: bool = False, codenames=()):
-    client = token_client(name, ["acme/"])
-    user = client.user
-    user.is_staff = True
-    user.save()
-    if group:
-        user.groups.add(Group.objects.get(name=perms.COMPLIANCE_GROUP))
-    user.user_permissions.add(
-        *Permission.objects.filter(content_type__app_label="memoryapp", codename__in=codenames)
-    )
-    return client
-
-
-@pytest.fixture
-def officer():
-    return _staff("dpo", group=True)
 
 
 def test_the_compliance_group_can_see_export_erase_but_not_edit_memories():
@@ -49,32 +32,34 @@ def test_the_compliance_group_can_see_export_erase_but_not_edit_memories():
     assert not operator.has_perm(perms.ERASE_MEMORY)
 
 
-def test_the_officers_path_over_the_api_never_echoes_the_key(officer):
+def test_the_officers_path_over_the_api_never_echoes_the_key(api_officer):
     seed_tenant()
-    made = officer.post(URL, {"subject": ALICE, "right": "erasure"}, format="json")
+    made = api_officer.post(URL, {"subject": ALICE, "right": "erasure"}, format="json")
     assert made.status_code == 201, made.content
     rid = made.json()["id"]
     assert made.json()["status"] == "open" and made.json()["history"][0]["action"] == "created"
 
-    found = officer.post(URL + "lookup/", {"subject": ALICE}, format="json")
+    found = api_officer.post(URL + "lookup/", {"subject": ALICE}, format="json")
     assert [r["id"] for r in found.json()["requests"]] == [rid]
     assert found.json()["holdings"]["memories"]
     assert found["Cache-Control"] == "no-store"
-    assert officer.post(URL + "lookup/", {"subject": BOB}, format="json").json()["requests"] == []
+    assert (
+        api_officer.post(URL + "lookup/", {"subject": BOB}, format="json").json()["requests"] == []
+    )
 
-    exported = officer.post(f"{URL}{rid}/export/", format="json")
+    exported = api_officer.post(f"{URL}{rid}/export/", format="json")
     assert exported.status_code == 200 and exported.json()["documents"][0]["counts"]["memories"]
-    erased = officer.post(f"{URL}{rid}/erase/", format="json")
+    erased = api_officer.post(f"{URL}{rid}/erase/", format="json")
     assert erased.status_code == 200
     (receipt_id,) = erased.json()["receipts"]
 
-    extended = officer.post(
+    extended = api_officer.post(
         f"{URL}{rid}/act/", {"action": "extend", "months": 1, "text": "backups"}, format="json"
     )
     assert extended.json()["extension_months"] == 1
-    refused = officer.post(f"{URL}{rid}/act/", {"action": "refuse", "text": ""}, format="json")
+    refused = api_officer.post(f"{URL}{rid}/act/", {"action": "refuse", "text": ""}, format="json")
     assert refused.status_code == 400
-    answered = officer.post(
+    answered = api_officer.post(
         f"{URL}{rid}/act/", {"action": "answer", "text": "export sent"}, format="json"
     )
     body = answered.json()
@@ -89,23 +74,29 @@ def test_the_officers_path_over_the_api_never_echoes_the_key(officer):
         "answered",
     ]
     assert {h["actor"] for h in body["history"]} == {"api:dpo"}
-    for response in (made, extended, answered, officer.get(URL), officer.get(f"{URL}{rid}/")):
+    for response in (
+        made,
+        extended,
+        answered,
+        api_officer.get(URL),
+        api_officer.get(f"{URL}{rid}/"),
+    ):
         assert ALICE.encode() not in response.content
-    again = officer.post(f"{URL}{rid}/export/", format="json")
+    again = api_officer.post(f"{URL}{rid}/export/", format="json")
     assert again.status_code == 400 and b"closed" in again.content
     assert ErasureReceipt.objects.get(pk=receipt_id).subject_requests.get().pk == rid
 
 
-def test_list_is_by_due_date_and_filters_refuse_unknown_values(officer):
-    late = officer.post(
+def test_list_is_by_due_date_and_filters_refuse_unknown_values(api_officer):
+    late = api_officer.post(
         URL, {"subject": BOB, "right": "access", "received_on": "2026-01-02"}, format="json"
     ).json()
-    fresh = officer.post(URL, {"subject": ALICE, "right": "access"}, format="json").json()
-    listed = officer.get(URL).json()["results"]
+    fresh = api_officer.post(URL, {"subject": ALICE, "right": "access"}, format="json").json()
+    listed = api_officer.get(URL).json()["results"]
     assert [r["id"] for r in listed] == [late["id"], fresh["id"]]
     assert listed[0]["urgency"] == "overdue"
-    assert officer.get(URL, {"status": "answered"}).json()["results"] == []
-    assert officer.get(URL, {"status": "lost"}).status_code == 400
+    assert api_officer.get(URL, {"status": "answered"}).json()["results"] == []
+    assert api_officer.get(URL, {"status": "lost"}).status_code == 400
 
 
 @pytest.mark.parametrize(
@@ -121,9 +112,9 @@ def test_who_may_not(who):
     if who == "client":
         client = token_client("app", ["acme/"], write=True, erase=True)
     elif who == "operator":
-        client = _staff("op", codenames=OPERATOR_PERMS)
+        client = make_staff_api("op", OPERATOR_PERMS)
     else:
-        client = _staff("viewer", codenames=["view_subjectrequest"])
+        client = make_staff_api("viewer", ["view_subjectrequest"])
     if who == "viewer":
         assert client.get(URL).status_code == 200
     else:
@@ -140,8 +131,8 @@ def test_who_may_not(who):
 
 def test_erase_needs_the_erase_permission_too():
     request = open_request(subject=ALICE, right="erasure", actor="dpo")
-    desk_only = _staff(
-        "clerk", codenames=["view_subjectrequest", "add_subjectrequest", "change_subjectrequest"]
+    desk_only = make_staff_api(
+        "clerk", ["view_subjectrequest", "add_subjectrequest", "change_subjectrequest"]
     )
     assert desk_only.post(f"{URL}{request.id}/erase/", format="json").status_code == 403
     assert desk_only.post(f"{URL}{request.id}/export/", format="json").status_code == 403
@@ -157,7 +148,7 @@ def test_erase_for_a_request_leaves_the_purge_to_the_worker_when_it_runs(setting
     answers; the worker purges and verifies. Without it, the request purges and verifies."""
     settings.MEMORYAPP_ERASURE_WORKER = worker
     # The flushed database has no Compliance group (a migration makes it): its permissions.
-    officer = _staff("dpo", codenames=[perms.codename(p) for p in perms.COMPLIANCE_PERMS])
+    officer = make_staff_api("dpo", [perms.codename(p) for p in perms.COMPLIANCE_PERMS])
     seed_tenant()
     rid = officer.post(URL, {"subject": ALICE, "right": "erasure"}, format="json").json()["id"]
     erased = officer.post(f"{URL}{rid}/erase/", format="json")
@@ -169,13 +160,13 @@ def test_erase_for_a_request_leaves_the_purge_to_the_worker_when_it_runs(setting
     assert not Memory.objects.filter(subject=ALICE).exists()
 
 
-def test_what_we_hold_is_only_for_who_may_export_or_erase(officer):
+def test_what_we_hold_is_only_for_who_may_export_or_erase(api_officer):
     """A request handler (view only) finds the key's requests, not where its data lies."""
     seed_tenant()
-    viewer = _staff("viewer", codenames=["view_subjectrequest"])
+    viewer = make_staff_api("viewer", ["view_subjectrequest"])
     seen = viewer.post(URL + "lookup/", {"subject": ALICE}, format="json").json()
     assert (seen["holdings"], seen["kept"]) == ({}, {})
-    exporter = _staff("exporter", codenames=["view_subjectrequest", "export_memory"])
+    exporter = make_staff_api("exporter", ["view_subjectrequest", "export_memory"])
     full = exporter.post(URL + "lookup/", {"subject": ALICE}, format="json").json()
     assert full["holdings"]["memories"] and full["kept"]
-    assert full == officer.post(URL + "lookup/", {"subject": ALICE}, format="json").json()
+    assert full == api_officer.post(URL + "lookup/", {"subject": ALICE}, format="json").json()

@@ -11,15 +11,14 @@ from __future__ import annotations
 import io
 
 import pytest
-from django.contrib.auth.models import Permission
 from django.core.management import CommandError, call_command
 
 from memoryapp import MemoryManager
-from memoryapp.api.testing import token_client
 from memoryapp.compliance import desk, erase, export
 from memoryapp.compliance.holdings import KEPT_AUTHORED, KEPT_CONTRIBUTED, holdings, kept
 from memoryapp.models import Memory, ReviewItem
 from tests._admin_support import ALICE, PROJECT, client_for, make_staff, seed_tenant
+from tests.factories import make_staff_api
 
 pytestmark = pytest.mark.django_db
 
@@ -81,12 +80,7 @@ def test_the_erase_page_shows_the_kept_project_memories_apart_from_the_total():
 
 def test_the_api_lookup_returns_kept_beside_holdings():
     seed_tenant()
-    client = token_client("dpo", ["acme/"])
-    client.user.is_staff = True
-    client.user.save()
-    client.user.user_permissions.add(
-        *Permission.objects.filter(codename__in=["view_subjectrequest", "export_memory"])
-    )
+    client = make_staff_api("dpo", ["view_subjectrequest", "export_memory"])
     body = client.post("/api/subject-requests/lookup/", {"subject": ALICE}, format="json").json()
     assert body["kept"] == {KEPT_AUTHORED: {PROJECT: 1}}
     assert "memories" in body["holdings"]

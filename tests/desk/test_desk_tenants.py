@@ -6,28 +6,19 @@ look-ups). Officers without a grant row, and superusers, keep every tenant's."""
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import Group
 
-from memoryapp import permissions as perms
 from memoryapp.api.testing import token_client
 from memoryapp.compliance import desk
 from memoryapp.compliance.desk_scope import tenant_of, visible_requests
-from memoryapp.models import DeskGrant, Memory, SubjectRequest
+from memoryapp.models import DeskGrant, SubjectRequest
 from tests._admin_support import client_for, make_staff
+from tests.factories import grant_desk, make_officer, make_staff_api, memory_row
 
 pytestmark = pytest.mark.django_db
 
 ADMIN = "/admin/memoryapp/subjectrequest/"
 API = "/api/subject-requests/"
 ACME_KEY, GLOBEX_KEY = "acme/alice", "globex/gina"
-
-
-def officer(name: str, *grants: str):
-    user = make_staff(name)
-    user.groups.add(Group.objects.get(name=perms.COMPLIANCE_GROUP))
-    for ns in grants:
-        DeskGrant.objects.create(user=user, namespace=ns)
-    return user
 
 
 @pytest.fixture
@@ -46,27 +37,27 @@ def test_a_request_carries_its_keys_tenant(two_tenants):
 def test_grants_are_exact_or_prefix_and_case_sensitive(two_tenants):
     eu = desk.open_request(subject="acme/eu/bob", right="access", actor="intake")
     upper = desk.open_request(subject="ACME/zed", right="access", actor="intake")
-    assert set(visible_requests(officer("p", "acme/"))) == {two_tenants[0], eu}
-    assert set(visible_requests(officer("e", "acme/eu/"))) == {eu}
-    assert upper not in set(visible_requests(officer("q", "acme/")))
-    assert set(visible_requests(officer("all"))) == {*two_tenants, eu, upper}
+    assert set(visible_requests(make_officer("p", "acme/"))) == {two_tenants[0], eu}
+    assert set(visible_requests(make_officer("e", "acme/eu/"))) == {eu}
+    assert upper not in set(visible_requests(make_officer("q", "acme/")))
+    assert set(visible_requests(make_officer("all"))) == {*two_tenants, eu, upper}
     boss = make_staff("boss", superuser=True)
-    DeskGrant.objects.create(user=boss, namespace="acme/")
+    grant_desk(boss, "acme/")
     assert visible_requests(boss).count() == 4  # a superuser is never narrowed
 
 
 def test_the_admin_list_shows_only_the_officers_tenants(two_tenants):
     acme, globex = two_tenants
-    page = client_for(officer("dpo", "acme/")).get(ADMIN).content.decode()
+    page = client_for(make_officer("dpo", "acme/")).get(ADMIN).content.decode()
     assert acme.pk[:8] in page and globex.pk[:8] not in page
     assert "T-1" in page and "T-2" not in page
-    everyone = client_for(officer("chief")).get(ADMIN).content.decode()
+    everyone = client_for(make_officer("chief")).get(ADMIN).content.decode()
     assert acme.pk[:8] in everyone and globex.pk[:8] in everyone
 
 
 def test_another_tenants_request_is_a_404_in_the_admin(two_tenants):
     _, globex = two_tenants
-    client = client_for(officer("dpo", "acme/"))
+    client = client_for(make_officer("dpo", "acme/"))
     assert client.get(f"{ADMIN}{globex.pk}/change/").status_code == 404
     assert client.get(f"{ADMIN}{globex.pk}/history/").status_code == 404
     assert client.get(f"{ADMIN}{two_tenants[0].pk}/history/").status_code == 200
@@ -78,15 +69,15 @@ def test_another_tenants_request_is_a_404_in_the_admin(two_tenants):
 
 
 def test_the_lookup_page_and_the_counts_leave_other_tenants_out(two_tenants):
-    client = client_for(officer("dpo", "acme/"))
+    client = client_for(make_officer("dpo", "acme/"))
     found = client.post("/admin/memoryapp/erasurereceipt/lookup/", {"subject": GLOBEX_KEY})
     assert found.status_code == 200 and two_tenants[1].pk[:12] not in found.content.decode()
-    assert desk.deadlines(user=officer("x", "acme/"))["open"] == 1
+    assert desk.deadlines(user=make_officer("x", "acme/"))["open"] == 1
     assert desk.deadlines()["open"] == 2
 
 
 def test_intake_of_another_tenants_key_is_refused(two_tenants):
-    client = client_for(officer("dpo", "acme/"))
+    client = client_for(make_officer("dpo", "acme/"))
     r = client.post(
         ADMIN + "add/",
         {"subject": GLOBEX_KEY, "right": "access", "received_on": desk.today().isoformat()},
@@ -97,21 +88,15 @@ def test_intake_of_another_tenants_key_is_refused(two_tenants):
 
 def test_assigning_to_someone_outside_the_tenant_is_refused(two_tenants):
     acme, _ = two_tenants
-    outsider = officer("gx", "globex/")
+    outsider = make_officer("gx", "globex/")
     with pytest.raises(desk.RequestError, match="may not handle"):
         desk.assign(acme, outsider, actor="dpo")
-    desk.assign(acme, officer("ac", "acme/"), actor="dpo")
+    desk.assign(acme, make_officer("ac", "acme/"), actor="dpo")
 
 
 def _api(name: str, *grants: str):
-    client = token_client(name, ["acme/"])
-    user = client.user
-    user.is_staff = True
-    user.save()
-    user.groups.add(Group.objects.get(name=perms.COMPLIANCE_GROUP))
-    for ns in grants:
-        DeskGrant.objects.create(user=user, namespace=ns)
-    return client
+    """An officer (the Compliance group) over the API, handling ``grants``' tenants."""
+    return make_staff_api(name, compliance=True, tenants=grants)
 
 
 def test_another_tenants_request_is_a_404_in_the_api(two_tenants):
@@ -125,7 +110,7 @@ def test_another_tenants_request_is_a_404_in_the_api(two_tenants):
         assert client.post(f"{API}{globex.pk}/{verb}/", format="json").status_code == 404
     act = client.post(f"{API}{globex.pk}/act/", {"action": "start"}, format="json")
     assert act.status_code == 404
-    Memory.objects.create(namespace=GLOBEX_KEY, scope="user", key_normalized="k", content="c")
+    memory_row(GLOBEX_KEY)
     found = client.post(API + "lookup/", {"subject": GLOBEX_KEY}, format="json")
     assert found.status_code == 200 and found.json()["requests"] == []
     assert found.json()["holdings"] == {}  # where another tenant's person's data lies
@@ -151,7 +136,7 @@ def test_an_officer_without_grants_sees_every_tenant_in_the_api(two_tenants):
 
 def test_the_grant_admin_takes_tenants_and_staff_only():
     root = client_for(make_staff("root", superuser=True))
-    dpo = officer("dpo")
+    dpo = make_officer("dpo")
     url = "/admin/memoryapp/deskgrant/add/"
     for bad in ("acme//", "/acme/", "acme/../x/"):
         r = root.post(url, {"user": dpo.pk, "namespace": bad})

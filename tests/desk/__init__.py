@@ -1,0 +1,1 @@
+"""The subject-request desk: intake, requests and their actions, tenant-scoped officers."""
