@@ -102,14 +102,8 @@ class Sealed:
 
 def unseal(request: SubjectRequest) -> Sealed | None:
     """The subject key and namespaces of an open request; None once closed (or no key opens it)."""
-    if not request.sealed:
-        return None
-    text = sealing.unseal(PURPOSE, request.sealed)
-    if text is None:
-        return None
-    try:
-        body = json.loads(text)
-    except ValueError:
+    body = sealing.unseal_json(PURPOSE, request.sealed)
+    if body is None:
         return None
     return Sealed(str(body["subject"]), tuple(body.get("namespaces") or ()))
 

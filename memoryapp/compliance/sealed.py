@@ -39,14 +39,8 @@ def seal(targets: list[Target], probes: dict[str, list[bytes]] | None = None) ->
 
 def unseal(token: str | None) -> tuple[list[Target], dict[str, list[bytes]]] | None:
     """Targets and fragments from :func:`seal`; None when absent or no known key opens it."""
-    if not token:
-        return None
-    text = sealing.unseal(PURPOSE, token)
-    if text is None:
-        return None
-    try:
-        body = json.loads(text)
-    except ValueError:
+    body = sealing.unseal_json(PURPOSE, token)
+    if body is None:
         return None
     targets = [target_from_dict(d) for d in body.get("targets", [])]
     probes = {

@@ -15,6 +15,8 @@ or those derived from ``SECRET_KEY_FALLBACKS``) still decrypt older tokens.
 from __future__ import annotations
 
 import base64
+import json
+from typing import Any
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from cryptography.hazmat.primitives import hashes
@@ -45,4 +47,18 @@ def unseal(purpose: bytes, token: str) -> str | None:
     try:
         return sealer(purpose).decrypt(token.encode("ascii")).decode("utf-8")
     except (InvalidToken, ValueError):  # ValueError: not ASCII, or not UTF-8 once opened
+        return None
+
+
+def unseal_json(purpose: bytes, token: str | None) -> Any | None:
+    """The JSON value sealed in ``token`` for ``purpose``; None when there is no token,
+    no known key opens it, or what it holds is not JSON."""
+    if not token:
+        return None
+    text = unseal(purpose, token)
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
         return None
