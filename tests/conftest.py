@@ -17,9 +17,10 @@ pytest_plugins = ["tests._erasure_support", "tests._replica_support", "tests._fa
 
 
 # The modules whose tests purge on PostgreSQL (VACUUM FULL / pg_repack + CHECKPOINT), which
-# waits for every older transaction of the whole cluster: under pytest-xdist (`make test`)
-# they share one xdist_group, so --dist loadgroup runs them one after the other on one
-# worker, while the other workers run the rest. A new module that purges: add it here.
+# waits for every older transaction of the whole cluster. On PostgreSQL their tests carry
+# the `pg_cluster` marker, which `make test` runs alone in one process after the rest
+# (`-m pg_cluster`); under pytest-xdist they also share one xdist_group, so --dist
+# loadgroup runs them one after the other on one worker. A new module that purges: add it here.
 PG_CLUSTER_MODULES = (
     "tests/api/test_api_erasure.py",
     "tests/api/test_api_erasure_crash.py",
@@ -51,6 +52,7 @@ def pytest_itemcollected(item):
     """
     if connection.vendor == "postgresql" and item.nodeid.split("::")[0] in PG_CLUSTER_MODULES:
         item.add_marker(pytest.mark.xdist_group("pg_cluster"))
+        item.add_marker(pytest.mark.pg_cluster)  # `make test` runs these alone: -m pg_cluster
 
 
 def pytest_runtest_setup(item):
