@@ -15,6 +15,7 @@ PYTEST_XDIST = -n $(PYTEST_WORKERS) --dist loadgroup
 # wraps each test in a transaction): so the tests that purge (the `pg_cluster` marker,
 # PG_CLUSTER_MODULES in tests/conftest.py) run alone in one process, after the rest ran on
 # PYTEST_PG_WORKERS workers (`make test PYTEST_PG_WORKERS=0` runs those in one process too).
+# A `-m` in PYTEST_ARGS replaces the two parts' selection: use `-k` to narrow a run.
 PYTEST_PG_WORKERS ?= 2
 PYTEST_PG_XDIST = -n $(PYTEST_PG_WORKERS) --dist loadgroup
 # Where `make run` serves (`make run RUN_ADDR=127.0.0.1:8011`); the printed login URL follows.

@@ -7,16 +7,20 @@ index it truncates: about 2 s a test, most of the PostgreSQL pass.
 
 This plugin keeps what the flush promises (every table emptied, its files as a
 ``TRUNCATE`` leaves them, so no test's bytes reach the next test's byte scan) and
-drops the work on tables that already are so. The first flush of a database is
-Django's own; right after it, the total size of every leaf table (heap, TOAST,
-indexes, free-space and visibility maps) is noted. Each later flush truncates the
-leaves whose total size differs from that note: a leaf's heap is empty (0 bytes)
-right after a TRUNCATE, and a row written there, even rolled back, extends it, so a
-leaf of the noted size holds nothing. A leaf whose heap is not empty right after
-the flush (``schema_meta``: a trigger writes the change counter as ``memories`` is
-truncated) is truncated every time, since rows may come and go in its pages without
-changing its size. ``CASCADE`` takes in the tables that reference a truncated one,
-as a full flush truncates them too. ``reset_sequences`` flushes stay Django's own.
+drops the work on tables that already are so. One difference stays: truncating a
+partition does not fire the statement trigger of its parent, so the change counter
+row of ``schema_meta`` comes back from ``post_migrate`` at 0 rather than 1.
+
+The first flush of a database is Django's own; right after it, the total size of
+every leaf table (heap, TOAST, indexes, free-space and visibility maps) is noted.
+Each later flush truncates the leaves whose total size differs from that note: a
+leaf's heap is empty (0 bytes) right after a TRUNCATE, and a row written there, even
+rolled back, extends it, so a leaf of the noted size holds nothing. A leaf whose
+heap is not empty right after the flush (``schema_meta``: a trigger writes the
+change counter as ``memories`` is truncated) is truncated every time, since rows may
+come and go in its pages without changing its size. ``CASCADE`` takes in the tables
+that reference a truncated one, as a full flush truncates them too.
+``reset_sequences`` flushes stay Django's own.
 """
 
 from __future__ import annotations

@@ -41,16 +41,22 @@ PG_CLUSTER_MODULES = (
     "tests/desk/test_requests_cli.py",
     "tests/desk/test_subject_request_api.py",
     "tests/recall/test_snapshots.py",
+    "tests/replicas/test_erasure_copies.py",
+    "tests/compliance/test_copy_checks.py",
 )
 
 
 def pytest_itemcollected(item):
-    """On PostgreSQL, the tests of ``PG_CLUSTER_MODULES`` join the ``pg_cluster`` xdist_group.
+    """On PostgreSQL, the tests of ``PG_CLUSTER_MODULES``, and every test that uses the
+    erasure tests' ``purge_settings``, are ``pg_cluster`` tests (marker and xdist_group).
 
     Marked as each test is collected: pytest-xdist reads the marks in its own
     pytest_collection_modifyitems, which may run before this file's.
     """
-    if connection.vendor == "postgresql" and item.nodeid.split("::")[0] in PG_CLUSTER_MODULES:
+    if connection.vendor != "postgresql":
+        return
+    purges = "purge_settings" in getattr(item, "fixturenames", ())  # the erasure tests' settings
+    if purges or item.nodeid.split("::")[0] in PG_CLUSTER_MODULES:
         item.add_marker(pytest.mark.xdist_group("pg_cluster"))
         item.add_marker(pytest.mark.pg_cluster)  # `make test` runs these alone: -m pg_cluster
 

@@ -258,8 +258,9 @@ def keeper(row: CopyCheck, checker: str, *, using: str = DEFAULT_DB_ALIAS) -> Ca
     it extends ``claimed_until`` by a full term, by one conditional UPDATE that holds
     only while ``checker`` still owns the row: a scan longer than
     ``MEMORYAPP_COPY_CLAIM_SECONDS`` keeps its row. When the row was taken over (the
-    claim expired while this process stalled), it raises :class:`ClaimLost` and the
-    scan stops, instead of reading on for a result :func:`save` would not write.
+    claim expired while this process stalled), or the renewal itself failed on the
+    primary, it raises :class:`ClaimLost` and the scan stops, instead of reading on for
+    a result :func:`save` would not write.
     """
     term = conf.copy_claim_seconds()
     renewed = time.monotonic()
@@ -268,12 +269,18 @@ def keeper(row: CopyCheck, checker: str, *, using: str = DEFAULT_DB_ALIAS) -> Ca
         nonlocal renewed
         if time.monotonic() - renewed < term / 3:
             return
-        until = now() + dt.timedelta(seconds=term)
-        held = (
-            CopyCheck.objects.using(using)
-            .filter(pk=row.pk, claimed_by=checker, outcome__in=PENDING)
-            .update(claimed_until=until)
-        )
+        try:
+            until = now() + dt.timedelta(seconds=term)
+            held = (
+                CopyCheck.objects.using(using)
+                .filter(pk=row.pk, claimed_by=checker, outcome__in=PENDING)
+                .update(claimed_until=until)
+            )
+        except DatabaseError as exc:
+            # The primary failed, not the server scanned: not a result for its copy (the
+            # scan's own DatabaseError handling would blame that server). The claim expires
+            # and a later round scans it again.
+            raise ClaimLost(f"copy check {row.pk}: its claim could not be renewed") from exc
         if not held:
             raise ClaimLost(f"copy check {row.pk} was taken over from {checker}")
         row.claimed_until = until

@@ -220,3 +220,30 @@ def test_a_scan_whose_claim_was_taken_over_stops_at_its_next_heartbeat(
     assert reads_after == []
     row.refresh_from_db()
     assert (row.outcome, row.claimed_by, row.attempts) == (Outcome.NOT_CHECKED, "host:8:next", 0)
+
+
+def test_a_renewal_the_primary_fails_stops_the_scan_without_a_result_for_the_copy(
+    pending, settings, monkeypatch
+):
+    """The heartbeat runs inside the scan's reads: a database error of the primary there
+    must not be taken for the scanned server's (an "unscanned" result is final)."""
+    from django.db import OperationalError
+
+    settings.MEMORYAPP_COPY_CLAIM_SECONDS = 1
+    row = pending[0]
+
+    def primary_down():
+        raise OperationalError("server closed the connection unexpectedly")
+
+    def scan(alias, *, heartbeat, **kwargs):
+        time.sleep(0.4)
+        monkeypatch.setattr(copies, "now", primary_down)
+        heartbeat()
+        return copy_scan.Check(Outcome.UNSCANNED, reason="never reached")
+
+    monkeypatch.setattr(copy_scan, "check", scan)
+    assert copies.check_pending(receipt=row.receipt) == 0
+    monkeypatch.undo()
+    row.refresh_from_db()
+    assert row.outcome == Outcome.NOT_CHECKED and row.attempts == 0
+    assert row.claimed_by  # still ours until it expires; the next round scans it again

@@ -1,4 +1,4 @@
-"""The tests' narrowed PostgreSQL flush (tests/_fast_flush.py) leaves what a full one leaves.
+"""The tests' narrowed PostgreSQL flush (tests/_fast_flush.py) empties what a full one empties.
 
 The byte-scanning erasure tests rely on it: a flush that skipped a table holding a
 previous test's bytes would let them find another test's "erased" value.
