@@ -52,13 +52,13 @@ def scan(
 def groups(paths: Sequence[str], limit: int) -> list[list[str]]:
     """``paths`` in order, cut into runs of at most ``limit`` bytes (a larger file alone)."""
     out: list[list[str]] = []
-    size = limit
+    size = 0
     for path in paths:
         try:
             n = os.path.getsize(path)
         except OSError:
             n = 0  # gone or unreadable: the child reports it as not read
-        if size + n > limit or not out:
+        if not out or size + n > limit:
             out.append([])
             size = 0
         out[-1].append(path)
